@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The bare-metal lab: a client, an NGINX load balancer and N backend NGINX servers, each in
+# its own network namespace, joined by a bridge on the host (seed 001's "traditional
+# architecture", seed 003's LB -> backends).
+#   ci/lab.sh up       bring it up with $VARIANT (converges: a running lab is reconfigured)
+#   ci/lab.sh down     remove every process, namespace, bridge and file it made (idempotent)
+#   ci/lab.sh status   print what is running; exit 1 when the lab is not up
+# Addresses are in 198.18.0.0/15 (RFC 2544). The namespaces get no default route, so nothing
+# they send can leave the host.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+VARIANT=${VARIANT:-default}
+LAB_BACKENDS=${LAB_BACKENDS:-2}
+STATE=${IB_LAB_STATE:-/run/ingress-bench/lab}
+BRIDGE=ibench0
+NS_PREFIX=ibench-
+HOST_IP=198.18.0.1
+LB_IP=198.18.0.2          # must match LAB_LB_ADDRESS in k6/lib/config.js
+CLIENT_IP=198.18.0.3
+LB_STATUS_PORT=8080       # must match the stub_status server in nginx.conf.tmpl
+backend_ip() { echo "198.18.0.$((10 + $1))"; }
+# name=bytes; must match PAYLOADS in k6/lib/config.js.
+PAYLOADS="0kb=0 1kb=1024 4kb=4096 100kb=102400 1mb=1048576"
+
+nginx_pids() { # every nginx master/worker started from our state dir (also strays of a crashed up)
+  pgrep -f "nginx: .* -p $STATE/" || true
+}
+
+down() {
+  local pid ns
+  for pid in $(nginx_pids); do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 50); do [ -z "$(nginx_pids)" ] && break; sleep 0.1; done
+  for pid in $(nginx_pids); do kill -KILL "$pid" 2>/dev/null || true; done
+  for ns in $(ip netns list 2>/dev/null | awk -v p="$NS_PREFIX" 'index($1, p) == 1 {print $1}'); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  rm -rf "$STATE"
+}
+
+# add_host NAME IP: a namespace with one veth on the bridge. Kernel knobs set here are the
+# namespace's own (seed 004's client/node settings); they vanish with it.
+add_host() {
+  local ns=$NS_PREFIX$1 ip=$2 peer=ibv-$1
+  ip netns add "$ns"
+  ip link add "$peer" type veth peer name eth0 netns "$ns"
+  ip link set "$peer" master "$BRIDGE" up
+  ip -n "$ns" addr add "$ip/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1 net.core.somaxconn=65535
+}
+
+# start_nginx NAME CONF: nginx in namespace NAME with prefix $STATE/NAME/.
+start_nginx() {
+  local name=$1 conf=$2 p=$STATE/$1
+  mkdir -p "$p/logs" "$p/tmp"
+  ip netns exec "$NS_PREFIX$name" nginx -q -t -p "$p/" -c "$conf" -e "$p/logs/error.log" 2>"$p/logs/test.log" ||
+    die "nginx config for $name is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
+  ip netns exec "$NS_PREFIX$name" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log" ||
+    die "nginx for $name did not start: $(tail -n1 "$p/logs/error.log")"
+}
+
+wait_http() { # URL: until it answers 200 (5 s)
+  for _ in $(seq 50); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1")" = 200 ] && return 0
+    sleep 0.1
+  done
+  die "$1 did not answer 200 within 5 s"
+}
+
+failpoint() { # lets the test suite make `up` fail half-way, to prove the rollback
+  [ "${LAB_FAILPOINT:-}" = "$1" ] && die "failpoint $1 reached (LAB_FAILPOINT is set)"
+  return 0
+}
+
+render_lb() {
+  local files; files=$(variant_knob_files "$VARIANT") || exit 1
+  mkdir -p "$STATE/lb/tls"
+  # shellcheck disable=SC2086
+  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files >"$STATE/lb/nginx.conf"
+  local i; for i in $(seq "$LAB_BACKENDS"); do echo "server $(backend_ip "$i"):80;"; done >"$STATE/lb/upstreams.conf"
+  echo "$VARIANT" >"$STATE/lb/variant"
+}
+
+start_lb() {
+  render_lb
+  start_nginx lb "$STATE/lb/nginx.conf"
+  wait_http "http://$LB_IP:$LB_STATUS_PORT/stub_status"
+  wait_http "http://$LB_IP/1kb.bin"
+}
+
+stop_lb() {
+  local pid; pid=$(cat "$STATE/lb/logs/nginx.pid" 2>/dev/null) || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  die "lb nginx (pid $pid) did not stop"
+}
+
+is_up() { [ -f "$STATE/up" ] && [ -n "$(nginx_pids)" ] && ip link show "$BRIDGE" >/dev/null 2>&1; }
+
+up() {
+  need_root "lab:up"
+  command -v nginx >/dev/null || die "nginx is not installed: run 'task tools'"
+  [[ $LAB_BACKENDS =~ ^[1-9][0-9]?$ ]] || die "LAB_BACKENDS must be a whole number from 1 to 99, got '$LAB_BACKENDS'"
+  variant_knob_files "$VARIANT" >/dev/null
+  # nginx's master inherits this; workers raise theirs to worker_rlimit_nofile where set.
+  ulimit -n "$(ulimit -Hn)"
+  if is_up; then
+    if [ "$(cat "$STATE/lb/variant")" = "$VARIANT" ] && [ "$(cat "$STATE/backends")" = "$LAB_BACKENDS" ]; then
+      say lab "up (variant $VARIANT, $LAB_BACKENDS backends)"; return 0
+    fi
+    if [ "$(cat "$STATE/backends")" = "$LAB_BACKENDS" ]; then
+      # Restart rather than reload so stub_status counters and workers start clean.
+      say lab "switching the load balancer to variant $VARIANT"
+      stop_lb; start_lb; return 0
+    fi
+  fi
+  down # a half-made lab from a crash, or a different backend count: start from nothing
+  trap 'down' ERR
+  trap 'down; exit 1' INT TERM
+  # die exits from subshell-free code paths: make every exit before "up" roll back.
+  trap 'rc=$?; [ $rc = 0 ] || down; exit $rc' EXIT
+  mkdir -p "$STATE/payloads" && chmod 755 "$STATE" "$STATE/payloads"
+  local kv; for kv in $PAYLOADS; do head -c "${kv#*=}" /dev/zero >"$STATE/payloads/${kv%%=*}.bin"; done
+  chmod 644 "$STATE"/payloads/*
+
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$HOST_IP/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  add_host client "$CLIENT_IP"
+  add_host lb "$LB_IP"
+  local i; for i in $(seq "$LAB_BACKENDS"); do
+    add_host "be$i" "$(backend_ip "$i")"
+    mkdir -p "$STATE/be$i" && ln -s "$STATE/payloads" "$STATE/be$i/payloads"
+    start_nginx "be$i" "$IB_ROOT/kustomize/base/backend/nginx.conf"
+  done
+  for i in $(seq "$LAB_BACKENDS"); do wait_http "http://$(backend_ip "$i")/1kb.bin"; done
+  failpoint after-backends
+
+  # The LB's certificate: RSA-2048 as in seed 002, generated here, never committed.
+  mkdir -p "$STATE/lb/tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=bench.ingress.test" \
+    -addext "subjectAltName=DNS:bench.ingress.test,IP:$LB_IP" \
+    -keyout "$STATE/lb/tls/tls.key" -out "$STATE/lb/tls/tls.crt" 2>/dev/null || die "openssl could not make the LB certificate"
+  start_lb
+  echo "$LAB_BACKENDS" >"$STATE/backends"
+  touch "$STATE/up"
+  trap - ERR INT TERM EXIT
+  say lab "up: lb $LB_IP (variant $VARIANT), $LAB_BACKENDS backends, client namespace ${NS_PREFIX}client"
+}
+
+status() {
+  if ! is_up; then echo "lab: down"; return 1; fi
+  echo "lab: up, variant $(cat "$STATE/lb/variant"), $(cat "$STATE/backends") backends, lb $LB_IP"
+  curl -s "http://$LB_IP:$LB_STATUS_PORT/stub_status"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) need_root "lab:down"; down; say lab "down" ;;
+  status) status ;;
+  *) die "usage: ci/lab.sh up|down|status" ;;
+esac

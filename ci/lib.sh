@@ -1,0 +1,38 @@
+# Shared shell helpers: sourced by every script in ci/ and by ./task. Keep it free of side
+# effects beyond setting variables and PATH.
+IB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=ci/versions.env
+. "$IB_ROOT/ci/versions.env"
+IB_CACHE=${IB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-bench}
+IB_GOCACHE_DIRS="$IB_CACHE/go"
+# Version-keyed install directories: PATH is composed from the pins, so two checkouts with
+# different pins never see each other's binaries.
+IB_K6_DIR=$IB_CACHE/k6-$K6_VERSION
+IB_KUSTOMIZE_DIR=$IB_CACHE/kustomize-$KUSTOMIZE_VERSION
+IB_KUBECONFORM_DIR=$IB_CACHE/kubeconform-$KUBECONFORM_VERSION
+IB_TASK_DIR=$IB_CACHE/task-$TASK_VERSION
+IB_VENV=$IB_CACHE/venv-pytest-$PYTEST_VERSION
+export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_VENV/bin:$PATH"
+# k6 1.8 would otherwise phone home, or ask a remote build service for unknown k6/x modules.
+export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
+
+# die MSG: the one-line error every script ends with; never a stack trace.
+die() { echo "error: $*" >&2; exit 1; }
+say() { printf '%-9s %s\n' "$1" "$2" >&2; }
+need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
+
+# Variants: "default" or knob names joined by '+', each a kustomize/components/tuning-<name>
+# Component, applied in order over the defaults (later knobs win).
+IB_LB_DIR=$IB_ROOT/kustomize/components/nginx-lb
+known_variants() { (cd "$IB_ROOT/kustomize/components" && ls -d tuning-*/ | sed 's|^tuning-||; s|/$||' | tr '\n' ' '); }
+# variant_knob_files VARIANT: the knob files, defaults first; dies on an unknown name.
+variant_knob_files() {
+  local v=$1 k
+  echo "$IB_LB_DIR/defaults.env"
+  [ "$v" = default ] && return 0
+  [[ $v =~ ^[a-z0-9-]+(\+[a-z0-9-]+)*$ ]] || die "VARIANT '$v' is not 'default' or knob names joined by '+' (known: default $(known_variants))"
+  for k in ${v//+/ }; do
+    [ -f "$IB_ROOT/kustomize/components/tuning-$k/nginx.env" ] || die "unknown variant knob '$k' (known: default $(known_variants))"
+    echo "$IB_ROOT/kustomize/components/tuning-$k/nginx.env"
+  done
+}

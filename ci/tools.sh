@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs every pinned tool the project needs; a no-op (a few stat calls) when all are there.
+#   ci/tools.sh            everything
+#   ci/tools.sh task       only go-task (what the ./task wrapper needs to start)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+# go_tool NAME VERSION DIR PACKAGE: build PACKAGE@VERSION with the local Go into DIR/NAME.
+go_tool() {
+  local name=$1 version=$2 dir=$3 pkg=$4
+  [ -x "$dir/$name" ] && return 0
+  command -v go >/dev/null || die "building $name $version needs Go (1.24 or newer): install it from your distribution or go.dev, then re-run"
+  say tools "building $name $version with $(go env GOVERSION) (cold: 1-4 min, cached after)"
+  local tmp; tmp=$(mktemp -d "$IB_CACHE/.build-XXXXXX")
+  # GOTOOLCHAIN=local: never download another Go toolchain (the proxy here serves modules only).
+  if ! GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOBIN="$tmp" go install "$pkg@$version" >"$tmp.log" 2>&1; then
+    tail -n 5 "$tmp.log" >&2; rm -rf "$tmp" "$tmp.log"
+    die "go install $pkg@$version failed (last lines above)"
+  fi
+  mkdir -p "$dir" && mv "$tmp/$name" "$dir/$name" && rm -rf "$tmp" "$tmp.log"
+}
+
+apt_tools() {
+  local missing=() p
+  for p in $APT_PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} = 0 ] && return 0
+  command -v apt-get >/dev/null || die "missing Debian packages (${missing[*]}) and no apt-get: install them with your package manager"
+  [ "$(id -u)" = 0 ] || die "missing Debian packages (${missing[*]}): run 'sudo ci/tools.sh' or install them"
+  say tools "apt-get install ${missing[*]}"
+  # A policy-rc.d that says no keeps the packages' services (nginx on :80, prometheus) from
+  # starting on hosts with an init system: the suite starts its own instances.
+  local policy=/usr/sbin/policy-rc.d added=
+  if [ ! -e $policy ]; then printf '#!/bin/sh\nexit 101\n' >$policy; chmod +x $policy; added=1; fi
+  local rc=0
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$IB_CACHE/apt.log" 2>&1 || rc=$?
+  [ -n "$added" ] && rm -f $policy
+  [ $rc = 0 ] || { tail -n 5 "$IB_CACHE/apt.log" >&2; die "apt-get install failed (log: $IB_CACHE/apt.log)"; }
+}
+
+check_series() { # NAME ACTUAL EXPECTED_PREFIX
+  case "$2" in "$3"*) ;; *) die "$1 is $2 but the suite is pinned to $3x: install that version";; esac
+}
+
+mkdir -p "$IB_CACHE"
+go_tool task "$TASK_VERSION" "$IB_TASK_DIR" github.com/go-task/task/v3/cmd/task
+[ "${1:-all}" = task ] && exit 0
+
+apt_tools
+check_series nginx "$(nginx -v 2>&1 | sed 's|.*nginx/||')" "$NGINX_SERIES"
+check_series wrk "$(dpkg-query -W -f='${Version}' wrk)" "$WRK_SERIES"
+go_tool k6 "$K6_VERSION" "$IB_K6_DIR" go.k6.io/k6
+go_tool kustomize "$KUSTOMIZE_VERSION" "$IB_KUSTOMIZE_DIR" sigs.k8s.io/kustomize/kustomize/v5
+go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yannh/kubeconform/cmd/kubeconform
+if [ ! -x "$IB_VENV/bin/pytest" ]; then
+  say tools "python venv with pytest $PYTEST_VERSION"
+  python3 -m venv "$IB_VENV" >/dev/null || die "python3 -m venv failed: install python3-venv"
+  "$IB_VENV/bin/pip" install -q "pytest==$PYTEST_VERSION" || die "pip install pytest==$PYTEST_VERSION failed"
+fi
+say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, task $TASK_VERSION, nginx $(nginx -v 2>&1 | sed 's|.*/||'), wrk $(dpkg-query -W -f='${Version}' wrk) ready"

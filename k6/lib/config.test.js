@@ -1,0 +1,90 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseConfig, durationMs, isLabHost, parseTarget, PROFILES } from './config.js';
+
+const bad = (env, scenario, re) => assert.throws(() => parseConfig(env, scenario), re);
+
+test('defaults per scenario follow the seed measurements', () => {
+  const rps = parseConfig({}, 'rps');
+  assert.equal(rps.url, 'http://198.18.0.2/1kb.bin');
+  assert.equal(rps.bodyBytes, 1024);
+  assert.equal(rps.reuse, true);
+  assert.equal(rps.connections, 100); // 50 per client core, 2 cores assumed
+  const tps = parseConfig({}, 'tps');
+  assert.equal(tps.url, 'https://198.18.0.2/0kb.bin');
+  assert.equal(tps.reuse, false);
+  const tp = parseConfig({}, 'throughput');
+  assert.equal(tp.bodyBytes, 1048576);
+  assert.equal(tp.discardBodies, true);
+});
+
+test('connections scale with client cores and cap at the seed 1000', () => {
+  assert.equal(parseConfig({ CLIENT_CPUS: '8' }, 'rps').connections, 400);
+  assert.equal(parseConfig({ CLIENT_CPUS: '88' }, 'rps').connections, 1000);
+  assert.equal(parseConfig({ CONNECTIONS: '7' }, 'rps').connections, 7);
+});
+
+test('numbers are validated with the variable name in the message', () => {
+  bad({ CONNECTIONS: 'abc' }, 'rps', /CONNECTIONS must be a whole number, got 'abc'/);
+  bad({ CONNECTIONS: '-5' }, 'rps', /CONNECTIONS must be a whole number/);
+  bad({ CONNECTIONS: '0' }, 'rps', /CONNECTIONS must be at least 1/);
+  bad({ RATE: '1.5' }, 'rps', /RATE must be a whole number/);
+  bad({ P95_MS: 'fast' }, 'rps', /P95_MS must be a number/);
+  bad({ P95_MS: '-1' }, 'rps', /P95_MS must be a number/);
+  bad({ ERROR_RATE_MAX: '1e' }, 'rps', /ERROR_RATE_MAX must be a number/);
+  assert.equal(parseConfig({ ERROR_RATE_MAX: '1e-3' }, 'rps').thresholds.errorRate, 0.001);
+});
+
+test('durations: k6 syntax, never zero', () => {
+  assert.equal(durationMs('1m30s'), 90000);
+  assert.equal(durationMs('180s'), 180000);
+  assert.ok(Number.isNaN(durationMs('10')));
+  assert.ok(Number.isNaN(durationMs('-5s')));
+  bad({ DURATION: '0s' }, 'rps', /DURATION must be longer than zero/);
+  bad({ DURATION: 'ten' }, 'rps', /DURATION must look like/);
+});
+
+test('targets outside the lab need the explicit opt-in', () => {
+  assert.ok(isLabHost('198.18.0.2'));
+  assert.ok(isLabHost('198.19.255.1'));
+  assert.ok(isLabHost('127.0.0.1'));
+  assert.ok(isLabHost('localhost'));
+  assert.ok(!isLabHost('198.20.0.1'));
+  assert.ok(!isLabHost('10.0.0.1'));
+  assert.ok(!isLabHost('example.com'));
+  assert.ok(!isLabHost('198.18.0.256'));
+  bad({ TARGET: 'http://10.1.2.3' }, 'rps', /outside the lab .* ALLOW_EXTERNAL_TARGET=1/);
+  const ok = parseConfig({ TARGET: 'https://ingress.example.com:8443', ALLOW_EXTERNAL_TARGET: '1' }, 'rps');
+  assert.equal(ok.url, 'https://ingress.example.com:8443/1kb.bin');
+  assert.equal(ok.scheme, 'https');
+});
+
+test('target syntax and scheme rules', () => {
+  assert.throws(() => parseTarget('ftp://198.18.0.2'), /TARGET must be a base URL/);
+  assert.throws(() => parseTarget('http://198.18.0.2/path'), /TARGET must be a base URL/);
+  assert.throws(() => parseTarget('http://198.18.0.2:70000'), /port must be 1-65535/);
+  bad({ TARGET: 'http://198.18.0.2' }, 'tps', /TARGET must be https/);
+  bad({ SCHEME: 'http' }, 'tps', /SCHEME must be https/);
+  bad({ SCHEME: 'quic' }, 'rps', /SCHEME must be http or https/);
+  assert.equal(parseConfig({ SCHEME: 'https' }, 'rps').url, 'https://198.18.0.2/1kb.bin');
+});
+
+test('unknown names are refused and listed', () => {
+  bad({}, 'latency', /unknown scenario 'latency' \(known: rps, tps, throughput\)/);
+  bad({ PAYLOAD: '2kb' }, 'rps', /unknown PAYLOAD '2kb'/);
+  bad({ NO_REUSE: 'yes' }, 'rps', /NO_REUSE must be 1\/true or 0\/false/);
+  bad({ TESTID: 'a/b' }, 'rps', /TESTID may hold/);
+  bad({ BENCH_META: '{' }, 'rps', /BENCH_META is not JSON/);
+});
+
+test('NO_REUSE turns keep-alive off (ab without -k); tps never reuses', () => {
+  assert.equal(parseConfig({ NO_REUSE: '1' }, 'rps').reuse, false);
+  assert.equal(parseConfig({ NO_REUSE: '0' }, 'tps').reuse, false);
+  assert.deepEqual(Object.keys(PROFILES), ['rps', 'tps', 'throughput']);
+});
+
+test('tags carry testid, variant, platform, scenario', () => {
+  const c = parseConfig({ TESTID: 'run-1', VARIANT: 'seed004-keepalive', PLATFORM: 'lab' }, 'rps');
+  assert.deepEqual(c.tags, { testid: 'run-1', variant: 'seed004-keepalive', platform: 'lab', scenario: 'rps' });
+  assert.equal(c.resultsDir, 'results/run-1');
+});

@@ -1,0 +1,39 @@
+// k6 options from a parsed config. Pure: unit-tested under node.
+import { TLS_CIPHER } from './config.js';
+
+export function buildOptions(cfg) {
+  const t = cfg.thresholds;
+  const executor = cfg.rate
+    ? { // Open model: requests arrive at RATE/s whatever the latency; a VU shortage shows as dropped_iterations.
+      executor: 'constant-arrival-rate', rate: cfg.rate, timeUnit: '1s', duration: cfg.duration,
+      preAllocatedVUs: cfg.connections, maxVUs: cfg.connections,
+    }
+    : { executor: 'constant-vus', vus: cfg.connections, duration: cfg.duration }; // closed model, wrk -c N
+
+  // One array per metric: a second key for the same metric in this object would silently
+  // replace the first (the ingress-nginx loadtest.js bug the design notes).
+  const thresholds = {
+    http_req_failed: [`rate<${t.errorRate}`],
+    http_req_duration: [`p(95)<${t.p95}`, `p(99)<${t.p99}`],
+    checks: ['rate==1'],
+  };
+  if (t.rpsMin) thresholds.http_reqs = [`rate>=${t.rpsMin}`];
+  if (cfg.rate) thresholds.dropped_iterations = [`count<=${t.droppedMax}`];
+
+  const options = {
+    scenarios: { [cfg.scenario]: { ...executor, gracefulStop: '5s' } },
+    thresholds,
+    tags: cfg.tags,
+    noConnectionReuse: !cfg.reuse,
+    discardResponseBodies: cfg.discardBodies,
+    summaryTrendStats: ['avg', 'min', 'med', 'max', 'p(90)', 'p(95)', 'p(99)'],
+    // Lab certificates are generated at `lab:up` and self-signed; wrk does not verify either.
+    insecureSkipTLSVerify: true,
+    setupTimeout: '30s',
+  };
+  if (cfg.scheme === 'https') {
+    options.tlsVersion = { min: 'tls1.2', max: 'tls1.2' };
+    options.tlsCipherSuites = [TLS_CIPHER];
+  }
+  return options;
+}

@@ -1,0 +1,37 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseConfig } from './config.js';
+import { buildOptions } from './options.js';
+
+test('closed model: constant VUs = connections, one threshold array per metric', () => {
+  const o = buildOptions(parseConfig({ CONNECTIONS: '50', DURATION: '30s' }, 'rps'));
+  assert.deepEqual(o.scenarios.rps, { executor: 'constant-vus', vus: 50, duration: '30s', gracefulStop: '5s' });
+  assert.deepEqual(o.thresholds.http_req_duration, ['p(95)<250', 'p(99)<500']);
+  assert.deepEqual(o.thresholds.http_req_failed, ['rate<0.0001']);
+  assert.equal(o.thresholds.dropped_iterations, undefined);
+  assert.equal(o.thresholds.http_reqs, undefined);
+  assert.equal(o.noConnectionReuse, false);
+});
+
+test('open model gates on dropped iterations; RPS floor is optional', () => {
+  const o = buildOptions(parseConfig({ RATE: '5000', CONNECTIONS: '20', RPS_MIN: '4000', DROPPED_MAX: '3' }, 'rps'));
+  assert.equal(o.scenarios.rps.executor, 'constant-arrival-rate');
+  assert.equal(o.scenarios.rps.rate, 5000);
+  assert.equal(o.scenarios.rps.maxVUs, 20);
+  assert.deepEqual(o.thresholds.dropped_iterations, ['count<=3']);
+  assert.deepEqual(o.thresholds.http_reqs, ['rate>=4000']);
+});
+
+test('tps: the seed TLS 1.2 cipher, no connection reuse', () => {
+  const o = buildOptions(parseConfig({}, 'tps'));
+  assert.deepEqual(o.tlsVersion, { min: 'tls1.2', max: 'tls1.2' });
+  assert.deepEqual(o.tlsCipherSuites, ['TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384']);
+  assert.equal(o.noConnectionReuse, true);
+});
+
+test('throughput discards bodies; http has no TLS options', () => {
+  const o = buildOptions(parseConfig({}, 'throughput'));
+  assert.equal(o.discardResponseBodies, true);
+  assert.equal(o.tlsVersion, undefined);
+  assert.deepEqual(o.tags.scenario, 'throughput');
+});

@@ -1,0 +1,82 @@
+// End-of-run summary: the per-run directory's files and the short text a person reads.
+// Pure: takes k6's summary data and the parsed config; unit-tested under node.
+
+const metric = (data, name) => (data.metrics[name] && data.metrics[name].values) || {};
+
+export function fmtInt(n) {
+  return Math.round(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+// Gbit/s from a bytes-per-second rate (decimal giga, as NIC speeds are quoted).
+export const gbits = (bytesPerSecond) => (bytesPerSecond * 8) / 1e9;
+
+// The numbers a result is judged by, in one flat object (written into summary.json as `result`).
+export function headline(data, cfg) {
+  const reqs = metric(data, 'http_reqs');
+  const dur = metric(data, 'http_req_duration');
+  const failed = metric(data, 'http_req_failed');
+  const recv = metric(data, 'data_received');
+  const tls = metric(data, 'http_req_tls_handshaking');
+  const seconds = data.state.testRunDurationMs / 1000;
+  const thresholds = [];
+  for (const [name, m] of Object.entries(data.metrics)) {
+    for (const [expr, t] of Object.entries(m.thresholds || {})) thresholds.push({ metric: name, expr, ok: t.ok });
+  }
+  return {
+    scenario: cfg.scenario,
+    requests: reqs.count || 0,
+    rps: reqs.rate || 0,
+    seconds,
+    connections: cfg.connections,
+    model: cfg.rate ? `open ${cfg.rate}/s` : 'closed',
+    p50_ms: dur.med, p95_ms: dur['p(95)'], p99_ms: dur['p(99)'], max_ms: dur.max,
+    error_rate: failed.rate || 0,
+    errors: failed.passes || 0, // http_req_failed is a Rate: passes are failed requests
+    dropped_iterations: metric(data, 'dropped_iterations').count || 0,
+    gbit_per_s: gbits(recv.rate || 0),
+    tls_handshake_avg_ms: tls.avg,
+    thresholds,
+    passed: thresholds.every((t) => t.ok),
+  };
+}
+
+const ms = (v) => (v === undefined ? '-' : `${v.toFixed(v < 10 ? 2 : 1)} ms`);
+
+export function textSummary(h, cfg) {
+  const lines = [];
+  const label = `k6 ${cfg.scenario}`.padEnd(10);
+  lines.push(`${label}${cfg.connections} connections × ${cfg.duration} (${h.model}) → ${fmtInt(h.rps)} req/s` +
+    `  p50 ${ms(h.p50_ms)}  p95 ${ms(h.p95_ms)}  p99 ${ms(h.p99_ms)}`);
+  lines.push(`${''.padEnd(10)}${fmtInt(h.requests)} requests, errors ${(h.error_rate * 100).toFixed(3)}% (${fmtInt(h.errors)})` +
+    (h.dropped_iterations ? `, dropped ${fmtInt(h.dropped_iterations)}` : '') +
+    `, received ${h.gbit_per_s.toFixed(3)} Gbit/s` +
+    (h.tls_handshake_avg_ms ? `, TLS handshake avg ${ms(h.tls_handshake_avg_ms)}` : ''));
+  const failedT = h.thresholds.filter((t) => !t.ok);
+  lines.push(`${'result'.padEnd(10)}${h.passed ? 'PASS' : 'FAIL'} (${h.thresholds.length - failedT.length}/${h.thresholds.length} thresholds)` +
+    failedT.map((t) => `  ✗ ${t.metric} ${t.expr}`).join(''));
+  lines.push(`${'target'.padEnd(10)}${cfg.url} (variant ${cfg.tags.variant}, platform ${cfg.tags.platform})`);
+  return lines.join('\n') + '\n';
+}
+
+export function metaJson(cfg, data, now) {
+  return {
+    testid: cfg.tags.testid, scenario: cfg.scenario, variant: cfg.tags.variant, platform: cfg.tags.platform,
+    target: cfg.url, host_header: cfg.host, connections: cfg.connections, rate: cfg.rate || null,
+    duration: cfg.duration, connection_reuse: cfg.reuse,
+    finished_at: now.toISOString(), run_seconds: data.state.testRunDurationMs / 1000,
+    ...cfg.meta, // from the runner: git revision, tool versions, CPU count, placement
+  };
+}
+
+// The map k6's handleSummary returns: file path -> content, plus stdout.
+export function summaryFiles(data, cfg, now = new Date()) {
+  const h = headline(data, cfg);
+  const text = textSummary(h, cfg);
+  const dir = cfg.resultsDir;
+  return {
+    [`${dir}/summary.json`]: JSON.stringify({ result: h, k6: data }, null, 1),
+    [`${dir}/summary.txt`]: text,
+    [`${dir}/meta.json`]: JSON.stringify(metaJson(cfg, data, now), null, 1),
+    stdout: text,
+  };
+}

@@ -1,0 +1,8 @@
+// throughput: see PROFILES.throughput in lib/config.js for what it measures; settings are read there too.
+import { scenario } from './lib/scenario.js';
+
+const s = scenario('throughput');
+export const options = s.options;
+export const setup = s.setup;
+export default s.iteration;
+export const handleSummary = s.handleSummary;

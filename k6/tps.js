@@ -1,0 +1,8 @@
+// tps: see PROFILES.tps in lib/config.js for what it measures; settings are read there too.
+import { scenario } from './lib/scenario.js';
+
+const s = scenario('tps');
+export const options = s.options;
+export const setup = s.setup;
+export default s.iteration;
+export const handleSummary = s.handleSummary;
