@@ -14,6 +14,7 @@ VARIANT=${VARIANT:-default}
 LAB_BACKENDS=${LAB_BACKENDS:-2}
 STATE=${IB_LAB_STATE:-/run/ingress-bench/lab}
 BRIDGE=ibench0
+LAB_RANGE=198.18.0.0/15
 NS_PREFIX=ibench-
 HOST_IP=198.18.0.1
 LB_IP=198.18.0.2          # must match LAB_LB_ADDRESS in k6/lib/config.js
@@ -37,6 +38,7 @@ down() {
     ip netns del "$ns" 2>/dev/null || true
   done
   ip link del "$BRIDGE" 2>/dev/null || true
+  ip route del blackhole "$LAB_RANGE" 2>/dev/null || true
   rm -rf "$STATE"
 }
 
@@ -59,7 +61,7 @@ start_nginx() {
   mkdir -p "$p/logs" "$p/tmp"
   ip netns exec "$NS_PREFIX$name" nginx -q -t -p "$p/" -c "$conf" -e "$p/logs/error.log" 2>"$p/logs/test.log" ||
     die "nginx config for $name is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
-  ip netns exec "$NS_PREFIX$name" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log" ||
+  ip netns exec "$NS_PREFIX$name" taskset -c "$SERVER_CPUS" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log" ||
     die "nginx for $name did not start: $(tail -n1 "$p/logs/error.log")"
 }
 
@@ -106,13 +108,14 @@ up() {
   command -v nginx >/dev/null || die "nginx is not installed: run 'task tools'"
   [[ $LAB_BACKENDS =~ ^[1-9][0-9]?$ ]] || die "LAB_BACKENDS must be a whole number from 1 to 99, got '$LAB_BACKENDS'"
   variant_knob_files "$VARIANT" >/dev/null
+  read -r _ SERVER_CPUS <<<"$(lab_cpus)" || exit 1
   # nginx's master inherits this; workers raise theirs to worker_rlimit_nofile where set.
   ulimit -n "$(ulimit -Hn)"
   if is_up; then
-    if [ "$(cat "$STATE/lb/variant")" = "$VARIANT" ] && [ "$(cat "$STATE/backends")" = "$LAB_BACKENDS" ]; then
-      say lab "up (variant $VARIANT, $LAB_BACKENDS backends)"; return 0
+    if [ "$(cat "$STATE/lb/variant")" = "$VARIANT" ] && [ "$(cat "$STATE/shape")" = "$LAB_BACKENDS $SERVER_CPUS" ]; then
+      say lab "up (variant $VARIANT, $LAB_BACKENDS backends, servers on CPUs $SERVER_CPUS)"; return 0
     fi
-    if [ "$(cat "$STATE/backends")" = "$LAB_BACKENDS" ]; then
+    if [ "$(cat "$STATE/shape")" = "$LAB_BACKENDS $SERVER_CPUS" ]; then
       # Restart rather than reload so stub_status counters and workers start clean.
       say lab "switching the load balancer to variant $VARIANT"
       stop_lb; start_lb; return 0
@@ -130,6 +133,9 @@ up() {
   ip link add "$BRIDGE" type bridge
   ip addr add "$HOST_IP/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
+  # While the lab is up, an address of the range that no lab host holds ends here instead of
+  # following the host's default route (the bridge's /24 is more specific and still wins).
+  ip route add blackhole "$LAB_RANGE"
   add_host client "$CLIENT_IP"
   add_host lb "$LB_IP"
   local i; for i in $(seq "$LAB_BACKENDS"); do
@@ -146,15 +152,16 @@ up() {
     -addext "subjectAltName=DNS:bench.ingress.test,IP:$LB_IP" \
     -keyout "$STATE/lb/tls/tls.key" -out "$STATE/lb/tls/tls.crt" 2>/dev/null || die "openssl could not make the LB certificate"
   start_lb
-  echo "$LAB_BACKENDS" >"$STATE/backends"
+  echo "$LAB_BACKENDS $SERVER_CPUS" >"$STATE/shape"
   touch "$STATE/up"
   trap - ERR INT TERM EXIT
-  say lab "up: lb $LB_IP (variant $VARIANT), $LAB_BACKENDS backends, client namespace ${NS_PREFIX}client"
+  say lab "up: lb $LB_IP (variant $VARIANT), $LAB_BACKENDS backends, servers on CPUs $SERVER_CPUS"
 }
 
 status() {
   if ! is_up; then echo "lab: down"; return 1; fi
-  echo "lab: up, variant $(cat "$STATE/lb/variant"), $(cat "$STATE/backends") backends, lb $LB_IP"
+  read -r n cpus <"$STATE/shape"
+  echo "lab: up, variant $(cat "$STATE/lb/variant"), $n backends, lb $LB_IP, servers on CPUs $cpus"
   curl -s "http://$LB_IP:$LB_STATUS_PORT/stub_status"
 }
 

@@ -18,7 +18,7 @@ export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
 
 # die MSG: the one-line error every script ends with; never a stack trace.
 die() { echo "error: $*" >&2; exit 1; }
-say() { printf '%-9s %s\n' "$1" "$2" >&2; }
+say() { printf '%-13s %s\n' "$1" "$2" >&2; }
 need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
 
 # Variants: "default" or knob names joined by '+', each a kustomize/components/tuning-<name>
@@ -35,4 +35,19 @@ variant_knob_files() {
     [ -f "$IB_ROOT/kustomize/components/tuning-$k/nginx.env" ] || die "unknown variant knob '$k' (known: default $(known_variants))"
     echo "$IB_ROOT/kustomize/components/tuning-$k/nginx.env"
   done
+}
+
+# CPU placement on one host (the seeds pinned wrk with taskset): the load generator gets the
+# first half of the CPUs, the servers the second half, so neither steals the other's cycles.
+# Overridable with LAB_CLIENT_CPUS / LAB_SERVER_CPUS (taskset lists such as 0 or 2-3).
+lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
+  local n; n=$(nproc)
+  local client=${LAB_CLIENT_CPUS:-} server=${LAB_SERVER_CPUS:-}
+  if [ "$n" -lt 2 ]; then client=${client:-0}; server=${server:-0}
+  else client=${client:-0-$((n / 2 - 1))}; server=${server:-$((n / 2))-$((n - 1))}; fi
+  local v; for v in "$client" "$server"; do
+    [[ $v =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] || die "LAB_CLIENT_CPUS/LAB_SERVER_CPUS must be CPU lists like 0 or 1-3, got '$v'"
+    taskset -c "$v" true 2>/dev/null || die "CPU list '$v' is not available on this host ($n CPUs)"
+  done
+  echo "$client $server"
 }

@@ -24,7 +24,7 @@ export function scenario(name) {
     options: buildOptions(cfg),
     // Fail fast, before load starts, when the target does not answer as the scenario expects.
     setup() {
-      const res = http.get(cfg.url, params);
+      const res = http.get(cfg.url, { ...params, timeout: '5s' });
       if (res.status !== 200 || !bodyOk(res)) {
         throw new Error(`target ${cfg.url} not ready: status ${res.status}${res.error ? ` (${res.error})` : ''}`);
       }

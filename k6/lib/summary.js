@@ -40,21 +40,22 @@ export function headline(data, cfg) {
   };
 }
 
+const COL = 14; // label column, wide enough for 'k6 throughput'
 const ms = (v) => (v === undefined ? '-' : `${v.toFixed(v < 10 ? 2 : 1)} ms`);
 
 export function textSummary(h, cfg) {
   const lines = [];
-  const label = `k6 ${cfg.scenario}`.padEnd(10);
+  const label = `k6 ${cfg.scenario}`.padEnd(COL);
   lines.push(`${label}${cfg.connections} connections × ${cfg.duration} (${h.model}) → ${fmtInt(h.rps)} req/s` +
     `  p50 ${ms(h.p50_ms)}  p95 ${ms(h.p95_ms)}  p99 ${ms(h.p99_ms)}`);
-  lines.push(`${''.padEnd(10)}${fmtInt(h.requests)} requests, errors ${(h.error_rate * 100).toFixed(3)}% (${fmtInt(h.errors)})` +
+  lines.push(`${''.padEnd(COL)}${fmtInt(h.requests)} requests, errors ${(h.error_rate * 100).toFixed(3)}% (${fmtInt(h.errors)})` +
     (h.dropped_iterations ? `, dropped ${fmtInt(h.dropped_iterations)}` : '') +
     `, received ${h.gbit_per_s.toFixed(3)} Gbit/s` +
     (h.tls_handshake_avg_ms ? `, TLS handshake avg ${ms(h.tls_handshake_avg_ms)}` : ''));
   const failedT = h.thresholds.filter((t) => !t.ok);
-  lines.push(`${'result'.padEnd(10)}${h.passed ? 'PASS' : 'FAIL'} (${h.thresholds.length - failedT.length}/${h.thresholds.length} thresholds)` +
+  lines.push(`${'result'.padEnd(COL)}${h.passed ? 'PASS' : 'FAIL'} (${h.thresholds.length - failedT.length}/${h.thresholds.length} thresholds)` +
     failedT.map((t) => `  ✗ ${t.metric} ${t.expr}`).join(''));
-  lines.push(`${'target'.padEnd(10)}${cfg.url} (variant ${cfg.tags.variant}, platform ${cfg.tags.platform})`);
+  lines.push(`${'target'.padEnd(COL)}${cfg.url} (variant ${cfg.tags.variant}, platform ${cfg.tags.platform})`);
   return lines.join('\n') + '\n';
 }
 

@@ -1,0 +1,62 @@
+"""Static checks: scenarios load in k6, every knob set renders to a config nginx accepts."""
+import subprocess
+
+import pytest
+
+from conftest import ROOT, sh
+
+SCENARIOS = ["rps", "tps", "throughput"]
+KNOBS = sorted(p.name[len("tuning-"):] for p in (ROOT / "kustomize/components").glob("tuning-*"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_k6_inspect(scenario):
+    r = sh("k6", "inspect", "--execution-requirements", f"k6/{scenario}.js")
+    assert r.returncode == 0, r.stderr
+    assert f'"{scenario}"' in r.stdout
+
+
+def test_knob_sets_exist():
+    assert {"seed002-tuned", "seed004-keepalive"} <= set(KNOBS)
+
+
+@pytest.mark.parametrize("variant", ["default"] + KNOBS + ["seed004-keepalive+access-log-off"])
+def test_variant_renders_to_valid_nginx_config(variant, tmp_path):
+    """Every variant's LB config passes `nginx -t` with the real nginx."""
+    files = sh("bash", "-c", f'. ci/lib.sh && variant_knob_files "{variant}"').stdout.split()
+    lb = ROOT / "kustomize/components/nginx-lb"
+    conf = sh("sh", str(lb / "render.sh"), str(lb / "nginx.conf.tmpl"), *files)
+    assert conf.returncode == 0, conf.stderr
+    assert not [l for l in conf.stdout.splitlines() if "${" in l and not l.lstrip().startswith("#")]
+    (tmp_path / "nginx.conf").write_text(conf.stdout)
+    (tmp_path / "upstreams.conf").write_text("server 198.18.0.11:80;\n")
+    (tmp_path / "tls").mkdir()
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "tmp").mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=t",
+                    "-keyout", str(tmp_path / "tls/tls.key"), "-out", str(tmp_path / "tls/tls.crt")],
+                   check=True, capture_output=True)
+    t = sh("nginx", "-t", "-p", f"{tmp_path}/", "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "logs/e.log"))
+    assert t.returncode == 0, t.stderr
+
+
+def test_knob_overrides_apply_in_order():
+    lb = ROOT / "kustomize/components/nginx-lb"
+    knobs = ROOT / "kustomize/components"
+    out = sh("sh", str(lb / "render.sh"), str(lb / "nginx.conf.tmpl"), str(lb / "defaults.env"),
+             str(knobs / "tuning-seed002-tuned/nginx.env"), str(knobs / "tuning-workers-1/nginx.env")).stdout
+    assert "worker_processes 1;" in out
+    assert "worker_connections 100000;" in out
+    assert "keepalive_timeout 315;" in out
+    assert "keepalive 200;" in out
+    default = sh("sh", str(lb / "render.sh"), str(lb / "nginx.conf.tmpl"), str(lb / "defaults.env")).stdout
+    assert "worker_rlimit_nofile" not in default  # empty knob: directive left out
+    assert "        keepalive " not in default
+
+
+def test_render_refuses_an_undefined_knob(tmp_path):
+    (tmp_path / "t.tmpl").write_text("worker_processes ${WORKERZ};\n")
+    r = sh("sh", "kustomize/components/nginx-lb/render.sh", str(tmp_path / "t.tmpl"),
+           "kustomize/components/nginx-lb/defaults.env")
+    assert r.returncode != 0
+    assert "knob WORKERZ is not defined" in r.stderr
