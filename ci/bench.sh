@@ -23,30 +23,35 @@ RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 LAB_CLIENT_NS=ibench-client
 LAB_STUB=http://198.18.0.2:8080/stub_status
 
-# Validate the k6 settings with the scenario's own config code (k6/lib/config.js), before
-# anything starts: one source of truth for defaults and rules. k6 reports a thrown Error as
-# a log line; keep its message only.
-export CLIENT_CPUS=${CLIENT_CPUS:-$(nproc)}
-if ! out=$(k6 inspect --include-system-env-vars --execution-requirements "$IB_ROOT/k6/$SCENARIO.js" 2>&1 >/dev/null); then
-  msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at .*//' | head -n1)
-  die "${msg:-k6 rejected the scenario: $(printf '%s' "$out" | head -n1)}"
-fi
-
 # A target in the project's range (or none: the lab's LB) is only ever loaded from the lab's
 # client namespace: from the host, an address of 198.18.0.0/15 that no lab host holds would
 # follow the default route off the machine. Loopback and opted-in external targets run here.
 target_host=$(printf '%s' "${TARGET:-}" | sed -E 's|^[a-z]+://||; s|[:/].*||')
 if [ -z "${TARGET:-}" ] || [[ $target_host =~ ^198\.1[89]\. ]]; then
-  need_root "bench on the lab"
-  "$IB_ROOT/ci/lab.sh" up || die "the lab did not come up (see above); nothing is left running"
+  "$IB_ROOT/ci/lab.sh" check
+  placement=$(lab_cpus)
+  read -r CLIENT_CPU_LIST SERVER_CPU_LIST <<<"$placement"
+  RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPU_LIST")
   STUB=$LAB_STUB
   [ -n "${TARGET:-}" ] && [ "$target_host" != 198.18.0.2 ] && STUB=${STUB_STATUS_URL:-}
-  read -r CLIENT_CPUS_LIST SERVER_CPUS_LIST <<<"$(lab_cpus)"
-  RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPUS_LIST")
-  CLIENT_CPUS=$(taskset -c "$CLIENT_CPUS_LIST" nproc)
+  export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "$CLIENT_CPU_LIST" nproc)}
 else
-  STUB=${STUB_STATUS_URL:-} # a user's target: server-side counts only if they expose stub_status
   RUN=()
+  STUB=${STUB_STATUS_URL:-} # a user's target: server-side counts only if they expose stub_status
+  export CLIENT_CPUS=${CLIENT_CPUS:-$(nproc)}
+fi
+
+# Validate the k6 settings with the scenario's own config code (k6/lib/config.js), before
+# anything starts: one source of truth for defaults and rules. k6 reports a thrown Error as
+# a log line; keep its message only.
+if ! out=$(k6 inspect --include-system-env-vars --execution-requirements "$IB_ROOT/k6/$SCENARIO.js" 2>&1 >/dev/null); then
+  msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at .*//' | head -n1)
+  die "${msg:-k6 rejected the scenario: $(printf '%s' "$out" | head -n1)}"
+fi
+
+if [ ${#RUN[@]} -gt 0 ]; then
+  need_root "bench on the lab"
+  "$IB_ROOT/ci/lab.sh" up || exit 1 # its one-line error is said; a failed up removes what it made
 fi
 
 stub() { # prints "accepts requests" from nginx stub_status, or nothing
@@ -66,16 +71,22 @@ meta=$(jq -nc \
   --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" \
   --arg knobs "$(variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
   --arg backends "${LAB_BACKENDS:-2}" --arg platform "$PLATFORM" \
-  --arg client_cpus "${CLIENT_CPUS_LIST:-all}" --arg server_cpus "${SERVER_CPUS_LIST:-n/a}" \
+  --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
   '{git_revision: $git, tools: {k6: $k6, nginx: $nginx}, host: {cpus: $cpus, kernel: $kernel},
     knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end)}')
 
 before=$(stub)
 set +e
-# GODEBUG: k6 would negotiate HTTP/2 over TLS; the seeds measured HTTP/1.1.
-"${RUN[@]}" env TESTID="$testid" CLIENT_CPUS="$CLIENT_CPUS" RESULTS_DIR="$dir" BENCH_META="$meta" GODEBUG=http2client=0 \
-  k6 run --quiet --no-color "$IB_ROOT/k6/$SCENARIO.js" 2>"$dir/k6.log"
-rc=$?
+# `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
+# taskset and env exec into): a run where the client saturates measures the client.
+TIMEFORMAT='%R %U %S'
+{ time {
+  # GODEBUG: k6 would negotiate HTTP/2 over TLS; the seeds measured HTTP/1.1.
+  "${RUN[@]}" env TESTID="$testid" CLIENT_CPUS="$CLIENT_CPUS" RESULTS_DIR="$dir" BENCH_META="$meta" GODEBUG=http2client=0 \
+    k6 run --quiet --no-color "$IB_ROOT/k6/$SCENARIO.js" 2>"$dir/k6.log"
+  echo $? >"$dir/.rc"
+} ; } 2>"$dir/.cpu"
+rc=$(cat "$dir/.rc")
 set -e
 after=$(stub)
 
@@ -84,6 +95,15 @@ if [ $rc != 0 ] && [ $rc != 99 ]; then # 99: thresholds crossed, a finished run 
   reason=$(sed -n 's/.*level=error msg="\(Error: \)\{0,1\}\([^"]*\).*/\2/p' "$dir/k6.log" | sed 's/\\n.*//' | head -n1)
   die "k6 $SCENARIO did not finish (exit $rc): ${reason:-see $dir/k6.log}"
 fi
+
+read -r wall user sys <"$dir/.cpu" && rm -f "$dir/.cpu" "$dir/.rc"
+jq --argjson wall "$wall" --argjson user "$user" --argjson sys "$sys" --argjson cpus "$CLIENT_CPUS" \
+  '.client = {cpu_seconds: ($user + $sys), wall_seconds: $wall, cpus: $cpus,
+              cpu_us_per_request: (if .result.requests > 0 then ($user + $sys) * 1e6 / .result.requests else null end),
+              utilization: (($user + $sys) / ($wall * $cpus))}' \
+  "$dir/summary.json" >"$dir/summary.json.new" && mv "$dir/summary.json.new" "$dir/summary.json"
+jq -r '"client        k6 used \(.client.cpu_seconds * 100 | round / 100) CPU-s: \(.client.cpu_us_per_request // 0 | round) µs per request, \(.client.utilization * 100 | round)% of \(.client.cpus) CPU"' \
+  "$dir/summary.json" | tee -a "$dir/summary.txt" >&2
 
 if [ -n "$before" ] && [ -n "$after" ]; then
   read -r acc0 req0 <<<"$before"; read -r acc1 req1 <<<"$after"

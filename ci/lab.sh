@@ -5,6 +5,7 @@
 #   ci/lab.sh up       bring it up with $VARIANT (converges: a running lab is reconfigured)
 #   ci/lab.sh down     remove every process, namespace, bridge and file it made (idempotent)
 #   ci/lab.sh status   print what is running; exit 1 when the lab is not up
+#   ci/lab.sh check    validate the lab settings only
 # Addresses are in 198.18.0.0/15 (RFC 2544). The namespaces get no default route, so nothing
 # they send can leave the host.
 set -euo pipefail
@@ -103,12 +104,17 @@ stop_lb() {
 
 is_up() { [ -f "$STATE/up" ] && [ -n "$(nginx_pids)" ] && ip link show "$BRIDGE" >/dev/null 2>&1; }
 
-up() {
-  need_root "lab:up"
-  command -v nginx >/dev/null || die "nginx is not installed: run 'task tools'"
+check() { # every lab setting, before anything is made
   [[ $LAB_BACKENDS =~ ^[1-9][0-9]?$ ]] || die "LAB_BACKENDS must be a whole number from 1 to 99, got '$LAB_BACKENDS'"
   variant_knob_files "$VARIANT" >/dev/null
-  read -r _ SERVER_CPUS <<<"$(lab_cpus)" || exit 1
+  local placement; placement=$(lab_cpus) || exit 1
+  read -r _ SERVER_CPUS <<<"$placement"
+  command -v nginx >/dev/null || die "nginx is not installed: run './task tools'"
+}
+
+up() {
+  need_root "lab:up"
+  check
   # nginx's master inherits this; workers raise theirs to worker_rlimit_nofile where set.
   ulimit -n "$(ulimit -Hn)"
   if is_up; then
@@ -166,8 +172,9 @@ status() {
 }
 
 case "${1:-}" in
+  check) check ;;
   up) up ;;
   down) need_root "lab:down"; down; say lab "down" ;;
   status) status ;;
-  *) die "usage: ci/lab.sh up|down|status" ;;
+  *) die "usage: ci/lab.sh up|down|status|check" ;;
 esac

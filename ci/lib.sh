@@ -40,11 +40,12 @@ variant_knob_files() {
 # CPU placement on one host (the seeds pinned wrk with taskset): the load generator gets the
 # first half of the CPUs, the servers the second half, so neither steals the other's cycles.
 # Overridable with LAB_CLIENT_CPUS / LAB_SERVER_CPUS (taskset lists such as 0 or 2-3).
+cpu_range() { if [ "$1" = "$2" ]; then echo "$1"; else echo "$1-$2"; fi; }
 lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
   local n; n=$(nproc)
   local client=${LAB_CLIENT_CPUS:-} server=${LAB_SERVER_CPUS:-}
   if [ "$n" -lt 2 ]; then client=${client:-0}; server=${server:-0}
-  else client=${client:-0-$((n / 2 - 1))}; server=${server:-$((n / 2))-$((n - 1))}; fi
+  else client=${client:-$(cpu_range 0 $((n / 2 - 1)))}; server=${server:-$(cpu_range $((n / 2)) $((n - 1)))}; fi
   local v; for v in "$client" "$server"; do
     [[ $v =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] || die "LAB_CLIENT_CPUS/LAB_SERVER_CPUS must be CPU lists like 0 or 1-3, got '$v'"
     taskset -c "$v" true 2>/dev/null || die "CPU list '$v' is not available on this host ($n CPUs)"

@@ -45,6 +45,7 @@ mkdir -p "$IB_CACHE"
 go_tool task "$TASK_VERSION" "$IB_TASK_DIR" github.com/go-task/task/v3/cmd/task
 [ "${1:-all}" = task ] && exit 0
 
+command -v node >/dev/null || APT_PACKAGES="$APT_PACKAGES nodejs" # unit tests of the k6 lib
 apt_tools
 check_series nginx "$(nginx -v 2>&1 | sed 's|.*nginx/||')" "$NGINX_SERIES"
 check_series wrk "$(dpkg-query -W -f='${Version}' wrk)" "$WRK_SERIES"

@@ -10,11 +10,11 @@ export function scenario(name) {
   const params = {
     headers: { Host: cfg.host, ...(cfg.reuse ? {} : { Connection: 'close' }) },
     // Body-less scenarios would otherwise keep 1 MB per response in memory.
-    responseType: cfg.discardBodies ? 'none' : 'text',
+    responseType: cfg.discardBodies ? 'none' : 'binary',
   };
   const bodyOk = (res) => (cfg.discardBodies
     ? Number(res.headers['Content-Length']) === cfg.bodyBytes
-    : (res.body || '').length === cfg.bodyBytes);
+    : (res.body ? res.body.byteLength : 0) === cfg.bodyBytes);
   const checks = {
     'status is 200': (res) => res.status === 200,
     [`body is ${cfg.bodyBytes} B`]: bodyOk,
