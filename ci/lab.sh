@@ -85,7 +85,6 @@ render_lb() {
   # shellcheck disable=SC2086
   sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files >"$STATE/lb/nginx.conf"
   local i; for i in $(seq "$LAB_BACKENDS"); do echo "server $(backend_ip "$i"):80;"; done >"$STATE/lb/upstreams.conf"
-  echo "$VARIANT" >"$STATE/lb/variant"
 }
 
 start_lb() {
@@ -93,6 +92,7 @@ start_lb() {
   start_nginx lb "$STATE/lb/nginx.conf"
   wait_http "http://$LB_IP:$LB_STATUS_PORT/stub_status"
   wait_http "http://$LB_IP/1kb.bin"
+  echo "$VARIANT" >"$STATE/lb/variant" # only once the LB answers with it
 }
 
 stop_lb() {
@@ -117,21 +117,22 @@ up() {
   check
   # nginx's master inherits this; workers raise theirs to worker_rlimit_nofile where set.
   ulimit -n "$(ulimit -Hn)"
+  # Any failure from here on (a die, a failed command under set -e, Ctrl-C) removes whatever
+  # was made, so a failed or interrupted up never leaves half a lab behind.
+  trap 'rc=$?; [ $rc = 0 ] || down; exit $rc' EXIT
+  trap 'exit 130' INT TERM
   if is_up; then
     if [ "$(cat "$STATE/lb/variant")" = "$VARIANT" ] && [ "$(cat "$STATE/shape")" = "$LAB_BACKENDS $SERVER_CPUS" ]; then
+      trap - EXIT INT TERM
       say lab "up (variant $VARIANT, $LAB_BACKENDS backends, servers on CPUs $SERVER_CPUS)"; return 0
     fi
     if [ "$(cat "$STATE/shape")" = "$LAB_BACKENDS $SERVER_CPUS" ]; then
       # Restart rather than reload so stub_status counters and workers start clean.
       say lab "switching the load balancer to variant $VARIANT"
-      stop_lb; start_lb; return 0
+      stop_lb; start_lb; trap - EXIT INT TERM; return 0
     fi
   fi
   down # a half-made lab from a crash, or a different backend count: start from nothing
-  trap 'down' ERR
-  trap 'down; exit 1' INT TERM
-  # die exits from subshell-free code paths: make every exit before "up" roll back.
-  trap 'rc=$?; [ $rc = 0 ] || down; exit $rc' EXIT
   mkdir -p "$STATE/payloads" && chmod 755 "$STATE" "$STATE/payloads"
   local kv; for kv in $PAYLOADS; do head -c "${kv#*=}" /dev/zero >"$STATE/payloads/${kv%%=*}.bin"; done
   chmod 644 "$STATE"/payloads/*
@@ -160,7 +161,7 @@ up() {
   start_lb
   echo "$LAB_BACKENDS $SERVER_CPUS" >"$STATE/shape"
   touch "$STATE/up"
-  trap - ERR INT TERM EXIT
+  trap - EXIT INT TERM
   say lab "up: lb $LB_IP (variant $VARIANT), $LAB_BACKENDS backends, servers on CPUs $SERVER_CPUS"
 }
 

@@ -76,3 +76,37 @@ def test_bad_lab_backend_count(lab_down):
     r = sh("bash", "ci/lab.sh", "up", env={"LAB_BACKENDS": "0"})
     assert r.returncode != 0
     assert r.stderr.strip() == "error: LAB_BACKENDS must be a whole number from 1 to 99, got '0'"
+
+
+def test_missing_go_says_what_to_do(tmp_path):
+    """A fresh machine without Go: the first tool to build names the fix."""
+    r = sh("bash", "ci/tools.sh", env={"IB_CACHE": str(tmp_path / "cache"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1].startswith("error: building task v3.53.1 needs Go")
+
+
+@pytest.mark.parametrize("command", [["ci/lab.sh", "up"], ["ci/lab.sh", "down"], ["ci/test.sh"]])
+def test_root_is_required_where_namespaces_are_made(command, lab_down):
+    r = sh("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", *command)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "needs root" in lines[0], r.stderr
+
+
+def test_failed_variant_switch_on_a_running_lab_leaves_nothing(tmp_path):
+    """A knob set nginx rejects, applied to a running lab: nginx's own reason in one line,
+    and the half-switched lab is removed rather than left marked as up."""
+    broken = ROOT / "kustomize/components/tuning-test-broken"
+    broken.mkdir()
+    try:
+        (broken / "nginx.env").write_text("WORKER_CONNECTIONS=lots\n")
+        assert sh("bash", "ci/lab.sh", "up").returncode == 0
+        r = sh("bash", "ci/lab.sh", "up", env={"VARIANT": "test-broken"})
+        assert r.returncode != 0
+        errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        assert len(errors) == 1 and "nginx config for lb is invalid" in errors[0] and "lots" in errors[0], r.stderr
+        assert lab_leftovers() == []
+    finally:
+        for f in broken.iterdir():
+            f.unlink()
+        broken.rmdir()

@@ -1,5 +1,7 @@
 """End to end on the real lab: real nginx LB and backends in network namespaces, real k6.
 Each run is short (3 s); assertions are on measured counts and server-side evidence."""
+import json
+
 import pytest
 
 from conftest import LAB_STATE, LOG_FIELDS, lab_leftovers, sh, stub, within
@@ -44,6 +46,15 @@ def test_rps_open_model(bench):
     assert_clean_run(run, "rps", 1024)
     assert run.result["dropped_iterations"] == 0
     assert within(run.result["requests"], 400 * 3, 0.05), run.result["requests"]
+
+
+def test_open_model_fails_when_the_rate_cannot_be_met(bench):
+    """Two VUs cannot start 100,000 requests/s: k6 drops iterations and the gate fails the run."""
+    run = bench("rps", RATE="100000", CONNECTIONS="2", DURATION="2s")
+    assert run.rc == 99, run.err
+    assert run.result["dropped_iterations"] > 100000
+    failed = [t for t in run.result["thresholds"] if not t["ok"]]
+    assert [t["metric"] for t in failed] == ["dropped_iterations"]
 
 
 def test_tps_every_request_is_a_full_new_handshake(bench):
@@ -126,3 +137,17 @@ def test_lab_variant_switch_and_double_down():
     again = sh("bash", "ci/lab.sh", "down")
     assert again.returncode == 0, again.stderr
     assert sh("bash", "ci/lab.sh", "status").returncode == 1
+
+
+def test_every_sample_carries_the_run_tags(bench, tmp_path):
+    """Dashboards filter by these: every metric sample k6 emits must carry all four."""
+    out = tmp_path / "samples.json"
+    run = bench("rps", DURATION="1s", CONNECTIONS="2", TESTID="tagged-run", VARIANT="access-log-off",
+                K6_OUT=f"json={out}")
+    assert run.rc == 0, run.err
+    points = [json.loads(l) for l in out.read_text().splitlines() if '"type":"Point"' in l]
+    assert len(points) > 100
+    want = {"testid": "tagged-run", "variant": "access-log-off", "platform": "lab", "scenario": "rps"}
+    for p in points:
+        tags = p["data"]["tags"]
+        assert {k: tags.get(k) for k in want} == want, p
