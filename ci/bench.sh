@@ -97,21 +97,22 @@ if [ $rc != 0 ] && [ $rc != 99 ]; then # 99: thresholds crossed, a finished run 
 fi
 
 read -r wall user sys <"$dir/.cpu" && rm -f "$dir/.cpu" "$dir/.rc"
-jq --argjson wall "$wall" --argjson user "$user" --argjson sys "$sys" --argjson cpus "$CLIENT_CPUS" \
+summary_add() { # JQ_ARGS... FILTER: add fields to the run's summary.json in place
+  jq "$@" "$dir/summary.json" >"$dir/summary.json.new" && mv "$dir/summary.json.new" "$dir/summary.json"
+}
+summary_add --argjson wall "$wall" --argjson user "$user" --argjson sys "$sys" --argjson cpus "$CLIENT_CPUS" \
   '.client = {cpu_seconds: ($user + $sys), wall_seconds: $wall, cpus: $cpus,
               cpu_us_per_request: (if .result.requests > 0 then ($user + $sys) * 1e6 / .result.requests else null end),
-              utilization: (($user + $sys) / ($wall * $cpus))}' \
-  "$dir/summary.json" >"$dir/summary.json.new" && mv "$dir/summary.json.new" "$dir/summary.json"
+              utilization: (($user + $sys) / ($wall * $cpus))}'
 jq -r '"client        k6 used \(.client.cpu_seconds * 100 | round / 100) CPU-s: \(.client.cpu_us_per_request // 0 | round) µs per request, \(.client.utilization * 100 | round)% of \(.client.cpus) CPU"' \
   "$dir/summary.json" | tee -a "$dir/summary.txt" >&2
 
 if [ -n "$before" ] && [ -n "$after" ]; then
   read -r acc0 req0 <<<"$before"; read -r acc1 req1 <<<"$after"
   # The second stub_status read counts itself (the first one is inside $req0): minus one.
-  jq --argjson req "$((req1 - req0 - 1))" --argjson acc "$((acc1 - acc0 - 1))" \
+  summary_add --argjson req "$((req1 - req0 - 1))" --argjson acc "$((acc1 - acc0 - 1))" \
     '.server = {source: "nginx stub_status", requests: $req, connections_accepted: $acc,
-                client_over_server: (if $req > 0 then .result.requests / $req else null end)}' \
-    "$dir/summary.json" >"$dir/summary.json.new" && mv "$dir/summary.json.new" "$dir/summary.json"
+                client_over_server: (if $req > 0 then .result.requests / $req else null end)}'
   line=$(jq -r '"server        \(.server.requests) requests, \(.server.connections_accepted) connections counted by nginx (client/server \(.server.client_over_server * 1000 | round / 1000))"' "$dir/summary.json")
 else
   line="server        no server-side count (no stub_status for this target)"

@@ -50,10 +50,10 @@ test('targets outside the lab need the explicit opt-in', () => {
   assert.ok(isLabHost('127.0.0.1'));
   assert.ok(isLabHost('localhost'));
   assert.ok(!isLabHost('198.20.0.1'));
-  assert.ok(!isLabHost('10.0.0.1'));
+  assert.ok(!isLabHost('192.0.2.1'));
   assert.ok(!isLabHost('example.com'));
   assert.ok(!isLabHost('198.18.0.256'));
-  bad({ TARGET: 'http://10.1.2.3' }, 'rps', /outside the lab .* ALLOW_EXTERNAL_TARGET=1/);
+  bad({ TARGET: 'http://198.51.100.3' }, 'rps', /outside the lab .* ALLOW_EXTERNAL_TARGET=1/);
   const ok = parseConfig({ TARGET: 'https://ingress.example.com:8443', ALLOW_EXTERNAL_TARGET: '1' }, 'rps');
   assert.equal(ok.url, 'https://ingress.example.com:8443/1kb.bin');
   assert.equal(ok.scheme, 'https');
