@@ -10,12 +10,7 @@ set -euo pipefail
 SCENARIO=${1:-}
 SCENARIOS="rps tps throughput"
 [[ " $SCENARIOS " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: $SCENARIOS)"
-export VARIANT=${VARIANT:-default} PLATFORM=${PLATFORM:-lab}
-case "$PLATFORM" in
-  lab) ;;
-  *) die "unknown PLATFORM '$PLATFORM' (known: lab)" ;;
-esac
-variant_knob_files "$VARIANT" >/dev/null
+export PLATFORM=${PLATFORM:-lab}
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 
@@ -23,36 +18,63 @@ RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 LAB_CLIENT_NS=ibench-client
 LAB_STUB=http://198.18.0.2:8080/stub_status
 
-# A target in the project's range (or none: the lab's LB) is only ever loaded from the lab's
-# client namespace: from the host, an address of 198.18.0.0/15 that no lab host holds would
-# follow the default route off the machine. Loopback and opted-in external targets run here.
+# Each platform decides, before anything starts: the variant, how k6 is run and pinned, and
+# which stub_status counts the server side.
 target_host=$(printf '%s' "${TARGET:-}" | sed -E 's|^[a-z]+://||; s|[:/].*||')
-if [ -z "${TARGET:-}" ] || [[ $target_host =~ ^198\.1[89]\. ]]; then
-  "$IB_ROOT/ci/lab.sh" check
-  placement=$(lab_cpus)
-  read -r CLIENT_CPU_LIST SERVER_CPU_LIST <<<"$placement"
-  RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPU_LIST")
-  STUB=$LAB_STUB
-  [ -n "${TARGET:-}" ] && [ "$target_host" != 198.18.0.2 ] && STUB=${STUB_STATUS_URL:-}
-  export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "$CLIENT_CPU_LIST" nproc)}
-else
-  RUN=()
-  STUB=${STUB_STATUS_URL:-} # a user's target: server-side counts only if they expose stub_status
-  export CLIENT_CPUS=${CLIENT_CPUS:-$(nproc)}
-fi
+case "$PLATFORM" in
+  lab)
+    export VARIANT=${VARIANT:-default}
+    # A target in the project's range (or none: the lab's LB) is only ever loaded from the
+    # lab's client namespace: from the host, an address of 198.18.0.0/15 that no lab host
+    # holds would follow the default route off the machine. Loopback and opted-in external
+    # targets run here.
+    if [ -z "${TARGET:-}" ] || [[ $target_host =~ ^198\.1[89]\. ]]; then
+      "$IB_ROOT/ci/lab.sh" check
+      read -r CLIENT_CPU_LIST SERVER_CPU_LIST <<<"$(lab_cpus)"
+      RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPU_LIST")
+      STUB=$LAB_STUB
+      [ -n "${TARGET:-}" ] && [ "$target_host" != 198.18.0.2 ] && STUB=${STUB_STATUS_URL:-}
+    else
+      RUN=()
+      STUB=${STUB_STATUS_URL:-} # a user's target: server-side counts only if they expose stub_status
+    fi ;;
+  local)
+    export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
+    [ -f "$IB_ROOT/overlays/$VARIANT/kustomization.yaml" ] || die "unknown overlay '$VARIANT' (known: $(known_overlays))"
+    [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
+    # The kubelet reserves the last CPU for the system (ci/cluster/kubelet.yaml) and pins the
+    # ingress to the others: k6 goes on the reserved one.
+    CLIENT_CPU_LIST=$(($(nproc) - 1))
+    RUN=(taskset -c "$CLIENT_CPU_LIST") ;;
+  *) die "unknown PLATFORM '$PLATFORM' (known: lab, local)" ;;
+esac
+export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
 
 # Validate the k6 settings with the scenario's own config code (k6/lib/config.js), before
 # anything starts: one source of truth for defaults and rules. k6 reports a thrown Error as
 # a log line; keep its message only.
+# (On the local platform TARGET is unset here: its address is known only after deploy.)
 if ! out=$(k6 inspect --include-system-env-vars --execution-requirements "$IB_ROOT/k6/$SCENARIO.js" 2>&1 >/dev/null); then
   msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at .*//' | head -n1)
   die "${msg:-k6 rejected the scenario: $(printf '%s' "$out" | head -n1)}"
 fi
 
-if [ ${#RUN[@]} -gt 0 ]; then
-  need_root "bench on the lab"
-  "$IB_ROOT/ci/lab.sh" up || exit 1 # its one-line error is said; a failed up removes what it made
-fi
+case "$PLATFORM" in
+  lab)
+    if [ ${#RUN[@]} -gt 0 ]; then
+      need_root "bench on the lab"
+      "$IB_ROOT/ci/lab.sh" up || exit 1 # its one-line error is said; a failed up removes what it made
+    fi ;;
+  local)
+    need_root "bench on the local cluster"
+    bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
+    ip=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
+    scheme=${SCHEME:-http}; [ "$SCENARIO" = tps ] && scheme=https
+    export TARGET=$scheme://$ip
+    STUB=http://$ip:8080/stub_status # nginx-lb's status port; one replica, so exact counts
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    SERVER_CPU_LIST=$(ingress_cpuset) ;;
+esac
 
 stub() { # prints "accepts requests" from nginx stub_status, or nothing
   [ -n "$STUB" ] || return 0
@@ -69,7 +91,7 @@ meta=$(jq -nc \
   --arg k6 "$(k6 version 2>/dev/null | head -n1)" \
   --arg nginx "$(nginx -v 2>&1 | sed 's|.*/||')" \
   --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" \
-  --arg knobs "$(variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
+  --arg knobs "$([ "$PLATFORM" = lab ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
   --arg backends "${LAB_BACKENDS:-2}" --arg platform "$PLATFORM" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
   '{git_revision: $git, tools: {k6: $k6, nginx: $nginx}, host: {cpus: $cpus, kernel: $kernel},

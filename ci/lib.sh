@@ -52,3 +52,32 @@ lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
   done
   echo "$client $server"
 }
+IB_KUBE_DIR=$IB_CACHE/kubernetes-$KUBE_VERSION
+IB_ETCD_DIR=$IB_CACHE/etcd-debian
+export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"
+
+# Kubernetes platforms. The local cluster's state (and so its KUBECONFIG) lives here.
+IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
+IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
+DEFAULT_OVERLAY=seed002-nginx-lb-default
+known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | tr '\n' ' '); }
+# Image references the local node's containerd holds.
+local_images() { ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
+# pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.
+pod_problem() {
+  local sel; sel=$(kubectl -n "$1" get deploy "$2" -o json | jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
+  kubectl -n "$1" get pods -l "$sel" -o json | jq -r '
+    [.items[] | (.status.containerStatuses // [])[] | select(.ready | not)
+       | (.state.waiting // .lastState.terminated // .state.terminated) | select(. != null)
+       | "\(.reason)" + (if .message then ": " + (.message | split("\n")[0]) else "" end)]
+    + [.items[] | (.status.conditions // [])[] | select(.status == "False" and .message != null) | "\(.reason): \(.message)"]
+    | first // "no reason reported"'
+}
+# The CPUs the ingress pod's container is confined to (its cpuset, as the static CPU manager
+# set it), for meta.json: proof of the placement, not a guess from the spec.
+ingress_cpuset() {
+  local uid cid
+  uid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.uid}' 2>/dev/null) || return 0
+  cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' 2>/dev/null)
+  cat /sys/fs/cgroup/cpuset/ibench/kubepods*/pod"$uid"/"${cid#*://}"/cpuset.cpus /sys/fs/cgroup/cpuset/ibench/kubepods*/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1
+}

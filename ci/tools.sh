@@ -2,6 +2,7 @@
 # Installs every pinned tool the project needs; a no-op (a few stat calls) when all are there.
 #   ci/tools.sh            everything
 #   ci/tools.sh task       only go-task (what the ./task wrapper needs to start)
+#   ci/tools.sh cluster    everything, plus the local Kubernetes platform's binaries and images
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -20,9 +21,9 @@ go_tool() {
   mkdir -p "$dir" && mv "$tmp/$name" "$dir/$name" && rm -rf "$tmp" "$tmp.log"
 }
 
-apt_tools() {
+apt_tools() { # PACKAGE...
   local missing=() p
-  for p in $APT_PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
   [ ${#missing[@]} = 0 ] && return 0
   command -v apt-get >/dev/null || die "missing Debian packages (${missing[*]}) and no apt-get: install them with your package manager"
   [ "$(id -u)" = 0 ] || die "missing Debian packages (${missing[*]}): run 'sudo ci/tools.sh' or install them"
@@ -46,7 +47,8 @@ go_tool task "$TASK_VERSION" "$IB_TASK_DIR" github.com/go-task/task/v3/cmd/task
 [ "${1:-all}" = task ] && exit 0
 
 command -v node >/dev/null || APT_PACKAGES="$APT_PACKAGES nodejs" # unit tests of the k6 lib
-apt_tools
+# shellcheck disable=SC2086
+apt_tools $APT_PACKAGES
 check_series nginx "$(nginx -v 2>&1 | sed 's|.*nginx/||')" "$NGINX_SERIES"
 check_series wrk "$(dpkg-query -W -f='${Version}' wrk)" "$WRK_SERIES"
 go_tool k6 "$K6_VERSION" "$IB_K6_DIR" go.k6.io/k6
@@ -58,3 +60,9 @@ if [ ! -x "$IB_VENV/bin/pytest" ]; then
   "$IB_VENV/bin/pip" install -q "pytest==$PYTEST_VERSION" || die "pip install pytest==$PYTEST_VERSION failed"
 fi
 say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, task $TASK_VERSION, nginx $(nginx -v 2>&1 | sed 's|.*/||'), wrk $(dpkg-query -W -f='${Version}' wrk) ready"
+[ "${1:-all}" = cluster ] || exit 0
+# shellcheck disable=SC2086
+apt_tools $CLUSTER_APT_PACKAGES
+bash "$IB_ROOT/ci/cluster/build.sh"
+bash "$IB_ROOT/ci/cluster/images.sh"
+say tools "cluster: Kubernetes $KUBE_VERSION, etcd $(etcd --version 2>/dev/null | awk 'NR==1{print $3}'), containerd $(containerd --version | awk '{print $3}'), images ready"

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the images the local cluster runs, as docker-archive tarballs cached by version in
+# $IB_CACHE/images (a no-op when present). No registry is reachable here, so each is made
+# from what is: pause from a tiny Go program, nginx from a Debian rootfs with the same nginx
+# package as the lab. They are tagged with the names the manifests use (see IMAGES below).
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+IMG=$IB_CACHE/images
+mkdir -p "$IMG"
+
+# oci_pack NAME TAG ROOTFS_DIR ENTRYPOINT: rootfs directory -> docker-archive tarball.
+oci_pack() {
+  local name=$1 tag=$2 rootfs=$3 entry=$4 out=$IMG/$(basename "$1")-$2.tar
+  local work; work=$(mktemp -d "$IMG/.pack-XXXXXX")
+  umoci init --layout "$work/oci" >/dev/null
+  umoci new --image "$work/oci:img" >/dev/null
+  umoci unpack --image "$work/oci:img" "$work/bundle" >/dev/null
+  cp -a "$rootfs"/. "$work/bundle/rootfs/"
+  umoci repack --image "$work/oci:img" "$work/bundle" >/dev/null
+  umoci config --image "$work/oci:img" --config.entrypoint "$entry" --config.workingdir / >/dev/null
+  skopeo copy -q "oci:$work/oci:img" "docker-archive:$out.tmp:$name:$tag" >/dev/null
+  mv "$out.tmp" "$out" && rm -rf "$work"
+}
+
+pause_image() {
+  local out=$IMG/pause-$PAUSE_TAG.tar
+  [ -f "$out" ] && return 0
+  say images "pause $PAUSE_TAG (static Go binary)"
+  local root; root=$(mktemp -d)
+  (cd "$IB_ROOT/ci/cluster/pause" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$root/pause" .)
+  oci_pack registry.k8s.io/pause "$PAUSE_TAG" "$root" /pause
+  rm -rf "$root"
+}
+
+nginx_image() {
+  local out=$IMG/nginx-$NGINX_IMAGE_TAG.tar
+  [ -f "$out" ] && return 0
+  # The machine's own apt mirror, read from its sources (never a hard-coded host).
+  local mirror; mirror=$(awk '/^URIs:/ {print $2; exit} /^deb / {print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1)
+  [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list*: needed to build the nginx image"
+  say images "nginx $NGINX_IMAGE_TAG: debootstrap bookworm + nginx from $mirror (cold ~2 min)"
+  local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
+  debootstrap --variant=minbase --include=nginx bookworm "$root" "$mirror" >"$IMG/debootstrap.log" 2>&1 ||
+    { rm -rf "$root"; die "debootstrap failed (log: $IMG/debootstrap.log)"; }
+  # Slim it: no package caches, docs or the distribution's own site config.
+  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc "$root"/usr/share/man "$root"/etc/nginx/sites-enabled/*
+  oci_pack "$NGINX_IMAGE_NAME" "$NGINX_IMAGE_TAG" "$root" /usr/sbin/nginx
+  rm -rf "$root"
+}
+
+# go_image NAME TAG MODULE@VERSION BINARY: a static Go program alone in a scratch image.
+go_image() {
+  local name=$1 tag=$2 mod=$3 bin=$4 out=$IMG/$(basename "$1")-$2.tar
+  [ -f "$out" ] && return 0
+  say images "$(basename "$name") $tag: go install $mod (cold: a few minutes)"
+  local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
+  GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOBIN="$root" go install "$mod" >"$IMG/$bin.log" 2>&1 ||
+    { tail -n 5 "$IMG/$bin.log" >&2; rm -rf "$root"; die "go install $mod failed (log: $IMG/$bin.log)"; }
+  oci_pack "$name" "$tag" "$root" "/$bin"
+  rm -rf "$root"
+}
+
+pause_image
+nginx_image
+go_image "$COREDNS_IMAGE_NAME" "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" coredns

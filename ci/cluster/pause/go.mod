@@ -1,0 +1,3 @@
+module ingress-bench/pause
+
+go 1.22

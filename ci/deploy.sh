@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# ci/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
+# cluster and wait until its ingress answers. Prints the ingress address on stdout as
+# "TARGET_IP STATUS_PORT" for ci/bench.sh.
+#   PLATFORM=local     the cluster of ci/cluster/cluster.sh (images override: local builds)
+#   PLATFORM=external  the cluster of $KUBECONFIG, only with ALLOW_EXTERNAL_CLUSTER=1
+# Switching overlays removes the previous one's objects first, so two controllers never
+# share the namespace.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+OVERLAY=${VARIANT:-$DEFAULT_OVERLAY}
+PLATFORM=${PLATFORM:-local}
+DEPLOY_TIMEOUT=${DEPLOY_TIMEOUT:-120}
+NS=ingress-bench                     # kustomize/base namespace
+HOST_HEADER=${HOST:-bench.ingress.test}
+
+[ -f "$IB_ROOT/overlays/$OVERLAY/kustomization.yaml" ] || die "unknown overlay '$OVERLAY' (known: $(known_overlays))"
+[[ $DEPLOY_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "DEPLOY_TIMEOUT must be a whole number of seconds, got '$DEPLOY_TIMEOUT'"
+case "$PLATFORM" in
+  local)
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    bash "$IB_ROOT/ci/cluster/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
+    extra=$IB_ROOT/kustomize/components/images-local ;;
+  external)
+    [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external deploys into the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
+    [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
+    kubectl version --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer"
+    extra= ;;
+  *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
+esac
+
+# Render: the overlay as it is, plus the platform's image override.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+{
+  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+  echo "kind: Kustomization"
+  echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
+  [ -n "$extra" ] && echo "components: [$(realpath --relative-to="$work" "$extra")]"
+} >"$work/kustomization.yaml"
+kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.yaml" 2>"$work/err" ||
+  die "overlay $OVERLAY does not build: $(head -n1 "$work/err")"
+
+# No registry here: every image must already be in the node's containerd, or the pods would
+# sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
+if [ "$PLATFORM" = local ]; then
+  have=$(local_images)
+  for img in $(awk '$1 == "image:" || $1 == "-" && $2 == "image:" {print $NF}' "$work/manifest.yaml" | tr -d '"' | sort -u); do
+    grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
+      die "image $img of overlay $OVERLAY is not on the local node and no registry is reachable: it validates ('./task lint') but cannot run here"
+  done
+fi
+
+# A previous overlay's objects go first (its controller would otherwise serve too).
+current=$(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null || true)
+if [ -n "$current" ] && [ "$current" != "$OVERLAY" ]; then
+  say deploy "removing overlay $current"
+  kubectl delete all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
+  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=$current" >/dev/null 2>&1 || true
+fi
+
+# The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
+# generated here for each new namespace, never committed.
+kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
+if ! kubectl -n "$NS" get secret ingress-tls >/dev/null 2>&1; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=$HOST_HEADER" -addext "subjectAltName=DNS:$HOST_HEADER" \
+    -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+  kubectl -n "$NS" create secret tls ingress-tls --cert="$work/tls.crt" --key="$work/tls.key" >/dev/null
+fi
+say deploy "overlay $OVERLAY → $PLATFORM"
+kubectl apply -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
+kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$OVERLAY" >/dev/null
+
+# Ready, or the reason a pod is not: one line.
+for d in $(kubectl -n "$NS" get deploy -o name); do
+  if ! kubectl -n "$NS" rollout status "$d" --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1; then
+    die "$d not ready after ${DEPLOY_TIMEOUT}s: $(pod_problem "$NS" "${d#*/}")"
+  fi
+done
+
+# The ingress: the Service of the component labelled ingress (the controller's or nginx-lb's).
+svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.name}')
+[ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress"
+ip=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
+for _ in $(seq 50); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "Host: $HOST_HEADER" "http://$ip/1kb.bin")" = 200 ] && break
+  sleep 0.2
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Host: $HOST_HEADER" "http://$ip/1kb.bin")" = 200 ] ||
+  die "ingress $svc ($ip) does not answer 200 for /1kb.bin"
+say deploy "ingress $svc answering at http://$ip/"
+echo "$ip"
