@@ -25,7 +25,9 @@ def overlay(root, name, kustomization, files=None):
     d = root / name
     d.mkdir(parents=True)
     base = os.path.relpath(ROOT / "kustomize/base", d)
-    (d / "kustomization.yaml").write_text(kustomization.replace("{base}", base))
+    # Like every real overlay, the pins of the images component last.
+    images = os.path.relpath(ROOT / "kustomize/components/images", d)
+    (d / "kustomization.yaml").write_text(kustomization.replace("{base}", base) + f"components: [{images}]\n")
     for filename, text in (files or {}).items():
         (d / filename).write_text(text)
     return d
@@ -91,8 +93,8 @@ BROKEN = {
     "unknown-field": (WITH_WEB, {"web.yaml": web(extra="\n          imagePullPolicyy: Always")},
                       "kubeconform (Kubernetes 1.33.0): Deployment web is invalid: at '/spec/template/spec/containers/0':"
                       " additional properties 'imagePullPolicyy' not allowed"),
-    "latest-tag": (WITH_WEB, {"web.yaml": web(image="nginx:latest")},
-                   "Deployment/web: container web: image 'nginx:latest' uses the tag latest: pin a version"),
+    "latest-tag": (WITH_WEB, {"web.yaml": web(image="docker.io/library/busybox:latest")},
+                   "Deployment/web: container web: image 'docker.io/library/busybox:latest' uses the tag latest: pin a version"),
     "no-tag": (WITH_WEB, {"web.yaml": web(image="docker.io/library/nginx")},
                "Deployment/web: container web: image 'docker.io/library/nginx' has no tag: pin a version"),
     "not-overridable": (WITH_WEB, {"web.yaml": web(image="quay.io/example/web:1.0")},
