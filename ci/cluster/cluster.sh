@@ -28,27 +28,38 @@ SYSCTLS="kernel.panic kernel.panic_on_oops vm.overcommit_memory net.ipv4.conf.al
 export KUBECONFIG=$S/pki/admin.kubeconfig
 LOCAL_IMAGES="pause-$PAUSE_TAG nginx-$NGINX_IMAGE_TAG coredns-$COREDNS_VERSION" # ci/cluster/images.sh
 
-log() { echo "$S/logs/$1.log"; }
+# Logs outlive the cluster (a failed up removes everything else): the last run's are here.
+LOGS=$IB_CACHE/logs/cluster
+log() { echo "$LOGS/$1.log"; }
 
 # start NAME CMD...: a daemon of the cluster, its pid in $S/pids/NAME, its log in $S/logs.
 start() {
   local name=$1; shift
   setsid "$@" >"$(log "$name")" 2>&1 </dev/null &
   echo $! >"$S/pids/$name"
+  disown
 }
 
 wait_for() { # SECONDS WHAT CMD...: poll CMD until it succeeds
   local secs=$1 what=$2; shift 2
   local i; for i in $(seq $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-  die "$what not ready after ${secs}s (logs: $S/logs/)"
+  die "$what not ready after ${secs}s (logs: $LOGS/)"
 }
 
-our_pids() { # every process this cluster started, containers included
+our_pids() { # every live process this cluster started, containers included
+  local pid
+  # Zombies are dead already (this machine's PID 1 reaps them late) but stay listed in
+  # cgroup.procs: skip them.
+  for pid in $(our_pids_all | sort -u); do
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] || [ ! -e "/proc/$pid" ] || echo "$pid"
+  done
+}
+
+our_pids_all() {
   local f pid
   for f in "$S"/pids/*; do [ -f "$f" ] && pid=$(cat "$f") && kill -0 "$pid" 2>/dev/null && echo "$pid"; done
-  # Container processes: everything in a cgroup below the kubelet's cgroup root.
-  cat /sys/fs/cgroup/cpu,cpuacct"$CGROUP_ROOT"/cgroup.procs /sys/fs/cgroup/cpu,cpuacct"$CGROUP_ROOT"/*/cgroup.procs \
-    /sys/fs/cgroup/cpu,cpuacct"$CGROUP_ROOT"/*/*/cgroup.procs /sys/fs/cgroup/cpu,cpuacct"$CGROUP_ROOT"/*/*/*/cgroup.procs 2>/dev/null || true
+  # Container processes: everything in a cgroup anywhere below the kubelet's cgroup root.
+  [ -d /sys/fs/cgroup/pids"$CGROUP_ROOT" ] && find /sys/fs/cgroup/pids"$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null
   pgrep -f "containerd-shim-runc-v2 .*-address $S/" || true
 }
 
@@ -81,7 +92,7 @@ pki() {
 
 render() { # TEMPLATE -> stdout, with the cluster's variables filled in
   sed -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
-      -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
+      -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
       -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \
       -e "s|@RESERVED_CPUS@|$(($(nproc) - 1))|g" "$1"
 }
@@ -115,9 +126,14 @@ up() {
     die "leftovers of another cluster ($BRIDGE or $FWD_CHAIN exist): run './task cluster:down' first"
   fi
   local t0=$SECONDS
-  trap 'rc=$?; [ $rc = 0 ] || down; exit $rc' EXIT
+  # CLUSTER_KEEP_FAILED=1 keeps a failed cluster for inspection (then run down).
+  trap 'rc=$?; [ $rc = 0 ] || [ -n "${CLUSTER_KEEP_FAILED:-}" ] || down; exit $rc' EXIT
   trap 'exit 130' INT TERM
-  mkdir -p "$S"/{pids,logs,etcd,cni/net.d,kubelet} /sys/fs/cgroup/cpu,cpuacct"$CGROUP_ROOT"
+  rm -rf "$LOGS" && mkdir -p "$LOGS" "$S"/{pids,etcd,cni/net.d,kubelet}
+  # The kubelet's cgroup root must exist in every v1 hierarchy; a new cpuset starts empty.
+  local c; for c in /sys/fs/cgroup/*/; do [ "$c" = /sys/fs/cgroup/unified/ ] || mkdir -p "$c${CGROUP_ROOT#/}"; done
+  cp /sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/cpuset"$CGROUP_ROOT"/cpuset.cpus
+  cp /sys/fs/cgroup/cpuset/cpuset.mems /sys/fs/cgroup/cpuset"$CGROUP_ROOT"/cpuset.mems
   save_sysctls
   # containerd pins each pod's network namespace as /run/netns/cni-*: down removes only new ones.
   ip netns list | awk '{print $1}' >"$S/netns.before"
@@ -160,7 +176,8 @@ up() {
   start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
   wait_for 60 "node $NODE_NAME" kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
   render "$CONF/coredns.yaml" | kubectl apply -f - >/dev/null
-  wait_for 90 "CoreDNS" kubectl -n kube-system rollout status deploy/coredns --timeout=1s
+  kubectl -n kube-system rollout status deploy/coredns --timeout=90s >/dev/null 2>&1 ||
+    die "CoreDNS not ready after 90s: $(pod_problem kube-system coredns)"
   trap - EXIT INT TERM
   say cluster "up: Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP ready in $((SECONDS - t0)) s (KUBECONFIG=$KUBECONFIG)"
 }
@@ -171,9 +188,10 @@ down() {
   for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver; do
     [ -f "$S/pids/$name" ] && kill -TERM "$(cat "$S/pids/$name")" 2>/dev/null || true
   done
-  for i in 1 2 3; do
-    for pid in $(our_pids); do kill -KILL "$pid" 2>/dev/null || true; done
-    sleep 0.3
+  for i in $(seq 20); do
+    pid=$(our_pids); [ -z "$pid" ] && break
+    kill -KILL $pid 2>/dev/null || true
+    sleep 0.25
   done
   [ -z "$(our_pids)" ] || die "processes of the cluster survive SIGKILL: $(our_pids | tr '\n' ' ')"
   # Mounts: container root filesystems, pod volumes, the network namespaces containerd pinned.
@@ -188,6 +206,9 @@ down() {
   command -v kube-proxy >/dev/null && kube-proxy --cleanup >/dev/null 2>&1 || true
   cleanup_iptables
   ip route del "$SERVICE_CIDR" dev "$BRIDGE" 2>/dev/null || true
+  # Pods' veths: deleting the host end removes the pair at once, whatever the kernel's pace
+  # in freeing the pod's network namespace.
+  for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link del "$m" 2>/dev/null || true; done
   ip link del "$BRIDGE" 2>/dev/null || true
   # cgroups below the kubelet's root, deepest first, in every v1 hierarchy.
   for m in /sys/fs/cgroup/*"$CGROUP_ROOT"; do
@@ -204,11 +225,13 @@ down() {
 cleanup_iptables() {
   local t chain rule
   for t in filter nat mangle; do
-    iptables -t "$t" -S 2>/dev/null | grep -E '^-A .* -j (KUBE-|CNI-|'"$FWD_CHAIN"')' | grep -vE '^-A (KUBE-|CNI-|'"$FWD_CHAIN"')' |
-      while read -r rule; do
+    for rule in "$(iptables -t "$t" -S 2>/dev/null | grep -E '^-A .* -j (KUBE-|CNI-|'"$FWD_CHAIN"')' | grep -vE '^-A (KUBE-|CNI-|'"$FWD_CHAIN"')' || true)"; do
+      [ -n "$rule" ] || continue
+      while read -r line; do
         # shellcheck disable=SC2086
-        iptables -t "$t" ${rule/-A/-D} 2>/dev/null || true
-      done
+        iptables -t "$t" ${line/-A/-D} 2>/dev/null || true
+      done <<<"$rule"
+    done
     for chain in $(iptables -t "$t" -S 2>/dev/null | awk '$1 == "-N" && ($2 ~ /^(KUBE-|CNI-)/ || $2 == "'"$FWD_CHAIN"'") {print $2}'); do
       iptables -t "$t" -F "$chain" 2>/dev/null || true
     done
