@@ -67,11 +67,18 @@ case "$PLATFORM" in
     fi ;;
   local)
     need_root "bench on the local cluster"
+    bash "$IB_ROOT/ci/tools.sh" cluster >/dev/null
     bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
-    ip=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
+    addr=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
     scheme=${SCHEME:-http}; [ "$SCENARIO" = tps ] && scheme=https
-    export TARGET=$scheme://$ip
-    STUB=http://$ip:8080/stub_status # nginx-lb's status port; one replica, so exact counts
+    if [[ $addr == *:* ]]; then
+      # A NodePort straight to the backends: plain HTTP, counted by the backend's stub_status.
+      [ "$scheme" = http ] || die "overlay $VARIANT exposes plain HTTP only (no TLS without an ingress): use rps or throughput"
+      STUB=http://$addr/stub_status
+    else
+      STUB=http://$addr:8080/stub_status # nginx-lb's status port; one replica, so exact counts
+    fi
+    export TARGET=$scheme://$addr
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
     SERVER_CPU_LIST=$(ingress_cpuset) ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
-# cluster and wait until its ingress answers. Prints the ingress address on stdout as
-# "TARGET_IP STATUS_PORT" for ci/bench.sh.
+# cluster and wait until its ingress answers. Prints the ingress address (IP, or IP:PORT for
+# a NodePort) on stdout for ci/bench.sh.
 #   PLATFORM=local     the cluster of ci/cluster/cluster.sh (images override: local builds)
 #   PLATFORM=external  the cluster of $KUBECONFIG, only with ALLOW_EXTERNAL_CLUSTER=1
 # Switching overlays removes the previous one's objects first, so two controllers never
@@ -79,15 +79,18 @@ for d in $(kubectl -n "$NS" get deploy -o name); do
   fi
 done
 
-# The ingress: the Service of the component labelled ingress (the controller's or nginx-lb's).
+# The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,
+# nginx-lb's, or a NodePort of an exposure path). Its address for the load: ClusterIP, or
+# node address:nodePort for a NodePort Service.
 svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.name}')
 [ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress"
-ip=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
-for _ in $(seq 50); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "Host: $HOST_HEADER" "http://$ip/1kb.bin")" = 200 ] && break
-  sleep 0.2
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Host: $HOST_HEADER" "http://$ip/1kb.bin")" = 200 ] ||
-  die "ingress $svc ($ip) does not answer 200 for /1kb.bin"
-say deploy "ingress $svc answering at http://$ip/"
-echo "$ip"
+if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort ]; then
+  addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].nodePort}')
+else
+  addr=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
+fi
+answers() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "Host: $HOST_HEADER" "http://$addr/1kb.bin")" = 200 ]; }
+for _ in $(seq 50); do answers && break; sleep 0.2; done
+answers || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
+say deploy "ingress $svc answering at http://$addr/"
+echo "$addr"

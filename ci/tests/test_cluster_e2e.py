@@ -1,0 +1,171 @@
+"""The local Kubernetes platform for real: a single-node cluster from upstream binaries,
+overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions as on the lab:
+requests > 0, no errors, client and server counts within 1%, full handshakes for tps; and the
+machine exactly as found after cluster:down."""
+import json
+import shutil
+
+import pytest
+
+from conftest import LOG_FIELDS, ROOT, sh, within
+
+KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
+SYSCTLS = ["kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "net.ipv4.conf.all.route_localnet",
+           "net.bridge.bridge-nf-call-iptables", "net.ipv4.ip_forward"]
+
+
+def machine_state():
+    """What a cluster could leave behind: iptables rules, links, routes, netns, mounts,
+    cgroups, sysctls, processes."""
+    procs = sh("pgrep", "-af", "kube-|etcd|containerd|coredns|nginx: master").stdout
+    return {
+        "iptables": sorted(l for l in sh("iptables-save").stdout.splitlines() if l[:1] not in "#:"),
+        "links": sorted(l.split(":")[1].strip() for l in sh("ip", "-o", "link").stdout.splitlines()),
+        "routes": sh("ip", "route").stdout,
+        "netns": sh("ip", "netns", "list").stdout,
+        "mounts": [l for l in open("/proc/mounts") if "ingress-bench" in l or "kubelet" in l],
+        "cgroups": sh("find", "/sys/fs/cgroup", "-maxdepth", "2", "-name", "ibench").stdout,
+        "sysctls": {k: sh("sysctl", "-n", k).stdout.strip() for k in SYSCTLS},
+        "processes": [l for l in procs.splitlines() if "pgrep" not in l],
+    }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    sh("bash", "ci/cluster/cluster.sh", "down")
+    sh("bash", "ci/lab.sh", "down")
+    before = machine_state()
+    up = sh("bash", "ci/cluster/cluster.sh", "up", timeout=600)
+    assert up.returncode == 0, up.stderr
+    yield
+    down = sh("bash", "ci/cluster/cluster.sh", "down")
+    assert down.returncode == 0, down.stderr
+    assert machine_state() == before, "cluster:down must leave the machine as it found it"
+
+
+def kubectl(*args):
+    return sh("kubectl", *args, env={"KUBECONFIG": KUBECONFIG})
+
+
+def test_node_ready_and_coredns_serves():
+    assert sh("bash", "ci/cluster/cluster.sh", "status").returncode == 0
+    pods = json.loads(kubectl("-n", "kube-system", "get", "pods", "-o", "json").stdout)["items"]
+    assert [p["status"]["phase"] for p in pods if p["metadata"]["name"].startswith("coredns")] == ["Running"]
+
+
+def assert_clean_k8s_run(run, scenario, variant):
+    assert run.rc == 0, run.err
+    r = run.result
+    assert r["requests"] > 0 and r["errors"] == 0 and r["passed"], r
+    assert run.metric("checks")["fails"] == 0
+    assert within(r["requests"], run.summary["server"]["requests"], 0.01), (r["requests"], run.summary["server"])
+    meta = json.loads((run.dir / "meta.json").read_text())
+    assert meta["platform"] == "local" and meta["variant"] == variant and meta["scenario"] == scenario
+    return r
+
+
+@pytest.mark.parametrize("variant", ["seed002-nginx-lb-default", "seed002-nginx-lb-tuned", "seed003-nodeport-direct"])
+def test_rps_through_each_exposure(bench, variant):
+    run = bench("rps", PLATFORM="local", VARIANT=variant)
+    r = assert_clean_k8s_run(run, "rps", variant)
+    meta = json.loads((run.dir / "meta.json").read_text())
+    if variant.startswith("seed002-nginx-lb"):
+        # The kubelet's static CPU manager gave the Guaranteed ingress pod CPU 0 alone; k6 runs
+        # on the reserved CPU 1 (read from the pod's cpuset, not from its spec).
+        assert meta["placement"] == {"client_cpus": "1", "server_cpus": "0"}
+    print(f"\n{variant}: {r['rps']:.0f} req/s")
+
+
+def lb_log():
+    return kubectl("-n", "ingress-bench", "exec", "deploy/nginx-lb", "--", "cat", "/run/lb/logs/access.log").stdout.splitlines()
+
+
+def test_tps_full_handshakes_in_the_cluster(bench):
+    """From the LB's own log: every request alone on its connection, TLS 1.2 with the seed's
+    cipher, session not reused. (stub_status accepts also count the kubelet's TCP probes.)"""
+    assert sh("bash", "ci/deploy.sh", env={"VARIANT": "seed002-nginx-lb-default"}).returncode == 0
+    seen = len(lb_log())
+    run = bench("tps", PLATFORM="local", VARIANT="seed002-nginx-lb-default")
+    assert_clean_k8s_run(run, "tps", "seed002-nginx-lb-default")
+    fields = [LOG_FIELDS.search(l).groups() for l in lb_log()[seen:]]
+    # bench's deploy step checks the ingress over plain HTTP before the run window opens.
+    fields = [f for f in fields if f[2] != "-/-"]
+    assert len(fields) == run.summary["server"]["requests"]
+    assert all(reqs == "1" and tls == "TLSv1.2/ECDHE-RSA-AES256-GCM-SHA384" and reused == "."
+               for _, reqs, tls, reused in fields)
+    assert len({conn for conn, _, _, _ in fields}) == len(fields)
+    assert run.metric("http_req_tls_handshaking")["min"] > 0
+
+
+def test_throughput_in_the_cluster(bench):
+    run = bench("throughput", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", CONNECTIONS="10")
+    r = assert_clean_k8s_run(run, "throughput", "seed002-nginx-lb-tuned")
+    assert r["gbit_per_s"] > 0
+
+
+def test_every_overlay_passes_server_side_dry_run():
+    r = sh("bash", "ci/validate.sh", timeout=600)
+    assert r.returncode == 0, r.stderr
+    overlays = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+    lines = [l for l in r.stderr.splitlines() if "server dry-run on the local cluster" in l]
+    assert len(lines) == len(overlays) >= 7
+
+
+def one_error(r):
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert r.returncode != 0 and len(errors) == 1, r.stderr
+    return errors[0]
+
+
+def deployed_variant():
+    return kubectl("get", "ns", "ingress-bench", "-o", "jsonpath={.metadata.annotations.ingress-bench/variant}").stdout
+
+
+def test_unknown_overlay_is_refused_before_anything_is_applied():
+    before = deployed_variant()
+    err = one_error(sh("bash", "ci/deploy.sh", env={"VARIANT": "seed999-nope"}))
+    assert "unknown overlay 'seed999-nope'" in err and "seed002-nginx-lb-default" in err
+    assert deployed_variant() == before
+
+
+def test_overlay_whose_image_is_not_local_is_refused_before_apply():
+    before = deployed_variant()
+    err = one_error(sh("bash", "ci/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
+    assert "image docker.io/nginx/nginx-ingress:5.6.1" in err and "not on the local node" in err
+    assert deployed_variant() == before
+
+
+def test_external_platform_needs_the_opt_in():
+    err = one_error(sh("bash", "ci/deploy.sh", env={"PLATFORM": "external", "KUBECONFIG": KUBECONFIG}))
+    assert "ALLOW_EXTERNAL_CLUSTER=1" in err
+
+
+def test_deploy_that_never_becomes_ready_names_the_reason():
+    """A knob value nginx rejects: the LB crash-loops; deploy gives up after DEPLOY_TIMEOUT
+    with the pod's own reason."""
+    comp = ROOT / "kustomize/components/tuning-test-broken"
+    overlay = ROOT / "overlays/test-broken"
+    try:
+        comp.mkdir()
+        (comp / "nginx.env").write_text("WORKER_CONNECTIONS=lots\n")
+        (comp / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nconfigMapGenerator:\n"
+            "  - name: nginx-lb-knobs\n    behavior: merge\n    envs: [nginx.env]\n")
+        overlay.mkdir()
+        (overlay / "kustomization.yaml").write_text(
+            "resources: [../../kustomize/base]\ncomponents:\n  - ../../kustomize/components/nginx-lb\n"
+            "  - ../../kustomize/components/tuning-test-broken\n  - ../../kustomize/components/images\n")
+        err = one_error(sh("bash", "ci/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
+        assert "deployment.apps/nginx-lb not ready after 15s" in err
+        assert any(reason in err for reason in ("CrashLoopBackOff", "Error")), err
+    finally:
+        shutil.rmtree(comp, ignore_errors=True)
+        shutil.rmtree(overlay, ignore_errors=True)
+
+
+def test_cluster_not_up_is_one_line():
+    """Last: takes the cluster down (the module fixture's down is then a no-op)."""
+    assert sh("bash", "ci/cluster/cluster.sh", "down").returncode == 0
+    err = one_error(sh("bash", "ci/deploy.sh"))
+    assert "the local cluster is not up: run './task cluster:up'" in err
+    assert sh("bash", "ci/cluster/cluster.sh", "status").returncode == 1
