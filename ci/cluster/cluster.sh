@@ -105,7 +105,9 @@ network_up() {
   # the bridge, so without a rule a packet goes nowhere rather than to the default gateway.
   ip route add "$SERVICE_CIDR" dev "$BRIDGE"
   iptables -N "$FWD_CHAIN"
-  iptables -A "$FWD_CHAIN" -s 198.18.0.0/15 ! -o "$BRIDGE" -j DROP
+  # ibench+: every bridge of the project (this one, the lab's ibench0): bridged frames pass
+  # FORWARD too (br_netfilter), and traffic between project hosts must.
+  iptables -A "$FWD_CHAIN" -s 198.18.0.0/15 ! -o ibench+ -j DROP
   iptables -I FORWARD 1 -j "$FWD_CHAIN"
 }
 

@@ -103,6 +103,14 @@ def test_throughput_in_the_cluster(bench):
     assert r["gbit_per_s"] > 0
 
 
+def test_the_lab_works_beside_the_cluster(bench):
+    """The cluster's FORWARD guard must not drop the lab's bridged traffic (br_netfilter)."""
+    run = bench("rps", PLATFORM="lab", DURATION="2s")
+    assert run.rc == 0, run.err
+    assert run.result["requests"] > 0 and run.result["errors"] == 0
+    assert sh("bash", "ci/lab.sh", "down").returncode == 0
+
+
 def test_every_overlay_passes_server_side_dry_run():
     r = sh("bash", "ci/validate.sh", timeout=600)
     assert r.returncode == 0, r.stderr
