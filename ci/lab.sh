@@ -43,8 +43,9 @@ down() {
   rm -rf "$STATE"
 }
 
-# add_host NAME IP: a namespace with one veth on the bridge. Kernel knobs set here are the
-# namespace's own (seed 004's client/node settings); they vanish with it.
+# add_host NAME IP: a namespace with one veth on the bridge. The kernel settings are the
+# namespace's own and vanish with it: seed 004's, the same the nginx-lb pod sets
+# (kustomize/components/nginx-lb/deployment.yaml), so both platforms run one kernel config.
 add_host() {
   local ns=$NS_PREFIX$1 ip=$2 peer=ibv-$1
   ip netns add "$ns"
@@ -53,7 +54,7 @@ add_host() {
   ip -n "$ns" addr add "$ip/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
-  ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1 net.core.somaxconn=65535
+  ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1
 }
 
 # start_nginx NAME CONF: nginx in namespace NAME with prefix $STATE/NAME/.
