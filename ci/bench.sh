@@ -50,14 +50,8 @@ case "$PLATFORM" in
 esac
 export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
 
-# Validate the k6 settings with the scenario's own config code (k6/lib/config.js), before
-# anything starts: one source of truth for defaults and rules. k6 reports a thrown Error as
-# a log line; keep its message only.
 # (On the local platform TARGET is unset here: its address is known only after deploy.)
-if ! out=$(k6 inspect --include-system-env-vars --execution-requirements "$IB_ROOT/k6/$SCENARIO.js" 2>&1 >/dev/null); then
-  msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at .*//' | head -n1)
-  die "${msg:-k6 rejected the scenario: $(printf '%s' "$out" | head -n1)}"
-fi
+k6_validate "$SCENARIO"
 
 case "$PLATFORM" in
   lab)

@@ -84,3 +84,21 @@ ingress_cpuset() {
   cat /sys/fs/cgroup/cpuset/ibench/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
     /sys/fs/cgroup/cpuset/ibench/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
 }
+
+# k6_validate SCENARIO: check the k6 settings in the environment with the scenario's own
+# config code (k6/lib/config.js), before anything starts: one source of truth for defaults
+# and rules. k6 reports a thrown Error as a log line; only its message is kept.
+k6_validate() {
+  local out msg
+  if ! out=$(k6 inspect --include-system-env-vars --execution-requirements "$IB_ROOT/k6/$1.js" 2>&1 >/dev/null); then
+    msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at .*//' | head -n1)
+    die "${msg:-k6 rejected the scenario: $(printf '%s' "$out" | head -n1)}"
+  fi
+}
+
+# k6_duration_seconds 1m30s -> 90 (k6 duration syntax, already validated by k6_validate).
+k6_duration_seconds() {
+  awk -v d="$1" 'BEGIN { t = 0; while (match(d, /^[0-9]+(ms|s|m|h)/)) { n = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1);
+    v = n + 0; u = n; sub(/^[0-9]+/, "", u); t += (u == "ms") ? v / 1000 : (u == "s") ? v : (u == "m") ? v * 60 : v * 3600 }
+    printf "%d\n", t + 0.999 }'
+}

@@ -104,6 +104,25 @@ def test_throughput_in_the_cluster(bench):
     assert r["gbit_per_s"] > 0
 
 
+def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
+    """Two k6 pods, each its execution segment of an open-model run at 400 req/s: each does
+    half, the parts add up to the rate asked for, and nginx counted exactly their sum."""
+    r = sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "2", "RATE": "400", "DURATION": "5s",
+                                                     "CONNECTIONS": "20", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"]
+    parts = [s["rps"] for s in summary["per_segment"]]
+    assert all(within(p, 200, 0.05) for p in parts), parts
+    assert within(summary["requests"], 400 * 5, 0.03), summary["requests"]
+    assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
+
+
+def test_distributed_bad_segments():
+    err = one_error(sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "0"}))
+    assert "SEGMENTS must be a whole number from 1 to 16, got '0'" in err
+
+
 def test_the_lab_works_beside_the_cluster(bench):
     """The cluster's FORWARD guard must not drop the lab's bridged traffic (br_netfilter)."""
     run = bench("rps", PLATFORM="lab", DURATION="2s")

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# ci/distributed.sh SCENARIO: the scenario split over SEGMENTS k6 pods (an Indexed Job,
+# k6/distributed/job.yaml) against the overlay VARIANT on the local cluster. The parts'
+# request counts are summed and checked against the ingress's stub_status.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+SCENARIO=${1:-}
+[[ " rps tps throughput " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: rps tps throughput)"
+SEGMENTS=${SEGMENTS:-2}
+[[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
+export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM=local
+[ -f "$IB_ROOT/overlays/$VARIANT/kustomization.yaml" ] || die "unknown overlay '$VARIANT' (known: $(known_overlays))"
+k6_validate "$SCENARIO"
+need_root "distributed runs on the local cluster"
+bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
+addr=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
+[[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
+export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+scheme=${SCHEME:-http}; [ "$SCENARIO" = tps ] && scheme=https
+
+testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
+dir=${RESULTS_ROOT:-$IB_ROOT/results}/$testid
+mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"
+
+# The scenarios and their lib, as the pods see them (tests of the lib stay out).
+kubectl -n ingress-bench create configmap k6-scenarios --from-file="$IB_ROOT/k6/rps.js" --from-file="$IB_ROOT/k6/tps.js" \
+  --from-file="$IB_ROOT/k6/throughput.js" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n ingress-bench create configmap k6-lib $(for f in "$IB_ROOT"/k6/lib/*.js; do [[ $f == *.test.js ]] || printf -- '--from-file=%s ' "$f"; done) \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n ingress-bench delete job -l app.kubernetes.io/component=load-generator --wait >/dev/null 2>&1 || true
+
+seq=0; for i in $(seq 1 "$SEGMENTS"); do seq+=",$i/$SEGMENTS"; done; seq=${seq/%,$SEGMENTS\/$SEGMENTS/,1}
+name=k6-$(tr -c 'a-z0-9\n' - <<<"${testid,,}" | cut -c1-50 | sed 's/-*$//')
+sed -e "s|@NAME@|$name|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$seq|g" -e "s|@SCENARIO@|$SCENARIO|g" \
+    -e "s|@IMAGE@|$K6_IMAGE_NAME:$K6_VERSION|g" -e "s|@TARGET@|$scheme://$addr|g" -e "s|@DURATION@|${DURATION:-10s}|g" \
+    -e "s|@CONNECTIONS@|${CONNECTIONS:-}|g" -e "s|@RATE@|${RATE:-}|g" -e "s|@TESTID@|$testid|g" \
+    -e "s|@VARIANT@|$VARIANT|g" -e "s|@PLATFORM@|$PLATFORM|g" "$IB_ROOT/k6/distributed/job.yaml" >"$dir/job.yaml"
+
+stub() { curl -s --max-time 3 "http://$addr:8080/stub_status" | awk 'NR==3 {print $3}'; }
+before=$(stub)
+kubectl apply -f "$dir/job.yaml" >/dev/null
+say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
+secs=$(( $(k6_duration_seconds "${DURATION:-10s}") + 90 ))
+if ! kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${secs}s" >/dev/null 2>&1; then
+  die "job $name did not complete: $(kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{range .items[*]}{.status.phase} {end}')"
+fi
+after=$(stub)
+
+for i in $(seq 0 $((SEGMENTS - 1))); do
+  pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
+  kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,$p' | tail -n +2 >"$dir/segment-$i.json"
+done
+jq -s --argjson server "$((after - before - 1))" --arg testid "$testid" '{
+    testid: $testid, segments: length,
+    requests: (map(.result.requests) | add), rps: (map(.result.rps) | add),
+    errors: (map(.result.errors) | add), passed: (map(.result.passed) | all),
+    per_segment: map({requests: .result.requests, rps: .result.rps, connections: .result.connections}),
+    server: {requests: $server}} | .server.client_over_server = (.requests / .server.requests)' \
+  "$dir"/segment-*.json >"$dir/summary.json"
+jq -r '"k6 \(.segments) segments → \(.rps | round) req/s in all (\(.per_segment | map(.rps | round | tostring) | join(" + "))), \(.requests) requests, errors \(.errors)\nserver        \(.server.requests) requests counted by nginx (client/server \(.server.client_over_server * 1000 | round / 1000))"' "$dir/summary.json"
+say results "$dir/"
