@@ -10,5 +10,8 @@ say test "unit: k6/lib (node --test)"
 node --test k6/lib/ >/tmp/ingress-bench-unit.log 2>&1 || { cat /tmp/ingress-bench-unit.log; die "k6 lib unit tests failed"; }
 grep -E '^# (pass|fail)' /tmp/ingress-bench-unit.log | paste -sd' ' >&2
 say test "static and end to end on the lab (pytest)"
-# Results of test runs go to pytest's temporary directories, never into results/.
-exec pytest -q -rs -p no:cacheprovider ci/tests "$@"
+# Results of test runs go to pytest's temporary directories, never into results/. The whole
+# output is kept too, for a failure seen only in a log's last lines (CI).
+mkdir -p "$IB_CACHE/logs"
+set -o pipefail
+pytest -q -rs -p no:cacheprovider ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log"
