@@ -108,7 +108,7 @@ def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     """Two k6 pods, each its execution segment of an open-model run at 400 req/s: each does
     half, the parts add up to the rate asked for, and nginx counted exactly their sum."""
     r = sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "2", "RATE": "400", "DURATION": "5s",
-                                                     "CONNECTIONS": "20", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
+                                                     "CONNECTIONS": "100", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"]

@@ -42,7 +42,8 @@ def test_rps_https(bench):
 
 
 def test_rps_open_model(bench):
-    run = bench("rps", RATE="400")
+    # Spare VUs: on this VM a steal-time spike would otherwise make k6 drop iterations.
+    run = bench("rps", RATE="400", CONNECTIONS="100")
     assert_clean_run(run, "rps", 1024)
     assert run.result["dropped_iterations"] == 0
     assert within(run.result["requests"], 400 * 3, 0.05), run.result["requests"]
