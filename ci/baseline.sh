@@ -14,8 +14,7 @@ VARIANT=$V "$IB_ROOT/ci/lab.sh" up
 read -r CLIENT SERVER <<<"$(lab_cpus)"
 THREADS=$(taskset -c "$CLIENT" nproc)
 STUB=http://198.18.0.2:8080/stub_status # ci/lab.sh LB_IP, LB_STATUS_PORT
-calc() { awk "BEGIN { printf \"$1\", $2 }"; } # FORMAT EXPR
-served() { curl -s "$STUB" | awk 'NR==3 {print $3}'; }
+served() { stub_counts "$STUB" | cut -d' ' -f2; }
 
 rows=()
 row() { rows+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); echo "$1 / $2: $3 req/s, $4 µs CPU/req, server agreement $6" >&2; }
@@ -66,8 +65,7 @@ for i in 1 2 3; do
     ka[$v]+="$(jq '.result.rps | round' "$RESULTS_ROOT/ka-$v-$i/summary.json") "
   done
 done
-med() { tr ' ' '\n' <<<"$1" | grep . | sort -n | sed -n 2p; }
-ka_def=$(med "${ka[default]}") ka_tuned=$(med "${ka[seed004-keepalive]}")
+ka_def=$(median "${ka[default]}") ka_tuned=$(median "${ka[seed004-keepalive]}")
 
 echo
 echo "Lab baseline: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), client on CPU $CLIENT, LB + $(cat /run/ingress-bench/lab/shape | cut -d' ' -f1) backends on CPU $SERVER; LB variant $V; $C connections × $D"

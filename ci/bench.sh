@@ -77,10 +77,7 @@ case "$PLATFORM" in
     SERVER_CPU_LIST=$(ingress_cpuset) ;;
 esac
 
-stub() { # prints "accepts requests" from nginx stub_status, or nothing
-  [ -n "$STUB" ] || return 0
-  curl -s --max-time 3 "$STUB" | awk 'NR==3 {print $1, $3}'
-}
+stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
 
 testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT//+/_}}
 mkdir -p "$RESULTS_ROOT"

@@ -25,8 +25,7 @@ for i in $(seq "$N"); do
     echo "$c round $i: $(jq '.result.rps | round' "$s") req/s" >&2
   done
 done
-med() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
-ratio() { awk "BEGIN { printf \"%.2f\", $1 / $2 }"; }
+ratio() { calc %.2f "$1 / $2"; }
 
 echo
 echo "rps, 1 KB keep-alive, $C connections × $D, median of $N alternating rounds; $(nproc) CPUs"
@@ -34,9 +33,9 @@ echo
 echo "| platform | variant | req/s (median) | runs | k6 CPU busy | placement |"
 echo "|---|---|---|---|---|---|"
 for c in $CASES; do
-  echo "| ${c%%:*} | ${c#*:} | $(med "${rps[$c]}") | ${rps[$c]% } | $(med "${cpu[$c]}")% | ${place[$c]} |"
+  echo "| ${c%%:*} | ${c#*:} | $(median "${rps[$c]}") | ${rps[$c]% } | $(median "${cpu[$c]}")% | ${place[$c]} |"
 done
-m() { med "${rps[$1]}"; }
+m() { median "${rps[$1]}"; }
 echo
 echo "- bare metal vs Kubernetes (seed 001), default knobs: $(ratio "$(m local:seed002-nginx-lb-default)" "$(m lab:default)")x; seed002-tuned: $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m lab:seed002-tuned)")x"
 echo "- ingress vs NodePort (seeds 003/004): nginx-lb default $(ratio "$(m local:seed002-nginx-lb-default)" "$(m local:seed003-nodeport-direct)")x, tuned $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m local:seed003-nodeport-direct)")x of the NodePort's req/s"

@@ -89,8 +89,6 @@ if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort 
 else
   addr=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
 fi
-answers() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 -H "Host: $HOST_HEADER" "http://$addr/1kb.bin")" = 200 ]; }
-for _ in $(seq 50); do answers && break; sleep 0.2; done
-answers || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
+poll 10 http_ok "http://$addr/1kb.bin" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
 say deploy "ingress $svc answering at http://$addr/"
 echo "$addr"

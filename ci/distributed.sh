@@ -37,7 +37,7 @@ sed -e "s|@NAME@|$name|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$seq|g"
     -e "s|@CONNECTIONS@|${CONNECTIONS:-}|g" -e "s|@RATE@|${RATE:-}|g" -e "s|@TESTID@|$testid|g" \
     -e "s|@VARIANT@|$VARIANT|g" -e "s|@PLATFORM@|$PLATFORM|g" "$IB_ROOT/k6/distributed/job.yaml" >"$dir/job.yaml"
 
-stub() { curl -s --max-time 3 "http://$addr:8080/stub_status" | awk 'NR==3 {print $3}'; }
+stub() { stub_counts "http://$addr:8080/stub_status" | cut -d' ' -f2; }
 before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null
 say k6 "$SEGMENTS segments of $SCENARIO as Job $name"

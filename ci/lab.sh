@@ -67,13 +67,7 @@ start_nginx() {
     die "nginx for $name did not start: $(tail -n1 "$p/logs/error.log")"
 }
 
-wait_http() { # URL: until it answers 200 (5 s)
-  for _ in $(seq 50); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1")" = 200 ] && return 0
-    sleep 0.1
-  done
-  die "$1 did not answer 200 within 5 s"
-}
+wait_http() { poll 5 http_ok "$1" || die "$1 did not answer 200 within 5 s"; }
 
 failpoint() { # lets the test suite make `up` fail half-way, to prove the rollback
   [ "${LAB_FAILPOINT:-}" = "$1" ] && die "failpoint $1 reached (LAB_FAILPOINT is set)"

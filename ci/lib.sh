@@ -102,3 +102,19 @@ k6_duration_seconds() {
     v = n + 0; u = n; sub(/^[0-9]+/, "", u); t += (u == "ms") ? v / 1000 : (u == "s") ? v : (u == "m") ? v * 60 : v * 3600 }
     printf "%d\n", t + 0.999 }'
 }
+
+# stub_counts URL: "accepts requests" from an nginx stub_status page (nothing if unreachable).
+# Reading it counts as one request and, on a new connection, one accept.
+stub_counts() { curl -s --max-time 3 "$1" | awk 'NR==3 {print $1, $3}'; }
+# median "N N N ...": the middle value (the upper one of an even count's two).
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int(NR / 2) + 1]}'; }
+# calc FORMAT EXPR: awk arithmetic, printf-formatted.
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+# poll SECONDS CMD...: run CMD every 0.2 s until it succeeds (0) or SECONDS pass (1).
+poll() {
+  local secs=$1 i; shift
+  for i in $(seq $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  return 1
+}
+# http_ok URL [CURL_ARGS...]: the URL answers 200.
+http_ok() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${@:2}" "$1")" = 200 ]; }

@@ -42,8 +42,7 @@ start() {
 
 wait_for() { # SECONDS WHAT CMD...: poll CMD until it succeeds
   local secs=$1 what=$2; shift 2
-  local i; for i in $(seq $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-  die "$what not ready after ${secs}s (logs: $LOGS/)"
+  poll "$secs" "$@" || die "$what not ready after ${secs}s (logs: $LOGS/)"
 }
 
 our_pids() { # every live process this cluster started, containers included
