@@ -10,7 +10,10 @@ set -euo pipefail
 SCENARIO=${1:-}
 SCENARIOS="rps tps throughput"
 [[ " $SCENARIOS " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: $SCENARIOS)"
-export PLATFORM=${PLATFORM:-lab}
+# The platform: the local cluster unless a TARGET is given, which the lab's rules then guard
+# (a lab address, or a user's host with ALLOW_EXTERNAL_TARGET=1).
+if [ -z "${PLATFORM:-}" ]; then PLATFORM=local; [ -z "${TARGET:-}" ] || PLATFORM=lab; fi
+export PLATFORM
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 
@@ -23,7 +26,7 @@ LAB_STUB=http://198.18.0.2:8080/stub_status
 target_host=$(printf '%s' "${TARGET:-}" | sed -E 's|^[a-z]+://||; s|[:/].*||')
 case "$PLATFORM" in
   lab)
-    export VARIANT=${VARIANT:-default}
+    export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
     # A target in the project's range (or none: the lab's LB) is only ever loaded from the
     # lab's client namespace: from the host, an address of 198.18.0.0/15 that no lab host
     # holds would follow the default route off the machine. Loopback and opted-in external

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ci/compare.sh: the platform comparisons of seeds 001 and 003/004, as a Markdown table.
-# The rps scenario with the same connections and duration on: the bare-metal lab (default and
-# seed002-tuned knobs) and the local cluster (the nginx-lb overlays with the same knobs, and
-# the backends' NodePort with no ingress). Each run alternates ROUNDS times; medians reported.
+# The rps scenario with the same connections and duration on: the bare-metal lab and the
+# local cluster with the same nginx-lb overlays (one set of knob files), and the backends'
+# NodePort with no ingress. Each run alternates ROUNDS times; medians reported.
 # Settings: DURATION (default 10s), CONNECTIONS (50), ROUNDS (3).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -11,7 +11,7 @@ D=${DURATION:-10s} C=${CONNECTIONS:-50} N=${ROUNDS:-3}
 export RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results/compare-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RESULTS_ROOT"
 
-CASES="lab:default lab:seed002-tuned local:seed002-nginx-lb-default local:seed002-nginx-lb-tuned local:seed003-nodeport-direct"
+CASES="lab:seed002-nginx-lb-default lab:seed002-nginx-lb-tuned local:seed002-nginx-lb-default local:seed002-nginx-lb-tuned local:seed003-nodeport-direct"
 declare -A rps cpu place
 for i in $(seq "$N"); do
   for c in $CASES; do
@@ -37,7 +37,7 @@ for c in $CASES; do
 done
 m() { median "${rps[$1]}"; }
 echo
-echo "- bare metal vs Kubernetes (seed 001), default knobs: $(ratio "$(m local:seed002-nginx-lb-default)" "$(m lab:default)")x; seed002-tuned: $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m lab:seed002-tuned)")x"
+echo "- bare metal vs Kubernetes (seed 001), default knobs: $(ratio "$(m local:seed002-nginx-lb-default)" "$(m lab:seed002-nginx-lb-default)")x; seed002-tuned: $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m lab:seed002-nginx-lb-tuned)")x"
 echo "- ingress vs NodePort (seeds 003/004): nginx-lb default $(ratio "$(m local:seed002-nginx-lb-default)" "$(m local:seed003-nodeport-direct)")x, tuned $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m local:seed003-nodeport-direct)")x of the NodePort's req/s"
-echo "- tuned vs default: lab $(ratio "$(m lab:seed002-tuned)" "$(m lab:default)")x, cluster $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m local:seed002-nginx-lb-default)")x"
+echo "- tuned vs default: lab $(ratio "$(m lab:seed002-nginx-lb-tuned)" "$(m lab:seed002-nginx-lb-default)")x, cluster $(ratio "$(m local:seed002-nginx-lb-tuned)" "$(m local:seed002-nginx-lb-default)")x"
 echo "Results: $RESULTS_ROOT"

@@ -69,15 +69,23 @@ if ! kubectl -n "$NS" get secret ingress-tls >/dev/null 2>&1; then
   kubectl -n "$NS" create secret tls ingress-tls --cert="$work/tls.crt" --key="$work/tls.key" >/dev/null
 fi
 say deploy "overlay $OVERLAY → $PLATFORM"
-kubectl apply -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
-kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$OVERLAY" >/dev/null
-
 # Ready, or the reason a pod is not: one line.
-for d in $(kubectl -n "$NS" get deploy -o name); do
-  if ! kubectl -n "$NS" rollout status "$d" --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1; then
-    die "$d not ready after ${DEPLOY_TIMEOUT}s: $(pod_problem "$NS" "${d#*/}")"
-  fi
-done
+rollout() { # SELECTOR: wait for the matching Deployments
+  local d; for d in $(kubectl -n "$NS" get deploy -l "$1" -o name); do
+    kubectl -n "$NS" rollout status "$d" --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1 ||
+      die "$d not ready after ${DEPLOY_TIMEOUT}s: $(pod_problem "$NS" "${d#*/}")"
+  done
+}
+apply() { # [SELECTOR]
+  kubectl apply ${1:+-l "$1"} -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
+}
+# Backends first, the ingress once they serve: an LB that resolves its upstreams when it
+# starts (components/path-lb-pods) then sees every backend pod.
+apply 'app.kubernetes.io/component!=ingress'
+kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$OVERLAY" >/dev/null
+rollout 'app.kubernetes.io/component!=ingress'
+apply
+rollout app.kubernetes.io/component=ingress
 
 # The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,
 # nginx-lb's, or a NodePort of an exposure path). Its address for the load: ClusterIP, or

@@ -11,7 +11,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-VARIANT=${VARIANT:-default}
+VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
 LAB_BACKENDS=${LAB_BACKENDS:-2}
 STATE=${IB_LAB_STATE:-/run/ingress-bench/lab}
 BRIDGE=ibench0

@@ -21,18 +21,35 @@ die() { echo "error: $*" >&2; exit 1; }
 say() { printf '%-13s %s\n' "$1" "$2" >&2; }
 need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
 
-# Variants: "default" or knob names joined by '+', each a kustomize/components/tuning-<name>
-# Component, applied in order over the defaults (later knobs win).
+# Variants. VARIANT names an overlay on every platform (overlays/<name>). The lab runs plain
+# NGINX only, so there it reads the overlay's tuning components' knob files; it also takes
+# "default" or knob names joined by '+' (each a kustomize/components/tuning-<name>), applied in
+# order over the defaults (later knobs win), for ad-hoc combinations.
 IB_LB_DIR=$IB_ROOT/kustomize/components/nginx-lb
-known_variants() { (cd "$IB_ROOT/kustomize/components" && ls -d tuning-*/ | sed 's|^tuning-||; s|/$||' | tr '\n' ' '); }
-# variant_knob_files VARIANT: the knob files, defaults first; dies on an unknown name.
+known_variants() { (cd "$IB_ROOT/kustomize/components" && ls -d tuning-*/ | sed 's|^tuning-||; s|/$||' | paste -sd' '); }
+# overlay_components OVERLAY: the names of the components it lists, in order.
+overlay_components() {
+  sed -nE 's#^ *- *(\.\./)*kustomize/components/([a-z0-9-]+)/?$#\2#p' "$IB_ROOT/overlays/$1/kustomization.yaml"
+}
+# variant_knob_files VARIANT: the lab's knob files, defaults first; dies on a name that is
+# neither, or on an overlay with parts the lab cannot reproduce.
 variant_knob_files() {
   local v=$1 k
   echo "$IB_LB_DIR/defaults.env"
   [ "$v" = default ] && return 0
-  [[ $v =~ ^[a-z0-9-]+(\+[a-z0-9-]+)*$ ]] || die "VARIANT '$v' is not 'default' or knob names joined by '+' (known: default $(known_variants))"
+  if [ -f "$IB_ROOT/overlays/$v/kustomization.yaml" ]; then
+    for k in $(overlay_components "$v"); do
+      case $k in
+        tuning-*) echo "$IB_ROOT/kustomize/components/$k/nginx.env" ;;
+        nginx-lb|images) ;;
+        *) die "overlay $v uses component $k, which the bare-metal lab cannot reproduce: use PLATFORM=local" ;;
+      esac
+    done
+    return 0
+  fi
+  [[ $v =~ ^[a-z0-9-]+(\+[a-z0-9-]+)*$ ]] || die "unknown variant '$v' (an overlay: $(known_overlays); or knob names joined by '+': $(known_variants))"
   for k in ${v//+/ }; do
-    [ -f "$IB_ROOT/kustomize/components/tuning-$k/nginx.env" ] || die "unknown variant knob '$k' (known: default $(known_variants))"
+    [ -f "$IB_ROOT/kustomize/components/tuning-$k/nginx.env" ] || die "unknown variant '$k' (an overlay: $(known_overlays); or knob names joined by '+': $(known_variants))"
     echo "$IB_ROOT/kustomize/components/tuning-$k/nginx.env"
   done
 }
@@ -60,7 +77,7 @@ export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"
 IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
 IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
 DEFAULT_OVERLAY=seed002-nginx-lb-default
-known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | tr '\n' ' '); }
+known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
 # Image references the local node's containerd holds.
 local_images() { ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
 # pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.

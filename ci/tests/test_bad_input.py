@@ -17,8 +17,11 @@ def lab_down():
 
 CASES = {
     "unknown scenario": (["latency"], {}, "unknown scenario 'latency'"),
-    "unknown variant": (["rps"], {"VARIANT": "turbo"}, "unknown variant knob 'turbo'"),
-    "unknown knob in a combination": (["rps"], {"VARIANT": "seed002-tuned+turbo"}, "unknown variant knob 'turbo'"),
+    "unknown variant": (["rps"], {"VARIANT": "turbo"}, "unknown variant 'turbo' (an overlay: "),
+    "unknown knob in a combination": (["rps"], {"VARIANT": "seed002-tuned+turbo"}, "unknown variant 'turbo'"),
+    "overlay the lab cannot reproduce": (["rps"], {"VARIANT": "seed002-nginx-lb-tuned-link-1g"},
+                                         "uses component link-1g, which the bare-metal lab cannot reproduce"),
+    "unknown overlay on the default platform": (["rps"], {"PLATFORM": "", "VARIANT": "turbo"}, "unknown overlay 'turbo'"),
     "unknown platform": (["rps"], {"PLATFORM": "mars"}, "unknown PLATFORM 'mars'"),
     "non-numeric connections": (["rps"], {"CONNECTIONS": "many"}, "CONNECTIONS must be a whole number, got 'many'"),
     "negative connections": (["rps"], {"CONNECTIONS": "-4"}, "CONNECTIONS must be a whole number, got '-4'"),
@@ -38,7 +41,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_refused_before_anything_starts(case, lab_down, tmp_path):
     args, env, message = CASES[case]
-    r = sh("bash", "ci/bench.sh", *args, env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
+    r = sh("bash", "ci/bench.sh", *args, env={"PLATFORM": "lab", "RESULTS_ROOT": str(tmp_path / "r"), **env})
     assert r.returncode != 0
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: "), r.stderr
@@ -67,7 +70,7 @@ def test_unreachable_target_is_one_line(tmp_path):
 
 def test_lab_up_failing_half_way_leaves_nothing(lab_down, tmp_path):
     """Backends are up when the failpoint fires; the rollback must remove them."""
-    r = sh("bash", "ci/bench.sh", "rps", env={"LAB_FAILPOINT": "after-backends", "RESULTS_ROOT": str(tmp_path / "r")})
+    r = sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "lab", "LAB_FAILPOINT": "after-backends", "RESULTS_ROOT": str(tmp_path / "r")})
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["error: failpoint after-backends reached (LAB_FAILPOINT is set)"]
 

@@ -3,6 +3,7 @@ overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions 
 requests > 0, no errors, client and server counts within 1%, full handshakes for tps; and the
 machine exactly as found after cluster:down."""
 import json
+import re
 import shutil
 
 import pytest
@@ -102,6 +103,31 @@ def test_throughput_in_the_cluster(bench):
     run = bench("throughput", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", CONNECTIONS="10")
     r = assert_clean_k8s_run(run, "throughput", "seed002-nginx-lb-tuned")
     assert r["gbit_per_s"] > 0
+
+
+def upstream_addrs(lines):
+    return [m.group(1) for m in map(re.compile(r" ua=(\S+)$").search, lines) if m]
+
+
+@pytest.mark.parametrize("path", ["pods", "clusterip", "nodeport"])
+def test_seed003_exposure_paths_take_their_hop(bench, path):
+    """Seed 003's three LB paths with 10 backend pods: a clean run each, and the LB's own log
+    shows where every request went: each pod's address (headless Service, resolved once the
+    backends were ready), the Service's ClusterIP, or the node's NodePort."""
+    variant = f"seed003-lb-{path}-10pods"
+    assert sh("bash", "ci/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
+    seen = len(lb_log())
+    run = bench("rps", PLATFORM="local", VARIANT=variant, PAYLOAD="100kb" if path == "pods" else "4kb")
+    r = assert_clean_k8s_run(run, "rps", variant)
+    assert run.metric("data_received")["count"] >= r["requests"] * (102400 if path == "pods" else 4096)
+    addrs = set(upstream_addrs(lb_log()[seen:]))
+    pod_ips = set(kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/name=backend",
+                          "-o", "jsonpath={.items[*].status.podIP}").stdout.split())
+    cluster_ip = kubectl("-n", "ingress-bench", "get", "svc", "backend", "-o", "jsonpath={.spec.clusterIP}").stdout
+    expected = {"pods": {f"{ip}:80" for ip in pod_ips}, "clusterip": {f"{cluster_ip}:80"},
+                "nodeport": {"198.18.64.1:30080"}}[path]  # ci/cluster/cluster.sh node address
+    assert len(pod_ips) == 10 and addrs == expected, (addrs, expected)
+    print(f"\n{variant}: {r['rps']:.0f} req/s")
 
 
 def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):

@@ -118,10 +118,10 @@ def test_crossed_threshold_fails_the_run_and_keeps_the_summary(bench):
 
 def test_results_are_never_overwritten(bench, tmp_path):
     root = tmp_path / "fixed"
-    first = sh("bash", "ci/bench.sh", "rps", env={"RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
+    first = sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
     assert first.returncode == 0, first.stderr
     before = (root / "same/summary.json").read_text()
-    second = sh("bash", "ci/bench.sh", "rps", env={"RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
+    second = sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
     assert second.returncode != 0
     assert "never overwritten" in second.stderr
     assert (root / "same/summary.json").read_text() == before
