@@ -8,6 +8,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "the baseline"
 D=${DURATION:-10s} C=${CONNECTIONS:-50} V=${VARIANT:-seed002-tuned}
+export PLATFORM=lab
 export RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results/baseline-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RESULTS_ROOT"
 VARIANT=$V "$IB_ROOT/ci/lab.sh" up

@@ -49,7 +49,13 @@ case "$PLATFORM" in
     # ingress to the others: k6 goes on the reserved one.
     CLIENT_CPU_LIST=$(($(nproc) - 1))
     RUN=(taskset -c "$CLIENT_CPU_LIST") ;;
-  *) die "unknown PLATFORM '$PLATFORM' (known: lab, local)" ;;
+  external)
+    # A user's cluster: its ClusterIPs are not reachable from here, so k6 runs inside it, as
+    # the in-cluster Job of ci/distributed.sh (SEGMENTS pods, default 1); results there.
+    [ -z "${TARGET:-}" ] || die "PLATFORM=external measures the overlay it deploys: unset TARGET"
+    export SEGMENTS=${SEGMENTS:-1}
+    exec bash "$IB_ROOT/ci/distributed.sh" "$SCENARIO" ;;
+  *) die "unknown PLATFORM '$PLATFORM' (known: local, external, lab)" ;;
 esac
 export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
 

@@ -2,8 +2,10 @@
 # ci/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
 # cluster and wait until its ingress answers. Prints the ingress address (IP, or IP:PORT for
 # a NodePort) on stdout for ci/bench.sh.
-#   PLATFORM=local     the cluster of ci/cluster/cluster.sh (images override: local builds)
+#   PLATFORM=local     the cluster of ci/cluster/cluster.sh
 #   PLATFORM=external  the cluster of $KUBECONFIG, only with ALLOW_EXTERNAL_CLUSTER=1
+#   IMAGE_SET          local (this machine's builds; the local platform's default) or upstream
+#                      (the pinned registry images; the external default), see ci/lib.sh
 # Switching overlays removes the previous one's objects first, so two controllers never
 # share the namespace.
 set -euo pipefail
@@ -20,15 +22,16 @@ HOST_HEADER=${HOST:-bench.ingress.test}
 case "$PLATFORM" in
   local)
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    bash "$IB_ROOT/ci/cluster/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
-    extra=$IB_ROOT/kustomize/components/images-local ;;
+    bash "$IB_ROOT/ci/cluster/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
   external)
     [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external deploys into the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
     [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
-    kubectl version --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer"
-    extra= ;;
+    kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer" ;;
   *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
 esac
+
+images=$(image_set) || exit 1
+extra=; [ "$images" = upstream ] || extra=$IB_ROOT/kustomize/components/images-local
 
 # Render: the overlay as it is, plus the platform's image override.
 work=$(mktemp -d)
@@ -44,7 +47,7 @@ kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.
 
 # No registry here: every image must already be in the node's containerd, or the pods would
 # sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
-if [ "$PLATFORM" = local ]; then
+if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
   have=$(local_images)
   for img in $(awk '$1 == "image:" || $1 == "-" && $2 == "image:" {print $NF}' "$work/manifest.yaml" | tr -d '"' | sort -u); do
     grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||

@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # ci/distributed.sh SCENARIO: the scenario split over SEGMENTS k6 pods (an Indexed Job,
-# k6/distributed/job.yaml) against the overlay VARIANT on the local cluster. The parts'
-# request counts are summed and checked against the ingress's stub_status.
+# k6/distributed/job.yaml) against the overlay VARIANT, in the cluster: the local one
+# (PLATFORM=local, the default) or the user's (PLATFORM=external, see ci/deploy.sh; there the
+# load always runs in-cluster, as a ClusterIP is not reachable from outside). The parts'
+# request counts are summed and checked against the ingress's stub_status, read through the
+# API server's service proxy (it works wherever kubectl does).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+. "$IB_ROOT/ci/render_distributed.sh"
 
 SCENARIO=${1:-}
 [[ " rps tps throughput " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: rps tps throughput)"
 SEGMENTS=${SEGMENTS:-2}
 [[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
-export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM=local
+export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM=${PLATFORM:-local}
 [ -f "$IB_ROOT/overlays/$VARIANT/kustomization.yaml" ] || die "unknown overlay '$VARIANT' (known: $(known_overlays))"
 k6_validate "$SCENARIO"
-need_root "distributed runs on the local cluster"
-bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
+case "$PLATFORM" in
+  local)
+    need_root "distributed runs on the local cluster"
+    bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG ;;
+  external) ;; # ci/deploy.sh checks the opt-in and the cluster before anything is applied
+  *) die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: local, external)" ;;
+esac
 addr=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
 [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
-export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
 scheme=${SCHEME:-http}; [ "$SCENARIO" = tps ] && scheme=https
 
 testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
@@ -30,14 +39,16 @@ kubectl -n ingress-bench create configmap k6-lib $(for f in "$IB_ROOT"/k6/lib/*.
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n ingress-bench delete job -l app.kubernetes.io/component=load-generator --wait >/dev/null 2>&1 || true
 
-seq=0; for i in $(seq 1 "$SEGMENTS"); do seq+=",$i/$SEGMENTS"; done; seq=${seq/%,$SEGMENTS\/$SEGMENTS/,1}
-name=k6-$(tr -c 'a-z0-9\n' - <<<"${testid,,}" | cut -c1-50 | sed 's/-*$//')
-sed -e "s|@NAME@|$name|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$seq|g" -e "s|@SCENARIO@|$SCENARIO|g" \
-    -e "s|@IMAGE@|$K6_IMAGE_NAME:$K6_VERSION|g" -e "s|@TARGET@|$scheme://$addr|g" -e "s|@DURATION@|${DURATION:-10s}|g" \
-    -e "s|@CONNECTIONS@|${CONNECTIONS:-}|g" -e "s|@RATE@|${RATE:-}|g" -e "s|@TESTID@|$testid|g" \
-    -e "s|@VARIANT@|$VARIANT|g" -e "s|@PLATFORM@|$PLATFORM|g" "$IB_ROOT/k6/distributed/job.yaml" >"$dir/job.yaml"
+name=$(distributed_name "$testid")
+TARGET=$scheme://$addr TESTID=$testid NAME=$name SCENARIO=$SCENARIO SEGMENTS=$SEGMENTS \
+  render_distributed "$IB_ROOT/k6/distributed/job.yaml" >"$dir/job.yaml"
 
-stub() { stub_counts "http://$addr:8080/stub_status" | cut -d' ' -f2; }
+# nginx-lb's status port (the Service port named status): via the API server, so the count
+# works for a cluster whose addresses this host cannot reach.
+stub() {
+  kubectl get --raw "/api/v1/namespaces/ingress-bench/services/http:nginx-lb:status/proxy/stub_status" 2>/dev/null |
+    awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $3}'
+}
 before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null
 say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
@@ -51,8 +62,9 @@ for i in $(seq 0 $((SEGMENTS - 1))); do
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
   kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,$p' | tail -n +2 >"$dir/segment-$i.json"
 done
-jq -s --argjson server "$((after - before - 1))" --arg testid "$testid" '{
-    testid: $testid, segments: length,
+[ -n "$before" ] && [ -n "$after" ] || die "no stub_status from the ingress of $VARIANT: the request count cannot be checked (results in $dir/)"
+jq -s --argjson server "$((after - before - 1))" --arg testid "$testid" --arg variant "$VARIANT" --arg platform "$PLATFORM" '{
+    testid: $testid, variant: $variant, platform: $platform, segments: length,
     requests: (map(.result.requests) | add), rps: (map(.result.rps) | add),
     errors: (map(.result.errors) | add), passed: (map(.result.passed) | all),
     per_segment: map({requests: .result.requests, rps: .result.rps, connections: .result.connections}),

@@ -69,7 +69,8 @@ lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
   done
   echo "$client $server"
 }
-IB_KUBE_DIR=$IB_CACHE/kubernetes-$KUBE_VERSION
+# "-2": the second build recipe (version-stamped binaries); a change of recipe builds anew.
+IB_KUBE_DIR=$IB_CACHE/kubernetes-$KUBE_VERSION-2
 IB_ETCD_DIR=$IB_CACHE/etcd-debian
 export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"
 
@@ -78,6 +79,15 @@ IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
 IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
 DEFAULT_OVERLAY=seed002-nginx-lb-default
 known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
+# IMAGE_SET: which images a cluster runs. "upstream": the pins of components/images and
+# K6_IMAGE_UPSTREAM, from their registries; "local": this machine's builds (ci/cluster/images.sh,
+# components/images-local). The local platform runs local builds; an external cluster
+# upstream images unless told otherwise (a cluster that was given our builds).
+image_set() {
+  local s=${IMAGE_SET:-$([ "${PLATFORM:-local}" = local ] && echo local || echo upstream)}
+  case $s in local|upstream) echo "$s" ;; *) die "IMAGE_SET must be local or upstream, got '$s'" ;; esac
+}
+k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_VERSION"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
 # Image references the local node's containerd holds.
 local_images() { ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
 # pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.
@@ -122,7 +132,7 @@ k6_duration_seconds() {
 
 # stub_counts URL: "accepts requests" from an nginx stub_status page (nothing if unreachable).
 # Reading it counts as one request and, on a new connection, one accept.
-stub_counts() { curl -s --max-time 3 "$1" | awk 'NR==3 {print $1, $3}'; }
+stub_counts() { curl -sf --max-time 3 "$1" | awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'; }
 # median "N N N ...": the middle value (the upper one of an even count's two).
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int(NR / 2) + 1]}'; }
 # calc FORMAT EXPR: awk arithmetic, printf-formatted.

@@ -12,7 +12,8 @@ build_kube() {
   for b in $KUBE_BINS; do [ -x "$IB_KUBE_DIR/$b" ] || missing=1; done
   [ -z "$missing" ] && return 0
   command -v go >/dev/null || die "building Kubernetes $KUBE_VERSION needs Go (1.24 or newer)"
-  local src=$IB_CACHE/src/kubernetes-$KUBE_VERSION minor=${KUBE_VERSION#v1.}
+  local src=$IB_CACHE/src/kubernetes-$KUBE_VERSION minor=${KUBE_VERSION#v1.} minor_only
+  minor_only=${minor%%.*}
   mkdir -p "$src"
   # k8s.io/kubernetes points its staging modules at ./staging; outside its repository each
   # must be replaced by its published version (v0.<minor>.<patch>). sample-* are examples.
@@ -28,10 +29,14 @@ build_kube() {
   (
     cd "$src"
     for b in $KUBE_BINS; do GOTOOLCHAIN=local GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION" >/dev/null 2>&1; done
+    # The version Kubernetes' own build stamps in (hack/lib/version.sh): without it every
+    # binary reports v0.0.0-master, which `kubectl version` and version-skew checks reject.
+    local v=k8s.io/component-base/version c=k8s.io/client-go/pkg/version f ldflags=
+    for f in "gitVersion=$KUBE_VERSION" gitMajor=1 "gitMinor=$minor_only" gitTreeState=clean; do ldflags+=" -X $v.$f -X $c.$f"; done
     for b in $KUBE_BINS; do
       [ -x "$IB_KUBE_DIR/$b" ] && continue
       say cluster "  go build $b"
-      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$src/bin/$b" "k8s.io/kubernetes/cmd/$b" >"$src/build-$b.log" 2>&1 ||
+      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$src/bin/$b" "k8s.io/kubernetes/cmd/$b" >"$src/build-$b.log" 2>&1 ||
         { tail -n 5 "$src/build-$b.log" >&2; die "go build of $b failed (log: $src/build-$b.log)"; }
       mkdir -p "$IB_KUBE_DIR" && mv "$src/bin/$b" "$IB_KUBE_DIR/$b"
     done

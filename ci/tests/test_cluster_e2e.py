@@ -130,6 +130,43 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
 
+def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
+    """seed002's hostNetwork: the LB's sockets are the node's, bound to its bridge address
+    only, never to every host interface; a clean run through it."""
+    variant = "seed002-nginx-lb-tuned-hostnetwork"
+    run = bench("rps", PLATFORM="local", VARIANT=variant)
+    r = assert_clean_k8s_run(run, "rps", variant)
+    listening = [l.split()[3] for l in sh("ss", "-Hltn").stdout.splitlines()]
+    for port in ("80", "443", "8080"):
+        assert f"198.18.64.1:{port}" in listening  # ci/cluster/cluster.sh node address
+        assert f"0.0.0.0:{port}" not in listening and f"*:{port}" not in listening, listening
+    print(f"\n{variant}: {r['rps']:.0f} req/s")
+
+
+def test_external_platform_runs_k6_inside_the_cluster(tmp_path):
+    """PLATFORM=external, opted in, pointed at the local cluster's API as a user's cluster
+    would be: the overlay is deployed there and k6 runs in it (a ClusterIP is not reachable
+    from outside); nginx's count, read through the API server, agrees."""
+    env = {"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
+           "VARIANT": "seed002-nginx-lb-tuned", "DURATION": "4s", "CONNECTIONS": "20", "RESULTS_ROOT": str(tmp_path)}
+    r = sh("bash", "ci/bench.sh", "rps", env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["platform"] == "external" and summary["segments"] == 1
+    assert summary["requests"] > 0 and summary["errors"] == 0 and summary["passed"]
+    assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
+
+
+def test_external_cluster_that_does_not_answer(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                          "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    err = one_error(sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1",
+                                                          "KUBECONFIG": str(kubeconfig), "RESULTS_ROOT": str(tmp_path / "r")}))
+    assert f"the cluster of KUBECONFIG={kubeconfig} does not answer" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     """Two k6 pods, each its execution segment of an open-model run at 400 req/s: each does
     half, the parts add up to the rate asked for, and nginx counted exactly their sum."""

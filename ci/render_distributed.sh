@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Renders the distributed-load manifests from one set of values, so the plain Indexed Job
+# (k6/distributed/job.yaml) and the k6-operator TestRun (k6/distributed/testrun.yaml)
+# always describe the same run. Their @MARKER@s are replaced here and nowhere else.
+#   . ci/render_distributed.sh          defines the functions below (ci/distributed.sh)
+#   ci/render_distributed.sh FILE       prints FILE rendered from the environment
+# Values (environment variables, or shell variables when sourced):
+#   SEGMENTS  1-16 k6 pods          SCENARIO  rps, tps or throughput
+#   TARGET    the ingress's base URL (scheme://address)
+#   TESTID, VARIANT, PLATFORM       tags of the run, as in ci/bench.sh
+#   DURATION (10s), CONNECTIONS, RATE   k6 settings, checked by k6/lib/config.js in the pods
+#   NAME      the object's name; distributed_name TESTID when unset
+# The k6 image is k6_image (ci/lib.sh: local build or Grafana's, by IMAGE_SET); the starter
+# is K6_OPERATOR_STARTER_IMAGE (ci/versions.env). A TestRun is checked against
+# k6/distributed/testrun.schema.json (kubeconform, offline) before it is printed.
+declare -F die >/dev/null || . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# distributed_name TESTID: a DNS label for the Job or TestRun, 51 characters at most: the
+# operator names its objects <name>-initializer and <name>-service-<i>, and a Job's name must
+# fit in a label value (63).
+distributed_name() {
+  echo "k6-$(tr -c 'a-z0-9\n' - <<<"${1,,}" | cut -c1-48 | sed 's/-*$//')"
+}
+
+# segment_sequence N: N equal execution segments, "0,1/N,...,(N-1)/N,1": the sequence
+# k6-operator computes for its runners, so both manifests split the load the same way.
+segment_sequence() {
+  local i seq=0
+  for ((i = 1; i < $1; i++)); do seq+=",$i/$1"; done
+  echo "$seq,1"
+}
+
+# validate_testrun FILE [LABEL]: kubeconform -strict against the hand-written schema of the
+# TestRun fields the manifest uses (the operator's CRD cannot be installed here). The
+# template resolves to k6/distributed/testrun.schema.json for kind TestRun; any other kind
+# has no schema there and fails. The schema itself forbids unknown fields; -strict adds
+# duplicate keys. Dies with kubeconform's reason on one line (its file URL and boilerplate
+# cut), after LABEL (default: the file's name).
+validate_testrun() {
+  command -v kubeconform >/dev/null || die "kubeconform $KUBECONFORM_VERSION is not built: run ci/tools.sh"
+  local out
+  out=$(kubeconform -strict -schema-location "$IB_ROOT/k6/distributed/{{ .ResourceKind }}.schema.json" <"$1" 2>&1) ||
+    die "${2:-$(basename "$1")}: $(printf '%s' "$out" | tr -s '\n ' ' ' | sed -E 's/^stdin - //; s/^[^ ]+ [^ ]+ (is invalid|failed validation): //;
+      s/problem validating schema\. Check JSON formatting: //; s/jsonschema validation failed with .[^ ]*. - //')"
+}
+
+# render_distributed FILE: FILE with its markers replaced, on stdout. Dies on a missing or
+# malformed value, or a marker left without one, before printing anything.
+render_distributed() {
+  local file=$1 v
+  [ -f "$file" ] || die "no manifest template at $file"
+  [[ ${SEGMENTS:-} =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '${SEGMENTS:-}'"
+  [[ " rps tps throughput " == *" ${SCENARIO:-} "* ]] || die "unknown scenario '${SCENARIO:-}' (known: rps tps throughput)"
+  for v in TARGET TESTID VARIANT PLATFORM; do [ -n "${!v:-}" ] || die "$v must be set to render $(basename "$file")"; done
+  # Values land in double-quoted YAML strings and in sed replacements.
+  for v in NAME TARGET DURATION CONNECTIONS RATE TESTID VARIANT PLATFORM; do
+    [[ ${!v:-} != *[\"\\\|\&]* && ${!v:-} != *$'\n'* ]] || die "$v must not contain quotes, backslashes, '|', '&' or line breaks, got '${!v//$'\n'/\\n}'"
+  done
+  local name=${NAME:-$(distributed_name "$TESTID")} out marker
+  out=$(sed -e "s|@NAME@|$name|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$(segment_sequence "$SEGMENTS")|g" \
+    -e "s|@SCENARIO@|$SCENARIO|g" -e "s|@IMAGE@|$(k6_image)|g" -e "s|@STARTER_IMAGE@|$K6_OPERATOR_STARTER_IMAGE|g" -e "s|@TARGET@|$TARGET|g" \
+    -e "s|@DURATION@|${DURATION:-10s}|g" -e "s|@CONNECTIONS@|${CONNECTIONS:-}|g" -e "s|@RATE@|${RATE:-}|g" \
+    -e "s|@TESTID@|$TESTID|g" -e "s|@VARIANT@|$VARIANT|g" -e "s|@PLATFORM@|$PLATFORM|g" "$file")
+  # Upper case between two @ is a marker ("@@summary.json" in job.yaml is not).
+  marker=$(grep -o -m1 '@[A-Z][A-Z_]*@' <<<"$out" | head -n1) || true
+  [ -z "$marker" ] || die "$(basename "$file"): marker $marker has no value in ci/render_distributed.sh"
+  if grep -q '^kind: TestRun$' <<<"$out"; then validate_testrun <(printf '%s\n' "$out") "$(basename "$file") rendered"; fi
+  printf '%s\n' "$out"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  [ $# = 1 ] || die "usage: ci/render_distributed.sh FILE (values from the environment: see the header)"
+  render_distributed "$1"
+fi

@@ -1,0 +1,165 @@
+"""Platform configurations that cannot run on the project's machines, validated offline: the
+k6-operator TestRun (k6/distributed/testrun.yaml, rendered by ci/render_distributed.sh and
+checked with kubeconform against k6/distributed/testrun.schema.json) and the kind cluster
+config (ci/kind/cluster.yaml, checked by ci/kind/validate.sh on kind's own types). Each check
+is also shown to fail on a broken input, so a pass means something."""
+import re
+
+import pytest
+
+from conftest import ROOT, sh
+
+RUN = {"SEGMENTS": "2", "SCENARIO": "rps", "TARGET": "http://198.18.64.5", "DURATION": "30s",
+       "CONNECTIONS": "100", "RATE": "", "TESTID": "20261121T133602Z-rps-seed002-nginx-lb-default-x2",
+       "VARIANT": "seed002-nginx-lb-default", "PLATFORM": "local", "NAME": ""}
+# Both manifests write their env entries as one flow mapping per line; the TestRun's shape is
+# checked by its schema, so these lines are the whole env of each.
+ENV_LINE = re.compile(r"^\s*- \{ name: (\S+), value: (.*) \}$", re.M)
+
+
+def render(template, **env):
+    return sh("bash", "ci/render_distributed.sh", f"k6/distributed/{template}", env={**RUN, **env})
+
+
+def field(text, name):
+    """The value of the first 'NAME: value' line (block style) in TEXT."""
+    m = re.search(rf"^\s*{name}: (.+)$", text, re.M)
+    assert m, f"no {name} in:\n{text}"
+    return m.group(1).strip()
+
+
+def versions():
+    """ci/versions.env as a dict: the pins both manifests and the kind config must follow."""
+    return dict(re.findall(r"^([A-Z0-9_]+)=(\S*)", (ROOT / "ci/versions.env").read_text(), re.M))
+
+
+def error_lines(r):
+    return [l for l in r.stderr.splitlines() if l.startswith("error:")]
+
+
+def test_testrun_renders_valid_and_matches_the_job():
+    tr, job = render("testrun.yaml"), render("job.yaml")
+    assert tr.returncode == 0, tr.stderr
+    assert job.returncode == 0, job.stderr
+    assert "@" not in tr.stdout  # every marker replaced, comments included
+    assert field(tr.stdout, "parallelism") == "2" == field(job.stdout, "parallelism")
+    assert field(tr.stdout, "name") == field(job.stdout, "name")  # metadata.name, the same derivation
+    # The same scenario from the same ConfigMaps: the operator runs /test/<file>, the Job
+    # /scripts/<file>; each mounts the lib beside its script.
+    assert "configMap: { name: k6-scenarios, file: rps.js }" in tr.stdout
+    assert " /scripts/rps.js " in job.stdout and "{ name: scenarios, configMap: { name: k6-scenarios } }" in job.stdout
+    assert "{ name: lib, configMap: { name: k6-lib } }" in tr.stdout and "{ name: lib, configMap: { name: k6-lib } }" in job.stdout
+    assert "{ name: lib, mountPath: /test/lib }" in tr.stdout and "{ name: lib, mountPath: /scripts/lib }" in job.stdout
+    pins = versions()
+    assert field(tr.stdout, "image") == field(job.stdout, "image") == f"{pins['K6_IMAGE_NAME']}:{pins['K6_VERSION']}"
+    # The same environment, entry by entry, in the same order.
+    tr_env, job_env = ENV_LINE.findall(tr.stdout), ENV_LINE.findall(job.stdout)
+    assert tr_env == job_env
+    assert [n for n, _ in tr_env] == ["TARGET", "DURATION", "CONNECTIONS", "RATE", "TESTID", "VARIANT", "PLATFORM",
+                                      "RESULTS_DIR", "K6_NO_USAGE_REPORT", "K6_AUTO_EXTENSION_RESOLUTION", "GODEBUG"]
+    assert dict(tr_env)["TARGET"] == '"http://198.18.64.5"' and dict(tr_env)["CONNECTIONS"] == '"100"'
+    # The Job splits the load as the operator does: "0,1/2,1".
+    assert '--execution-segment-sequence "0,1/2,1"' in job.stdout
+    assert f"image: {pins['K6_OPERATOR_STARTER_IMAGE']}" in tr.stdout
+
+
+@pytest.mark.parametrize("platform,image_set,pin", [("external", "", "K6_IMAGE_UPSTREAM"), ("external", "local", None)])
+def test_external_clusters_get_the_upstream_k6_image_unless_told(platform, image_set, pin):
+    pins = versions()
+    for template in ("job.yaml", "testrun.yaml"):
+        r = render(template, PLATFORM=platform, IMAGE_SET=image_set)
+        assert r.returncode == 0, r.stderr
+        assert field(r.stdout, "image") == (pins[pin] if pin else f"{pins['K6_IMAGE_NAME']}:{pins['K6_VERSION']}")
+
+
+def test_render_checks_the_testrun_it_prints():
+    """A value the schema refuses (a name kubectl would reject) stops the render: nothing printed."""
+    r = render("testrun.yaml", NAME="K6_Run")
+    assert r.returncode != 0 and r.stdout == ""
+    assert error_lines(r) == ["error: testrun.yaml rendered: at '/metadata/name': 'K6_Run' does not match "
+                              "pattern '^[a-z]([-a-z0-9]*[a-z0-9])?$'"], r.stderr
+
+
+@pytest.mark.parametrize("segments", ["0", "17", "two"])
+def test_render_refuses_a_bad_segment_count(segments):
+    r = render("job.yaml", SEGMENTS=segments)
+    assert r.returncode != 0 and r.stdout == ""
+    assert error_lines(r) == [f"error: SEGMENTS must be a whole number from 1 to 16, got '{segments}'"]
+
+
+BROKEN_TESTRUNS = {
+    "unknown field": (("  arguments: --no-color\n", "  arguments: --no-color\n  separat: true\n"),
+                      "at '/spec': additional properties 'separat' not allowed"),
+    "wrong type": (("  parallelism: 2\n", '  parallelism: "2"\n'), "at '/spec/parallelism': got string, want integer"),
+    "env value not a string": (('{ name: DURATION, value: "30s" }', "{ name: DURATION, value: 30 }"),
+                               "at '/spec/runner/env/1/value': got number, want string"),
+    "missing script": (("    configMap: { name: k6-scenarios, file: rps.js }\n", "    {}\n"),
+                       "at '/spec/script': missing property 'configMap'"),
+    "duplicate key": (("  parallelism: 2\n", "  parallelism: 2\n  parallelism: 3\n"), 'key "parallelism" already set in map'),
+    "the operator's own volume name": (("{ name: results, emptyDir: {} }", "{ name: k6-test-volume, emptyDir: {} }"),
+                                       "at '/spec/runner/volumes/1/name'"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_TESTRUNS)
+def test_testrun_schema_rejects(case, tmp_path):
+    (old, new), reason = BROKEN_TESTRUNS[case]
+    good = render("testrun.yaml")
+    assert good.returncode == 0 and old in good.stdout, good.stderr
+    path = tmp_path / "testrun.yaml"
+    path.write_text(good.stdout.replace(old, new, 1))
+    r = sh("bash", "-c", '. ci/render_distributed.sh && validate_testrun "$1"', "_", str(path))
+    assert r.returncode != 0
+    lines = error_lines(r)
+    assert len(lines) == 1 and lines[0].startswith("error: testrun.yaml: ") and reason in lines[0], r.stderr
+
+
+def cluster_value(name):
+    """NAME=value in ci/cluster/cluster.sh, where the local cluster's addresses are set."""
+    m = re.search(rf"^{name}=(\S+)", (ROOT / "ci/cluster/cluster.sh").read_text(), re.M)
+    assert m, f"no {name}= in ci/cluster/cluster.sh"
+    return m.group(1)
+
+
+def test_kind_config_has_the_local_clusters_shape():
+    r = sh("bash", "ci/kind/validate.sh", timeout=600)
+    assert r.returncode == 0, r.stderr
+    summary = r.stderr.strip().splitlines()[-1]
+    assert f"pods {cluster_value('POD_CIDR')}, services {cluster_value('SERVICE_CIDR')}," in summary, summary
+    kube_minor = versions()["KUBE_VERSION"].rsplit(".", 1)[0]  # v1.34.4 -> v1.34
+    assert f"kindest/node:{kube_minor}." in summary, summary
+    assert "kube-proxy iptables" in summary and "cpuManagerPolicy static" in summary, summary
+    # The same unsafe sysctls as the local cluster's kubelet allows (for the nginx-lb pod).
+    kubelet = (ROOT / "ci/cluster/kubelet.yaml").read_text()
+    local = re.search(r"^allowedUnsafeSysctls: \[(.*)\]$", kubelet, re.M).group(1)
+    sysctls = ",".join(s.strip(' "') for s in local.split(","))
+    assert f"unsafe sysctls {sysctls}," in summary, summary
+    assert "host ports 127.0.0.1:30080" in summary, summary
+
+
+BROKEN_KIND = {
+    "typo'd field": (("  podSubnet:", "  podSubnett:"), "field podSubnett not found in type v1alpha4.Networking"),
+    "pod subnet outside 198.18.0.0/15": (("podSubnet: 198.18.64.0/18", "podSubnet: 10.244.0.0/16"),
+                                         "networking.podSubnet 10.244.0.0/16 is outside 198.18.0.0/15"),
+    "typo in the kubelet patch": (("    cpuManagerPolicy: static", "    cpuManagerPolcy: static"),
+                                  'kubeadmConfigPatches[0] (KubeletConfiguration): error unmarshaling JSON: '
+                                  'while decoding JSON: json: unknown field "cpuManagerPolcy"'),
+    "patch kind that matches nothing": (("    kind: KubeletConfiguration", "    kind: KubeletConfig"),
+                                        'kubeadmConfigPatches[0] has kind "KubeletConfig"'),
+    "port on every interface": (("listenAddress: 127.0.0.1", "listenAddress: 0.0.0.0"),
+                                "extraPortMappings[0].listenAddress must be a loopback address"),
+    "image without a digest": (("@sha256:", " # sha256:"), "nodes[0].image must be kindest/node:v1.34.<patch>@sha256"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_KIND)
+def test_kind_validation_rejects(case, tmp_path):
+    (old, new), reason = BROKEN_KIND[case]
+    text = (ROOT / "ci/kind/cluster.yaml").read_text()
+    assert old in text
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text.replace(old, new, 1))
+    r = sh("bash", "ci/kind/validate.sh", str(path), timeout=600)
+    assert r.returncode != 0
+    lines = error_lines(r)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and reason in lines[0], r.stderr
