@@ -31,11 +31,12 @@ for i in $(seq "$N"); do
 done
 
 m() { median "${rps[$1]}"; }
+declare -A hops=([pods]="Pod" [clusterip]="ClusterIP -> Pod" [nodeport]="NodePort -> Pod")
 echo
 echo "Seed 003 on the local cluster: rps, keep-alive, $C connections × $D, median of $N rounds; $(nproc) CPUs"
 for p in $PATHS; do
   echo
-  echo "$(overlay "$p" N) (wrk -> nginx -> $(case $p in pods) echo Pod;; clusterip) echo ClusterIP -> Pod;; nodeport) echo NodePort -> Pod;; esac))"
+  echo "$(overlay "$p" N) (k6 -> nginx -> ${hops[$p]})"
   echo
   echo "| case | pods | payload | req/s (median) | runs | vs LB -> Pod |"
   echo "|---|---|---|---|---|---|"
