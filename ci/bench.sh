@@ -45,6 +45,7 @@ case "$PLATFORM" in
     export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
     [ -f "$IB_ROOT/overlays/$VARIANT/kustomization.yaml" ] || die "unknown overlay '$VARIANT' (known: $(known_overlays))"
     [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
+    image_set >/dev/null
     # The kubelet reserves the last CPU for the system (ci/cluster/kubelet.yaml) and pins the
     # ingress to the others: k6 goes on the reserved one.
     CLIENT_CPU_LIST=$(($(nproc) - 1))

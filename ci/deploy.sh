@@ -19,6 +19,7 @@ HOST_HEADER=${HOST:-bench.ingress.test}
 
 [ -f "$IB_ROOT/overlays/$OVERLAY/kustomization.yaml" ] || die "unknown overlay '$OVERLAY' (known: $(known_overlays))"
 [[ $DEPLOY_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "DEPLOY_TIMEOUT must be a whole number of seconds, got '$DEPLOY_TIMEOUT'"
+images=$(image_set) || exit 1
 case "$PLATFORM" in
   local)
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
@@ -30,7 +31,6 @@ case "$PLATFORM" in
   *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
 esac
 
-images=$(image_set) || exit 1
 extra=; [ "$images" = upstream ] || extra=$IB_ROOT/kustomize/components/images-local
 
 # Render: the overlay as it is, plus the platform's image override.

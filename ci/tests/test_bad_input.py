@@ -22,6 +22,7 @@ CASES = {
     "overlay the lab cannot reproduce": (["rps"], {"VARIANT": "seed002-nginx-lb-tuned-link-1g"},
                                          "uses component link-1g, which the bare-metal lab cannot reproduce"),
     "unknown overlay on the default platform": (["rps"], {"PLATFORM": "", "VARIANT": "turbo"}, "unknown overlay 'turbo'"),
+    "unknown image set": (["rps"], {"PLATFORM": "local", "IMAGE_SET": "mine"}, "IMAGE_SET must be local or upstream, got 'mine'"),
     "unknown platform": (["rps"], {"PLATFORM": "mars"}, "unknown PLATFORM 'mars'"),
     "non-numeric connections": (["rps"], {"CONNECTIONS": "many"}, "CONNECTIONS must be a whole number, got 'many'"),
     "negative connections": (["rps"], {"CONNECTIONS": "-4"}, "CONNECTIONS must be a whole number, got '-4'"),
