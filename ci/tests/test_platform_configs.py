@@ -139,8 +139,8 @@ def test_kind_config_has_the_local_clusters_shape():
 
 BROKEN_KIND = {
     "typo'd field": (("  podSubnet:", "  podSubnett:"), "field podSubnett not found in type v1alpha4.Networking"),
-    "pod subnet outside 198.18.0.0/15": (("podSubnet: 198.18.64.0/18", "podSubnet: 10.244.0.0/16"),
-                                         "networking.podSubnet 10.244.0.0/16 is outside 198.18.0.0/15"),
+    "pod subnet outside 198.18.0.0/15": (("podSubnet: 198.18.64.0/18", "podSubnet: 203.0.113.0/24"),
+                                         "networking.podSubnet 203.0.113.0/24 is outside 198.18.0.0/15"),
     "typo in the kubelet patch": (("    cpuManagerPolicy: static", "    cpuManagerPolcy: static"),
                                   'kubeadmConfigPatches[0] (KubeletConfiguration): error unmarshaling JSON: '
                                   'while decoding JSON: json: unknown field "cpuManagerPolcy"'),
