@@ -43,7 +43,7 @@ case "$PLATFORM" in
     fi ;;
   local)
     export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
-    [ -f "$IB_ROOT/overlays/$VARIANT/kustomization.yaml" ] || die "unknown overlay '$VARIANT' (known: $(known_overlays))"
+    need_overlay "$VARIANT"
     [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
     image_set >/dev/null
     # The kubelet reserves the last CPU for the system (ci/cluster/kubelet.yaml) and pins the
@@ -74,7 +74,7 @@ case "$PLATFORM" in
     bash "$IB_ROOT/ci/tools.sh" cluster >/dev/null
     bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
     addr=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
-    scheme=${SCHEME:-http}; [ "$SCENARIO" = tps ] && scheme=https
+    scheme=$(scenario_scheme "$SCENARIO")
     if [[ $addr == *:* ]]; then
       # A NodePort straight to the backends: plain HTTP, counted by the backend's stub_status.
       [ "$scheme" = http ] || die "overlay $VARIANT exposes plain HTTP only (no TLS without an ingress): use rps or throughput"

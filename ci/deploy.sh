@@ -17,7 +17,7 @@ DEPLOY_TIMEOUT=${DEPLOY_TIMEOUT:-120}
 NS=ingress-bench                     # kustomize/base namespace
 HOST_HEADER=${HOST:-bench.ingress.test}
 
-[ -f "$IB_ROOT/overlays/$OVERLAY/kustomization.yaml" ] || die "unknown overlay '$OVERLAY' (known: $(known_overlays))"
+need_overlay "$OVERLAY"
 [[ $DEPLOY_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "DEPLOY_TIMEOUT must be a whole number of seconds, got '$DEPLOY_TIMEOUT'"
 images=$(image_set) || exit 1
 case "$PLATFORM" in

@@ -14,7 +14,7 @@ SCENARIO=${1:-}
 SEGMENTS=${SEGMENTS:-2}
 [[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
 export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM=${PLATFORM:-local}
-[ -f "$IB_ROOT/overlays/$VARIANT/kustomization.yaml" ] || die "unknown overlay '$VARIANT' (known: $(known_overlays))"
+need_overlay "$VARIANT"
 k6_validate "$SCENARIO"
 case "$PLATFORM" in
   local)
@@ -26,7 +26,7 @@ case "$PLATFORM" in
 esac
 addr=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
 [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
-scheme=${SCHEME:-http}; [ "$SCENARIO" = tps ] && scheme=https
+scheme=$(scenario_scheme "$SCENARIO")
 
 testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
 dir=${RESULTS_ROOT:-$IB_ROOT/results}/$testid
@@ -47,7 +47,7 @@ TARGET=$scheme://$addr TESTID=$testid NAME=$name SCENARIO=$SCENARIO SEGMENTS=$SE
 # works for a cluster whose addresses this host cannot reach.
 stub() {
   kubectl get --raw "/api/v1/namespaces/ingress-bench/services/http:nginx-lb:status/proxy/stub_status" 2>/dev/null |
-    awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $3}'
+    stub_parse | cut -d' ' -f2 || true # no count is reported after the run, not fatal here
 }
 before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null

@@ -79,6 +79,10 @@ IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
 IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
 DEFAULT_OVERLAY=seed002-nginx-lb-default
 known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
+# need_overlay NAME: dies unless NAME is an overlay (overlays/NAME/kustomization.yaml).
+need_overlay() { [ -f "$IB_ROOT/overlays/$1/kustomization.yaml" ] || die "unknown overlay '$1' (known: $(known_overlays))"; }
+# scenario_scheme SCENARIO: http unless SCHEME says otherwise; tps is TLS by definition.
+scenario_scheme() { if [ "$1" = tps ]; then echo https; else echo "${SCHEME:-http}"; fi; }
 # IMAGE_SET: which images a cluster runs. "upstream": the pins of components/images and
 # K6_IMAGE_UPSTREAM, from their registries; "local": this machine's builds (ci/cluster/images.sh,
 # components/images-local). The local platform runs local builds; an external cluster
@@ -132,7 +136,9 @@ k6_duration_seconds() {
 
 # stub_counts URL: "accepts requests" from an nginx stub_status page (nothing if unreachable).
 # Reading it counts as one request and, on a new connection, one accept.
-stub_counts() { curl -sf --max-time 3 "$1" | awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'; }
+stub_counts() { curl -sf --max-time 3 "$1" | stub_parse; }
+# stub_parse: stdin a stub_status page -> "accepts requests"; nothing for any other page.
+stub_parse() { awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'; }
 # median "N N N ...": the middle value (the upper one of an even count's two).
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int(NR / 2) + 1]}'; }
 # calc FORMAT EXPR: awk arithmetic, printf-formatted.
