@@ -31,19 +31,40 @@ case "$PLATFORM" in
   *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
 esac
 
-extra=; [ "$images" = upstream ] || extra=$IB_ROOT/kustomize/components/images-local
+MONITORING=${MONITORING:-1}
+case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (deploy the monitoring component) or 0, got '$MONITORING'" ;; esac
+[ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
+if [ "$MONITORING" = 1 ] && ! kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1; then
+  die "the cluster has no Prometheus Operator CRDs for the monitoring component: run './task monitoring:up' (local) or install kube-prometheus-stack, or set MONITORING=0"
+fi
 
-# Render: the overlay as it is, plus the platform's image override.
+# Render: the overlay as it is, plus monitoring (its sidecars, PodMonitors, rules) and the
+# platform's image override, which must come last to see the sidecars' images.
+extra=()
+[ "$MONITORING" = 1 ] && extra+=("$IB_ROOT/kustomize/components/monitoring")
+[ "$images" = upstream ] || extra+=("$IB_ROOT/kustomize/components/images-local")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-{
-  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-  echo "kind: Kustomization"
-  echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
-  [ -n "$extra" ] && echo "components: [$(realpath --relative-to="$work" "$extra")]"
-} >"$work/kustomization.yaml"
-kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.yaml" 2>"$work/err" ||
-  die "overlay $OVERLAY does not build: $(head -n1 "$work/err")"
+render() { # [LINK_CAPACITY_BITS]
+  {
+    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    echo "kind: Kustomization"
+    echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
+    [ ${#extra[@]} = 0 ] || echo "components: [$(for c in "${extra[@]}"; do realpath --relative-to="$work" "$c"; done | paste -sd,)]"
+    # The link capacity NIC utilization is judged against (bench:link_capacity:bits).
+    [ -z "${1:-}" ] || printf 'patches:\n  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
+  } >"$work/kustomization.yaml"
+  kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.yaml" 2>"$work/err" ||
+    die "overlay $OVERLAY does not build: $(head -n1 "$work/err")"
+}
+render
+if [ "$MONITORING" = 1 ]; then
+  # Declared: LINK_CAPACITY, else the overlay's bandwidth emulation (components/link-1g),
+  # else the rule's default.
+  shaped=$(awk '$1 == "kubernetes.io/egress-bandwidth:" {print $2; exit}' "$work/manifest.yaml" | tr -d '"')
+  capacity=${LINK_CAPACITY:-$shaped}
+  [ -z "$capacity" ] || render "$(link_capacity_bits "$capacity")"
+fi
 
 # No registry here: every image must already be in the node's containerd, or the pods would
 # sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
@@ -56,11 +77,15 @@ if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
 fi
 
 # A previous overlay's objects go first (its controller would otherwise serve too).
+# (With or without monitoring counts as another overlay: the sidecars come and go.)
+deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"
 current=$(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null || true)
-if [ -n "$current" ] && [ "$current" != "$OVERLAY" ]; then
+if [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   say deploy "removing overlay $current"
-  kubectl delete all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
-  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=$current" >/dev/null 2>&1 || true
+  kinds=all,configmap,ingress,serviceaccount,role,rolebinding
+  kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 && kinds+=,podmonitor,prometheusrule
+  kubectl delete "$kinds" -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
+  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current% +monitoring}" >/dev/null 2>&1 || true
 fi
 
 # The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
@@ -85,7 +110,7 @@ apply() { # [SELECTOR]
 # Backends first, the ingress once they serve: an LB that resolves its upstreams when it
 # starts (components/path-lb-pods) then sees every backend pod.
 apply 'app.kubernetes.io/component!=ingress'
-kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$OVERLAY" >/dev/null
+kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" >/dev/null
 rollout 'app.kubernetes.io/component!=ingress'
 apply
 rollout app.kubernetes.io/component=ingress

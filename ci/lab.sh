@@ -31,6 +31,8 @@ nginx_pids() { # every nginx master/worker started from our state dir (also stra
 
 down() {
   local pid ns
+  # The lab's monitoring listens on the bridge removed below: it goes first.
+  PLATFORM=lab bash "$IB_ROOT/ci/monitoring/monitoring.sh" down >/dev/null
   for pid in $(nginx_pids); do kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 50); do [ -z "$(nginx_pids)" ] && break; sleep 0.1; done
   for pid in $(nginx_pids); do kill -KILL "$pid" 2>/dev/null || true; done
@@ -40,6 +42,7 @@ down() {
   done
   ip link del "$BRIDGE" 2>/dev/null || true
   ip route del blackhole "$LAB_RANGE" 2>/dev/null || true
+  bash "$IB_ROOT/ci/monitoring/cgroups.sh" remove
   rm -rf "$STATE"
 }
 
@@ -63,7 +66,9 @@ start_nginx() {
   mkdir -p "$p/logs" "$p/tmp"
   ip netns exec "$NS_PREFIX$name" nginx -q -t -p "$p/" -c "$conf" -e "$p/logs/error.log" 2>"$p/logs/test.log" ||
     die "nginx config for $name is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
-  ip netns exec "$NS_PREFIX$name" taskset -c "$SERVER_CPUS" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log" ||
+  # In its role's cgroup: the CPU the bench:* rules attribute to the ingress or the backends.
+  local role=backend; [ "$name" = lb ] && role=ingress
+  bash "$IB_ROOT/ci/monitoring/cgroups.sh" run "$role" ip netns exec "$NS_PREFIX$name" taskset -c "$SERVER_CPUS" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log" ||
     die "nginx for $name did not start: $(tail -n1 "$p/logs/error.log")"
 }
 

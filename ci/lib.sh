@@ -11,7 +11,8 @@ IB_K6_DIR=$IB_CACHE/k6-$K6_VERSION
 IB_KUSTOMIZE_DIR=$IB_CACHE/kustomize-$KUSTOMIZE_VERSION
 IB_KUBECONFORM_DIR=$IB_CACHE/kubeconform-$KUBECONFORM_VERSION
 IB_TASK_DIR=$IB_CACHE/task-$TASK_VERSION
-IB_VENV=$IB_CACHE/venv-pytest-$PYTEST_VERSION
+# One venv per content of ci/requirements.txt: a changed pin builds a new one beside the old.
+IB_VENV=$IB_CACHE/venv-$(sha256sum "$IB_ROOT/ci/requirements.txt" | cut -c1-12)
 export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_VENV/bin:$PATH"
 # k6 1.8 would otherwise phone home, or ask a remote build service for unknown k6/x modules.
 export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
@@ -72,6 +73,9 @@ lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
 # "-2": the second build recipe (version-stamped binaries); a change of recipe builds anew.
 IB_KUBE_DIR=$IB_CACHE/kubernetes-$KUBE_VERSION-2
 IB_ETCD_DIR=$IB_CACHE/etcd-debian
+IB_PROMETHEUS_DIR=$IB_CACHE/prometheus-$PROMETHEUS_VERSION
+IB_OPERATOR_DIR=$IB_CACHE/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION
+IB_NODE_EXPORTER_DIR=$IB_CACHE/node_exporter-$NODE_EXPORTER_VERSION
 export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"
 
 # Kubernetes platforms. The local cluster's state (and so its KUBECONFIG) lives here.
@@ -109,11 +113,34 @@ pod_problem() {
 ingress_cpuset() {
   local uid cid
   uid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.uid}' 2>/dev/null) || return 0
-  cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' 2>/dev/null)
+  # The first container that is not the metrics sidecar (components/monitoring).
+  cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o json 2>/dev/null |
+    jq -r '[.items[0].status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID')
   # ibench: the kubelet's cgroupRoot (CGROUP_ROOT in ci/cluster/cluster.sh); Guaranteed pods
   # sit directly below kubepods, the others one QoS level deeper.
   cat /sys/fs/cgroup/cpuset/ibench/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
     /sys/fs/cgroup/cpuset/ibench/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
+}
+
+# link_capacity_bits SPEED: "10G", "1G", "100M", "2.5G" or bits per second -> bits per second
+# (the Kubernetes bandwidth annotations' notation, decimal as NIC speeds are quoted).
+link_capacity_bits() {
+  [[ $1 =~ ^([0-9]+(\.[0-9]+)?)([KMG]?)$ ]] || die "LINK_CAPACITY must look like 10G, 1G or 100M, got '$1'"
+  awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" 'BEGIN {m = (u == "G") ? 1e9 : (u == "M") ? 1e6 : (u == "K") ? 1e3 : 1; printf "%.0f\n", n * m}'
+}
+
+# cpus_except LIST: this machine's CPUs not in cpuset LIST ("1", "0-1,3"), as a list.
+cpus_except() {
+  local all=() c
+  for c in $(seq 0 $(($(nproc) - 1))); do cpu_in "$c" "$1" || all+=("$c"); done
+  [ ${#all[@]} -gt 0 ] || die "no CPU is left for the load generator beside the ingress' ($1)"
+  (IFS=,; echo "${all[*]}")
+}
+cpu_in() { # CPU LIST
+  local r; for r in ${2//,/ }; do
+    [ "$1" -ge "${r%-*}" ] && [ "$1" -le "${r#*-}" ] && return 0
+  done
+  return 1
 }
 
 # k6_validate SCENARIO: check the k6 settings in the environment with the scenario's own

@@ -54,10 +54,14 @@ check_series wrk "$(dpkg-query -W -f='${Version}' wrk)" "$WRK_SERIES"
 go_tool k6 "$K6_VERSION" "$IB_K6_DIR" go.k6.io/k6
 go_tool kustomize "$KUSTOMIZE_VERSION" "$IB_KUSTOMIZE_DIR" sigs.k8s.io/kustomize/kustomize/v5
 go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yannh/kubeconform/cmd/kubeconform
-if [ ! -x "$IB_VENV/bin/pytest" ]; then
-  say tools "python venv with pytest $PYTEST_VERSION"
+# A venv cannot be moved (its scripts name their path): built in place, marked when complete.
+if [ ! -f "$IB_VENV/.complete" ]; then
+  say tools "python venv from ci/requirements.txt (pytest, PyYAML, matplotlib, grafana-foundation-sdk)"
+  rm -rf "$IB_VENV"
   python3 -m venv "$IB_VENV" >/dev/null || die "python3 -m venv failed: install python3-venv"
-  "$IB_VENV/bin/pip" install -q "pytest==$PYTEST_VERSION" || die "pip install pytest==$PYTEST_VERSION failed"
+  "$IB_VENV/bin/pip" install -q -r "$IB_ROOT/ci/requirements.txt" >"$IB_CACHE/pip.log" 2>&1 ||
+    { tail -n 3 "$IB_CACHE/pip.log" >&2; rm -rf "$IB_VENV"; die "pip install -r ci/requirements.txt failed (log: $IB_CACHE/pip.log)"; }
+  touch "$IB_VENV/.complete"
 fi
 say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, task $TASK_VERSION, nginx $(nginx -v 2>&1 | sed 's|.*/||'), wrk $(dpkg-query -W -f='${Version}' wrk) ready"
 [ "${1:-all}" = cluster ] || exit 0

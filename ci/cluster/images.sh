@@ -75,7 +75,42 @@ k6_image() {
   rm -rf "$root"
 }
 
+# A cached binary alone in a scratch image, at (Prometheus, the operator: ci/monitoring/build.sh).
+bin_image() { # NAME TAG BINARY_PATH
+  local out=$IMG/$(basename "$1")-$2.tar
+  [ -f "$out" ] && return 0
+  say images "$(basename "$1") $2"
+  local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
+  # /bin/NAME: where the upstream images have it, and the operator calls it by that path.
+  mkdir -p "$root/tmp" "$root/bin" && chmod 1777 "$root/tmp" && cp "$3" "$root/bin/"
+  oci_pack "$1" "$2" "$root" "/bin/$(basename "$3")"
+  rm -rf "$root"
+}
+
+# nginx-prometheus-exporter is not on the module proxy: Debian's build, with the C library
+# it links, at the path the upstream image has it (components/monitoring names that path).
+nginx_exporter_image() {
+  local name=${NGINX_EXPORTER_IMAGE%:*} tag=${NGINX_EXPORTER_IMAGE##*:}
+  [ -f "$IMG/$(basename "$name")-$tag.tar" ] && return 0
+  say images "nginx-prometheus-exporter $tag (Debian's binary + its libc)"
+  local root lib; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
+  mkdir -p "$root/usr/bin"
+  cp /usr/bin/prometheus-nginx-exporter "$root/usr/bin/nginx-prometheus-exporter"
+  for lib in $(ldd /usr/bin/prometheus-nginx-exporter | grep -o '/[^ ]*'); do
+    mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
+  done
+  oci_pack "$name" "$tag" "$root" /usr/bin/nginx-prometheus-exporter
+  rm -rf "$root"
+}
+
 pause_image
 nginx_image
 k6_image
 go_image "$COREDNS_IMAGE_NAME" "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" coredns
+[ "${1:-}" = monitoring ] || exit 0
+bash "$IB_ROOT/ci/monitoring/build.sh"
+bin_image localhost/ingress-bench/prometheus "$PROMETHEUS_VERSION" "$IB_PROMETHEUS_DIR/prometheus"
+bin_image localhost/ingress-bench/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" "$IB_OPERATOR_DIR/operator"
+bin_image localhost/ingress-bench/prometheus-config-reloader "$PROMETHEUS_OPERATOR_VERSION" "$IB_OPERATOR_DIR/prometheus-config-reloader"
+go_image localhost/ingress-bench/node-exporter "$NODE_EXPORTER_VERSION" "github.com/prometheus/node_exporter@$NODE_EXPORTER_VERSION" node_exporter
+nginx_exporter_image
