@@ -46,10 +46,9 @@ case "$PLATFORM" in
     need_overlay "$VARIANT"
     [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
     image_set >/dev/null
-    # The kubelet reserves the last CPU for the system (ci/cluster/kubelet.yaml) and pins the
-    # ingress to the others: k6 goes on the reserved one.
-    CLIENT_CPU_LIST=$(($(nproc) - 1))
-    RUN=(taskset -c "$CLIENT_CPU_LIST") ;;
+    # The kubelet keeps one CPU out of exclusive use (ci/cluster/kubelet.yaml) and pins the
+    # ingress to others: k6 goes on the CPUs the ingress does not have (known after deploy).
+    CLIENT_CPUS=${CLIENT_CPUS:-$(($(nproc) - 1))} ;;
   external)
     # A user's cluster: its ClusterIPs are not reachable from here, so k6 runs inside it, as
     # the in-cluster Job of ci/distributed.sh (SEGMENTS pods, default 1); results there.
@@ -60,6 +59,14 @@ case "$PLATFORM" in
 esac
 export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
 
+# Monitoring (Prometheus + the bench:* rules, ci/monitoring/monitoring.sh): on by default on
+# the platforms that have it. PROMETHEUS_URL names another Prometheus (a user's lab target).
+MONITORING=${MONITORING:-1}
+case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (correlate the run with Prometheus) or 0, got '$MONITORING'" ;; esac
+[ "$PLATFORM" = lab ] && [ ${#RUN[@]} = 0 ] && [ -z "${PROMETHEUS_URL:-}" ] && MONITORING=0 # a user's own target
+export MONITORING
+[ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
+
 # (On the local platform TARGET is unset here: its address is known only after deploy.)
 k6_validate "$SCENARIO"
 
@@ -68,12 +75,19 @@ case "$PLATFORM" in
     if [ ${#RUN[@]} -gt 0 ]; then
       need_root "bench on the lab"
       "$IB_ROOT/ci/lab.sh" up || exit 1 # its one-line error is said; a failed up removes what it made
+      if [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; then
+        PLATFORM=lab bash "$IB_ROOT/ci/monitoring/monitoring.sh" up || exit 1
+      fi
     fi ;;
   local)
     need_root "bench on the local cluster"
     bash "$IB_ROOT/ci/tools.sh" cluster >/dev/null
     bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
+    if [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; then
+      bash "$IB_ROOT/ci/monitoring/monitoring.sh" up || exit 1
+    fi
     addr=$(bash "$IB_ROOT/ci/deploy.sh") || exit 1
+    [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ] && bash "$IB_ROOT/ci/monitoring/monitoring.sh" wait
     scheme=$(scenario_scheme "$SCENARIO")
     if [[ $addr == *:* ]]; then
       # A NodePort straight to the backends: plain HTTP, counted by the backend's stub_status.
@@ -84,10 +98,29 @@ case "$PLATFORM" in
     fi
     export TARGET=$scheme://$addr
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    SERVER_CPU_LIST=$(ingress_cpuset) ;;
+    SERVER_CPU_LIST=$(ingress_cpuset)
+    CLIENT_CPU_LIST=$(cpus_except "$SERVER_CPU_LIST")
+    RUN=(taskset -c "$CLIENT_CPU_LIST") ;;
 esac
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
+
+# Correlation and live views. k6 streams its metrics into Prometheus (native histograms,
+# tagged testid/variant/scenario/platform), the teardown reads the bench:* rules back, and
+# the web dashboard serves the run live (loopback; on the lab, the client's address, the one
+# the host reaches in the client's namespace) and is saved with the results.
+K6_ARGS=()
+K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_PORT=${K6_WEB_DASHBOARD_PORT:-5665})
+if [ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ]; then K6_ENV+=(K6_WEB_DASHBOARD_HOST=198.18.0.3); else K6_ENV+=(K6_WEB_DASHBOARD_HOST=127.0.0.1); fi
+if [ "$MONITORING" = 1 ]; then
+  PROMETHEUS_URL=${PROMETHEUS_URL:-$(bash "$IB_ROOT/ci/monitoring/monitoring.sh" url)} || exit 1
+  K6_ARGS+=(--out experimental-prometheus-rw)
+  K6_ENV+=(PROMETHEUS_URL="$PROMETHEUS_URL" K6_PROMETHEUS_RW_SERVER_URL="$PROMETHEUS_URL/api/v1/write"
+           K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM=true K6_PROMETHEUS_RW_PUSH_INTERVAL=2s)
+  say monitoring "Prometheus $PROMETHEUS_URL; k6 web dashboard http://$(printf '%s\n' "${K6_ENV[@]}" | sed -n 's/^K6_WEB_DASHBOARD_HOST=//p'):${K6_WEB_DASHBOARD_PORT:-5665}/"
+fi
+# k6 in its own cgroup: its CPU is the load generator's signal (ci/monitoring/cgroups.sh).
+RUN=(bash "$IB_ROOT/ci/monitoring/cgroups.sh" run loadgen "${RUN[@]}")
 
 testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT//+/_}}
 mkdir -p "$RESULTS_ROOT"
@@ -113,7 +146,8 @@ TIMEFORMAT='%R %U %S'
 { time {
   # GODEBUG: k6 would negotiate HTTP/2 over TLS; the seeds measured HTTP/1.1.
   "${RUN[@]}" env TESTID="$testid" CLIENT_CPUS="$CLIENT_CPUS" RESULTS_DIR="$dir" BENCH_META="$meta" GODEBUG=http2client=0 \
-    k6 run --quiet --no-color "$IB_ROOT/k6/$SCENARIO.js" 2>"$dir/k6.log"
+    "${K6_ENV[@]}" K6_WEB_DASHBOARD_EXPORT="$dir/k6-dashboard.html" \
+    k6 run --quiet --no-color "${K6_ARGS[@]}" "$IB_ROOT/k6/$SCENARIO.js" 2>"$dir/k6.log"
   echo $? >"$dir/.rc"
 } ; } 2>"$dir/.cpu"
 rc=$(cat "$dir/.rc")

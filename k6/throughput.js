@@ -4,5 +4,6 @@ import { scenario } from './lib/scenario.js';
 const s = scenario('throughput');
 export const options = s.options;
 export const setup = s.setup;
+export const teardown = s.teardown;
 export default s.iteration;
 export const handleSummary = s.handleSummary;

@@ -113,6 +113,14 @@ export function parseConfig(env, scenario) {
   const variant = env.VARIANT || 'default';
   const platform = env.PLATFORM || 'lab';
 
+  // Where the run's correlation comes from (ci/bench.sh passes the platform's Prometheus).
+  const prometheusUrl = (env.PROMETHEUS_URL || '').replace(/\/$/, '');
+  if (prometheusUrl) {
+    const p = /^https?:\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(prometheusUrl);
+    if (!p) fail(`PROMETHEUS_URL must be a base URL like http://198.18.0.1:9090, got '${env.PROMETHEUS_URL}'`);
+    if (!allowExternal && !isLabHost(p[1])) fail(`PROMETHEUS_URL ${prometheusUrl} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
+  }
+
   let meta = {};
   if (env.BENCH_META) {
     try { meta = JSON.parse(env.BENCH_META); } catch (e) { fail(`BENCH_META is not JSON: ${e.message}`); }
@@ -128,7 +136,11 @@ export function parseConfig(env, scenario) {
       p99: positiveNumber(env, 'P99_MS', profile.p99),
       rpsMin: positiveNumber(env, 'RPS_MIN', 0),
       droppedMax: wholeNumber(env, 'DROPPED_MAX', 0, 0),
+      // Server-side thresholds on the correlation (k6/lib/correlation.js); 0: none.
+      loadgenCpuMax: positiveNumber(env, 'LOADGEN_CPU_MAX', 0),
+      rpsPerCoreMin: positiveNumber(env, 'RPS_PER_CORE_MIN', 0),
     },
+    prometheusUrl,
     tags: { testid, variant, platform, scenario },
     resultsDir: env.RESULTS_DIR || `results/${testid}`,
     meta,

@@ -19,6 +19,9 @@ export function buildOptions(cfg) {
   };
   if (t.rpsMin) thresholds.http_reqs = [`rate>=${t.rpsMin}`];
   if (cfg.rate) thresholds.dropped_iterations = [`count<=${t.droppedMax}`];
+  // Server-side signals, as the Gauges the teardown sets from Prometheus (bench_<signal>).
+  if (t.loadgenCpuMax) thresholds.bench_loadgen_cpu_utilization = [`value<${t.loadgenCpuMax}`];
+  if (t.rpsPerCoreMin) thresholds.bench_rps_per_ingress_core = [`value>=${t.rpsPerCoreMin}`];
 
   const options = {
     scenarios: { [cfg.scenario]: { ...executor, gracefulStop: '5s' } },

@@ -1,9 +1,16 @@
 // The one request loop every scenario shares; a scenario file only names its profile.
 import http from 'k6/http';
 import { check } from 'k6';
+import { Gauge } from 'k6/metrics';
 import { parseConfig } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
+import { SIGNALS, correlationQuery, parseSignals, windowSeconds } from './correlation.js';
+
+// Gauges are declared in the init context: one per correlation signal, so thresholds can
+// name them, plus whether Prometheus answered at all.
+const gauges = Object.fromEntries(Object.keys(SIGNALS).map((k) => [k, new Gauge(`bench_${k}`)]));
+const answered = new Gauge('bench_prometheus_answered');
 
 export function scenario(name) {
   const cfg = parseConfig(__ENV, name);
@@ -28,6 +35,25 @@ export function scenario(name) {
       if (res.status !== 200 || !bodyOk(res)) {
         throw new Error(`target ${cfg.url} not ready: status ${res.status}${res.error ? ` (${res.error})` : ''}`);
       }
+      return { start: Date.now() / 1000 };
+    },
+    // The run's server side, from Prometheus: one query, tagged apart from the load
+    // (ci/bench.sh subtracts it from the client's count) and never a failed request, so a
+    // silent Prometheus costs the correlation, not the run's thresholds.
+    teardown(data) {
+      if (!cfg.prometheusUrl) return;
+      const end = Date.now() / 1000;
+      const q = correlationQuery(windowSeconds(data.start, end));
+      const res = http.get(`${cfg.prometheusUrl}/api/v1/query?query=${encodeURIComponent(q)}&time=${end}`, {
+        timeout: '10s', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
+      });
+      if (res.status !== 200) {
+        console.warn(`correlation: Prometheus at ${cfg.prometheusUrl} answered ${res.status || res.error}`);
+        answered.add(0);
+        return;
+      }
+      answered.add(1);
+      for (const [key, v] of Object.entries(parseSignals(res.json()))) gauges[key].add(v);
     },
     iteration() {
       check(http.get(cfg.url, params), checks);

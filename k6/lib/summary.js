@@ -1,5 +1,6 @@
 // End-of-run summary: the per-run directory's files and the short text a person reads.
 // Pure: takes k6's summary data and the parsed config; unit-tested under node.
+import { SIGNALS, verdict, missingReasons, correlationText } from './correlation.js';
 
 const metric = (data, name) => (data.metrics[name] && data.metrics[name].values) || {};
 
@@ -22,10 +23,12 @@ export function headline(data, cfg) {
   for (const [name, m] of Object.entries(data.metrics)) {
     for (const [expr, t] of Object.entries(m.thresholds || {})) thresholds.push({ metric: name, expr, ok: t.ok });
   }
+  // The teardown's one Prometheus query is an HTTP request too; it is not load.
+  const requests = Math.max(0, (reqs.count || 0) - (cfg.prometheusUrl ? 1 : 0));
   return {
     scenario: cfg.scenario,
-    requests: reqs.count || 0,
-    rps: reqs.rate || 0,
+    requests,
+    rps: seconds > 0 ? requests / seconds : 0,
     seconds,
     connections: cfg.connections,
     model: cfg.rate ? `open ${cfg.rate}/s` : 'closed',
@@ -43,7 +46,23 @@ export function headline(data, cfg) {
 const COL = 14; // label column, wide enough for 'k6 throughput'
 const ms = (v) => (v === undefined ? '-' : `${v.toFixed(v < 10 ? 2 : 1)} ms`);
 
-export function textSummary(h, cfg) {
+// The server side of the run, from the Gauges the teardown set (k6/lib/scenario.js).
+export function correlation(data, cfg, now) {
+  const signals = {};
+  for (const key of Object.keys(SIGNALS)) {
+    const m = data.metrics[`bench_${key}`];
+    if (m && m.values && m.values.value !== undefined) signals[key] = m.values.value;
+  }
+  const answered = metric(data, 'bench_prometheus_answered').value === 1;
+  const end = now.getTime() / 1000;
+  return {
+    source: 'prometheus', url: cfg.prometheusUrl || null,
+    window: { start: end - data.state.testRunDurationMs / 1000, end },
+    signals, missing: missingReasons(signals, cfg, answered),
+  };
+}
+
+export function textSummary(h, cfg, c, v) {
   const lines = [];
   const label = `k6 ${cfg.scenario}`.padEnd(COL);
   lines.push(`${label}${cfg.connections} connections × ${cfg.duration} (${h.model}) → ${fmtInt(h.rps)} req/s` +
@@ -55,6 +74,7 @@ export function textSummary(h, cfg) {
   const failedT = h.thresholds.filter((t) => !t.ok);
   lines.push(`${'result'.padEnd(COL)}${h.passed ? 'PASS' : 'FAIL'} (${h.thresholds.length - failedT.length}/${h.thresholds.length} thresholds)` +
     failedT.map((t) => `  ✗ ${t.metric} ${t.expr}`).join(''));
+  if (c) lines.push(...correlationText(c, v, COL));
   lines.push(`${'target'.padEnd(COL)}${cfg.url} (variant ${cfg.tags.variant}, platform ${cfg.tags.platform})`);
   return lines.join('\n') + '\n';
 }
@@ -72,10 +92,12 @@ export function metaJson(cfg, data, now) {
 // The map k6's handleSummary returns: file path -> content, plus stdout.
 export function summaryFiles(data, cfg, now = new Date()) {
   const h = headline(data, cfg);
-  const text = textSummary(h, cfg);
+  const c = correlation(data, cfg, now);
+  const v = verdict(c.signals);
+  const text = textSummary(h, cfg, c, v);
   const dir = cfg.resultsDir;
   return {
-    [`${dir}/summary.json`]: JSON.stringify({ result: h, k6: data }, null, 1),
+    [`${dir}/summary.json`]: JSON.stringify({ result: h, correlation: c, verdict: v, k6: data }, null, 1),
     [`${dir}/summary.txt`]: text,
     [`${dir}/meta.json`]: JSON.stringify(metaJson(cfg, data, now), null, 1),
     stdout: text,

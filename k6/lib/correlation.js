@@ -1,0 +1,122 @@
+// End-of-run correlation: what the ingress, NIC, backends and load generator did during the
+// run, read from Prometheus' bench:* rules (monitoring/README.md), and the verdict on what
+// limited it. Pure: the request is made by the scenario's teardown; unit-tested under node.
+
+// Summary key -> recording rule. The keys are the k6 Gauges `bench_<key>` (usable in
+// thresholds) and the fields of summary.json's `correlation.signals`.
+export const SIGNALS = {
+  ingress_cpu_cores: 'bench:ingress_cpu_cores:rate',
+  ingress_cpu_limit_cores: 'bench:ingress_cpu_limit:cores',
+  ingress_cpu_utilization: 'bench:ingress_cpu_utilization:ratio',
+  rps_per_ingress_core: 'bench:rps_per_ingress_core:ratio',
+  server_rps: 'bench:server_requests:rate',
+  ingress_connections: 'bench:ingress_connections:active',
+  nic_transmit_bits: 'bench:nic_transmit_bits:rate',
+  nic_receive_bits: 'bench:nic_receive_bits:rate',
+  link_capacity_bits: 'bench:link_capacity:bits',
+  nic_utilization: 'bench:nic_utilization:ratio',
+  nic_drops: 'bench:nic_drops:rate',
+  backend_cpu_cores: 'bench:backend_cpu_cores:rate',
+  backend_cpu_utilization: 'bench:backend_cpu_utilization:ratio',
+  loadgen_cpu_cores: 'bench:loadgen_cpu_cores:rate',
+  loadgen_cpu_utilization: 'bench:loadgen_cpu_utilization:ratio',
+};
+
+// The rules' rate window ([6s] in the rule files): a rule's value at t covers (t-6s, t], so
+// the first 6 s of a run still average in the idle time before it.
+export const RULE_WINDOW_S = 6;
+
+// The averaging window for a run from start to end (unix seconds): the run minus the rules'
+// warm-up, or the whole run when it is too short to drop that much.
+export function windowSeconds(start, end) {
+  const run = Math.max(1, Math.floor(end - start));
+  return run > 2 * RULE_WINDOW_S ? run - RULE_WINDOW_S : run;
+}
+
+// One instant query for every signal: each rule averaged over the window ending at `end`,
+// per-pod series summed (cores, limits). Names are kept in a label: functions drop them.
+export function correlationQuery(seconds) {
+  const names = Object.values(SIGNALS).join('|');
+  return `sum by (signal) (avg_over_time(label_replace({__name__=~"${names}"}, "signal", "$1", "__name__", "(.+)")[${seconds}s:1s]))`;
+}
+
+// Prometheus' JSON answer -> { key: value }; NaN/Inf (a ratio over an idle zero) are dropped.
+export function parseSignals(body) {
+  const byRule = Object.fromEntries(Object.entries(SIGNALS).map(([k, r]) => [r, k]));
+  const out = {};
+  for (const s of (body && body.data && body.data.result) || []) {
+    const key = byRule[s.metric.signal];
+    const v = Number(s.value[1]);
+    if (key && Number.isFinite(v)) out[key] = v;
+  }
+  return out;
+}
+
+// Saturation levels the verdict applies. NIC at 85%: a shaped or real link rarely carries
+// more than ~90-95% as goodput; CPU at 90%: the scrape and rule windows smooth peaks down.
+export const SATURATION = { loadgen_cpu_utilization: 0.9, nic_utilization: 0.85, ingress_cpu_utilization: 0.9, backend_cpu_utilization: 0.9 };
+
+// In order: the load generator first (then the number measures the client, not the
+// ingress), then the NIC, the ingress' CPU, the backends.
+const LIMITS = [
+  ['loadgen_cpu_utilization', 'load-generator', 'the load generator (k6) ran out of CPU: the result measures the client, not the ingress'],
+  ['nic_utilization', 'nic', 'the ingress NIC is at its declared capacity'],
+  ['ingress_cpu_utilization', 'ingress-cpu', 'the ingress used all the CPU it may use'],
+  ['backend_cpu_utilization', 'backend', 'the backends used all the CPU they may use'],
+];
+
+const pct = (v) => `${(v * 100).toFixed(0)}%`;
+
+export function verdict(signals) {
+  for (const [key, limit, why] of LIMITS) {
+    const v = signals[key];
+    if (v !== undefined && v >= SATURATION[key]) {
+      return { limit, valid: limit !== 'load-generator', rule: `${SIGNALS[key]} ${v.toFixed(2)} >= ${SATURATION[key]}`, text: `${limit}-bound: ${why} (${pct(v)})` };
+    }
+  }
+  const absent = LIMITS.map(([key]) => key).filter((k) => signals[k] === undefined);
+  if (absent.length) {
+    return { limit: 'unknown', valid: true, rule: `no data for ${absent.map((k) => SIGNALS[k]).join(', ')}`, text: `unknown: nothing measured saturated, but ${absent.join(', ')} could not be measured` };
+  }
+  return {
+    limit: 'none', valid: true,
+    rule: `every signal below saturation: ${LIMITS.map(([k]) => `${SIGNALS[k]} ${signals[k].toFixed(2)} < ${SATURATION[k]}`).join(', ')}`,
+    text: 'nothing saturated: the ingress, NIC, backends and load generator all had headroom (a higher load would measure more)',
+  };
+}
+
+// Why a signal is missing, for the summary: no monitoring, Prometheus silent, or no data.
+export function missingReasons(signals, cfg, answered) {
+  const why = !cfg.prometheusUrl
+    ? 'monitoring is off (MONITORING=0, or no Prometheus was given)'
+    : !answered
+      ? `Prometheus at ${cfg.prometheusUrl} did not answer the correlation query (see k6.log)`
+      : null;
+  const out = {};
+  for (const key of Object.keys(SIGNALS)) {
+    if (signals[key] === undefined) out[key] = why || 'no data in the run window (bench:* rules not loaded, or their inputs not scraped)';
+  }
+  return out;
+}
+
+// The summary's correlation lines.
+export function correlationText(c, v, col) {
+  const s = c.signals;
+  const f = (key, fmt) => (s[key] === undefined ? 'n/a' : fmt(s[key]));
+  const lines = [];
+  if (Object.keys(s).length) {
+    lines.push(`${'ingress'.padEnd(col)}${f('ingress_cpu_cores', (x) => x.toFixed(2))} of ${f('ingress_cpu_limit_cores', (x) => x.toFixed(2))} cores (${f('ingress_cpu_utilization', pct)}), ` +
+      `${f('rps_per_ingress_core', (x) => Math.round(x))} req/s per core, server ${f('server_rps', (x) => Math.round(x))} req/s`);
+    lines.push(`${'network'.padEnd(col)}NIC ${f('nic_utilization', pct)} of ${f('link_capacity_bits', (x) => `${x / 1e9} Gbit/s`)} ` +
+      `(tx ${f('nic_transmit_bits', (x) => (x / 1e9).toFixed(2))}, rx ${f('nic_receive_bits', (x) => (x / 1e9).toFixed(2))} Gbit/s), drops ${f('nic_drops', (x) => x.toFixed(1))}/s`);
+    lines.push(`${'cpu'.padEnd(col)}backends ${f('backend_cpu_cores', (x) => x.toFixed(2))} cores (${f('backend_cpu_utilization', pct)}), load generator ${f('loadgen_cpu_cores', (x) => x.toFixed(2))} cores (${f('loadgen_cpu_utilization', pct)})`);
+  }
+  // One line per reason, naming the signals it cost.
+  const byReason = {};
+  for (const [key, reason] of Object.entries(c.missing)) (byReason[reason] = byReason[reason] || []).push(key);
+  for (const [reason, keys] of Object.entries(byReason)) {
+    lines.push(`${'missing'.padEnd(col)}${keys.length === Object.keys(SIGNALS).length ? 'every signal' : keys.join(', ')}: ${reason}`);
+  }
+  lines.push(`${'verdict'.padEnd(col)}${v.text}${v.valid ? '' : ' — NOT VALID for the ingress'} [${v.rule}]`);
+  return lines;
+}
