@@ -1,0 +1,141 @@
+"""Dashboards as code: the committed JSON is what dashboards/generate.py builds, it passes the
+linter, the linter catches each kind of breakage, kustomize makes the ConfigMap Grafana's sidecar
+loads, and queries() yields PromQL ready for a live Prometheus."""
+import json
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT, sh
+
+sys.path.insert(0, str(ROOT / "dashboards"))
+import lint  # noqa: E402
+
+DASHBOARD = ROOT / "dashboards/ingress-bench.json"
+TESTID = "20261121T155928Z-rps-seed002-nginx-lb-default"
+
+
+@pytest.fixture
+def dashboard():
+    return json.loads(DASHBOARD.read_text())
+
+
+def panel(dash, title):
+    return next(p for p in dash["panels"] if p["title"] == title)
+
+
+def test_committed_json_is_what_the_code_builds(tmp_path):
+    r = sh(sys.executable, "dashboards/generate.py", "--check")
+    assert r.returncode == 0, r.stderr
+    # Deterministic: a fresh build is byte for byte the committed file.
+    assert sh(sys.executable, "dashboards/generate.py", str(tmp_path / "d.json")).returncode == 0
+    assert (tmp_path / "d.json").read_bytes() == DASHBOARD.read_bytes()
+
+
+def test_check_reports_a_stale_json_in_one_line(tmp_path, dashboard):
+    dashboard["title"] = "edited by hand"
+    stale = tmp_path / "d.json"
+    stale.write_text(json.dumps(dashboard))
+    r = sh(sys.executable, "dashboards/generate.py", "--check", str(stale))
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and "generate.py" in r.stderr
+
+
+def test_the_dashboard_passes_lint():
+    r = sh(sys.executable, "dashboards/lint.py")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_the_dashboard_shows_the_whole_contract(dashboard):
+    used = {name for _, expr in lint.queries(dashboard, TESTID) for name, _ in lint.selectors(expr)}
+    assert lint.contract_rules() <= used
+    assert {"k6_http_reqs_total", "k6_http_req_duration_seconds", "k6_http_req_failed_rate",
+            "k6_dropped_iterations_total", "k6_http_req_tls_handshaking_seconds", "k6_data_received_total",
+            "k6_vus"} <= used
+
+
+def set_expr(expr):
+    def edit(d):
+        panel(d, "Ingress request rate")["targets"][0]["expr"] = expr
+    return edit
+
+
+def hard_code_datasource(d):
+    panel(d, "Requests per second")["targets"][0]["datasource"] = {"type": "prometheus", "uid": "P1809F7CD0C75ACF3"}
+
+
+BREAKAGES = {
+    "unknown rule": (set_expr("sum(bench:does_not_exist)"), "bench:does_not_exist is neither a bench:* rule"),
+    "raw exporter metric": (set_expr('sum(rate(nginx_http_requests_total{role="ingress"}[1m]))'),
+                            "nginx_http_requests_total is neither a bench:* rule"),
+    "k6 query without testid": (set_expr("sum(rate(k6_http_reqs_total[1m]))"),
+                                'k6_http_reqs_total is not filtered on the selected run'),
+    "undefined variable": (set_expr('bench:server_requests:rate{pod=~"$instance"}'), "undefined variable $instance"),
+    "hard-coded datasource uid": (hard_code_datasource,
+                                  '{"type": "prometheus", "uid": "P1809F7CD0C75ACF3"} is not the variable'),
+    "panel without datasource": (lambda d: panel(d, "NIC drops").pop("datasource"),
+                                 "datasource null is not the variable"),
+    "panel without unit": (lambda d: panel(d, "NIC drops")["fieldConfig"]["defaults"].pop("unit"), "no unit"),
+    "duplicate panel id": (lambda d: panel(d, "NIC drops").update(id=panel(d, "Link utilization")["id"]),
+                           "is used by 2 panels"),
+    "no uid": (lambda d: d.pop("uid"), "set a fixed uid"),
+    "no testid variable": (lambda d: d["templating"]["list"].pop(), "no query variable 'testid'"),
+    "no run annotation": (lambda d: d["annotations"]["list"].clear(), "no annotation marking the runs"),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_lint_fails_on_a_broken_copy(breakage, dashboard, tmp_path):
+    edit, problem = BREAKAGES[breakage]
+    edit(dashboard)
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(dashboard))
+    r = sh(sys.executable, "dashboards/lint.py", str(broken))
+    assert r.returncode == 1
+    assert [line for line in r.stdout.splitlines() if problem in line], r.stdout
+
+
+def test_contract_rules_come_from_the_readme_until_the_rule_files_exist(tmp_path):
+    (tmp_path / "monitoring").mkdir()
+    (tmp_path / "monitoring/README.md").write_text(
+        "| rule | unit |\n|---|---|\n| `bench:a:rate` `{pod}` | cores, not `bench:b:rate` |\n")
+    assert lint.contract_rules(tmp_path) == {"bench:a:rate"}
+    rules = tmp_path / "kustomize/components/monitoring"
+    rules.mkdir(parents=True)
+    (rules / "rules.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": {"name": "r"},
+        "spec": {"groups": [{"name": "g", "rules": [{"record": "bench:helper:info", "expr": "up"}]}]}}))
+    assert lint.contract_rules(tmp_path) == set()  # promised by the README but recorded by no rule
+
+
+def test_kustomize_builds_the_configmap_grafana_loads(dashboard):
+    r = sh("bash", "-c", ". ci/lib.sh && kustomize build dashboards/")
+    assert r.returncode == 0, r.stderr
+    (cm,) = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert (cm["kind"], cm["metadata"]["name"], cm["metadata"]["namespace"]) == \
+        ("ConfigMap", "ingress-bench-dashboards", "monitoring")
+    labels = cm["metadata"]["labels"]
+    assert labels["grafana_dashboard"] == "1"
+    assert labels["app.kubernetes.io/part-of"] == "ingress-bench"
+    assert json.loads(cm["data"]["ingress-bench.json"]) == dashboard
+
+
+def test_queries_are_promql_for_one_run(dashboard):
+    qs = dict(lint.queries(dashboard, TESTID))
+    targets = sum(len(p.get("targets", [])) for p in dashboard["panels"])
+    assert len(qs) == targets + 3 + 1  # + the variant, scenario and testid variables, the run annotation
+    assert not [q for q in qs.values() if "$" in q]
+    assert qs['panel 9 "Requests per second" target A'] == (
+        f'sum by (testid) (rate(k6_http_reqs_total{{testid=~"{TESTID}", variant=~".*", scenario=~".*"}}[20s]))')
+    assert qs["variable testid"] == 'group by (testid) (k6_http_reqs_total{variant=~".*", scenario=~".*"})'
+    assert f'testid=~"{TESTID}"' in qs['annotation "k6 runs"']
+    narrowed = dict(lint.queries(dashboard, TESTID, interval="30s", variant="seed002-nginx-lb-default"))
+    assert 'variant=~"seed002-nginx-lb-default"' in narrowed["variable scenario"]
+    assert "[30s]" in narrowed['panel 9 "Requests per second" target A']
+
+
+def test_queries_refuse_a_variable_without_a_value(dashboard):
+    set_expr("bench:server_requests:rate offset $shift")(dashboard)
+    with pytest.raises(ValueError, match=r"no value for \$shift"):
+        lint.queries(dashboard, TESTID)

@@ -1,0 +1,249 @@
+"""Builds the ingress-bench Grafana dashboard (ingress-bench.json, beside this file) from code.
+
+    python dashboards/generate.py [PATH]            write it (default dashboards/ingress-bench.json)
+    python dashboards/generate.py --check [PATH]    exit 1 when PATH is not what this code builds
+
+Panels read only the signal contract (monitoring/README.md): the bench:* recording rules, which
+every platform computes from its own raw metrics, and k6's own k6_* series. lint.py enforces it.
+"""
+import json
+import string
+import sys
+from pathlib import Path
+
+from grafana_foundation_sdk.builders import common, dashboard, prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+
+OUT = Path(__file__).with_name("ingress-bench.json")
+# A fixed uid keeps links, bookmarks and the sidecar's provisioned copy pointing at one dashboard.
+UID = "ingress-bench-main"
+DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+# k6 tags every sample with its run (k6/lib/config.js); client series follow the selected runs.
+# Server-side rules have no testid: they are placed in time by the run annotation instead.
+K6 = '{testid=~"$testid", variant=~"$variant", scenario=~"$scenario"}'
+
+
+def k6_rate(metric):
+    """Per-run rate, summed over the k6 instances of a run (distributed segments share a testid).
+    For a native histogram this is the run's histogram of the window."""
+    return f"sum by (testid) (rate({metric}{K6}[$__rate_interval]))"
+
+
+def quantile(q, histogram):
+    return f"histogram_quantile({q}, {histogram})"
+
+
+def percentiles(histogram, *qs):
+    """Targets of one histogram's percentiles, one series per run."""
+    return [(quantile(q, histogram), f"p{round(q * 100)} {{{{testid}}}}") for q in qs]
+
+
+RPS = k6_rate("k6_http_reqs_total")
+LATENCY = k6_rate("k6_http_req_duration_seconds")
+TLS = k6_rate("k6_http_req_tls_handshaking_seconds")
+# k6 records a handshake time for every request, 0 on a reused connection, so the histogram's
+# count is requests: handshakes are the observations above zero (1 µs lies far above the zero
+# bucket and far below any real handshake).
+HANDSHAKES = f"histogram_count({TLS}) * histogram_fraction(1e-6, +Inf, {TLS})"
+# k6 exports a Rate as the fraction since the start of the run: the last value is the run's.
+ERRORS = f"avg by (testid) (k6_http_req_failed_rate{K6})"
+RECEIVED_BITS = f"8 * {k6_rate('k6_data_received_total')}"
+
+CORES = "suffix: cores"
+# Stat thresholds: green, then warning and red as a resource nears what it can give; the panel
+# that turns red is what limited the run.
+SATURATION = [(None, "green"), (0.8, "orange"), (0.95, "red")]
+NEUTRAL = [(None, "blue")]
+ERROR_BUDGET = [(None, "green"), (0.0001, "red")]  # the suite's default ERROR_RATE_MAX
+
+
+def _panel(builder, title, unit, targets, desc, w, h):
+    """Common to every panel: the datasource variable on the panel and each target, refIds A, B..."""
+    builder.title(title).description(desc).datasource(DS).unit(unit).span(w).height(h)
+    for ref, (expr, legend) in zip(string.ascii_uppercase, targets):
+        builder.with_target(prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DS))
+    return builder
+
+
+def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None):
+    """A time series; legends as tables with mean and max, the numbers a benchmark is read by.
+    ceiling: a regexp of legends drawn dashed, the limit or capacity the other series run into."""
+    p = (timeseries.Panel().min(0).fill_opacity(10).show_points(cm.VisibilityMode.NEVER)
+         .legend(common.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
+                 .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["mean", "max"]))
+         .tooltip(common.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI)
+                  .sort(cm.SortOrder.DESCENDING)))
+    if soft_max is not None:
+        p.axis_soft_max(soft_max)
+    if ceiling:
+        p.override_by_regexp(ceiling, [
+            dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+            dm.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+        ])
+    return _panel(p, title, unit, targets, desc, w, h)
+
+
+def single(title, unit, expr, legend, calc, steps, desc):
+    """A stat over the time range; one value per run when several are selected."""
+    p = (stat.Panel().graph_mode(cm.BigValueGraphMode.AREA).color_mode(cm.BigValueColorMode.BACKGROUND)
+         .reduce_options(common.ReduceDataOptions().calcs([calc]))
+         .thresholds(dashboard.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
+                     .steps([dm.Threshold(value=v, color=c) for v, c in steps])))
+    return _panel(p, title, unit, [(expr, legend)], desc, 4, 4)
+
+
+def rows():
+    """Row title -> its panels, top to bottom. Fresh builders per call: the SDK positions a panel
+    on the grid the first time it is added."""
+    return {
+        "Summary: what limited the run": [
+            single("Requests/s (k6)", "reqps", RPS, "{{testid}}", "mean", NEUTRAL,
+                   "Mean client request rate of each selected run."),
+            single("p99 latency", "s", quantile(0.99, LATENCY), "{{testid}}", "mean", NEUTRAL,
+                   "Mean of the p99 request duration over the run."),
+            single("Errors", "percentunit", ERRORS, "{{testid}}", "lastNotNull", ERROR_BUDGET,
+                   "Failed requests as a fraction of all; red above the suite's 0.01 % threshold."),
+            single("Ingress CPU", "percentunit", "bench:ingress_cpu_utilization:ratio", "ingress", "max",
+                   SATURATION, "Peak ingress CPU against its limit: red means the ingress was CPU-bound."),
+            single("NIC", "percentunit", "bench:nic_utilization:ratio", "NIC", "max", SATURATION,
+                   "Peak link use against the declared capacity: red means the network was the limit."),
+            single("Load generator CPU", "percentunit", "bench:loadgen_cpu_utilization:ratio", "k6", "max",
+                   SATURATION, "Peak k6 CPU against the CPUs it may use: red means the client, not the "
+                               "ingress, set the number."),
+        ],
+        "Client (k6)": [
+            series("Requests per second", "reqps", (RPS, "{{testid}}"),
+                   desc="Completed HTTP requests per second, as k6 counts them."),
+            series("Latency", "s", *percentiles(LATENCY, 0.5, 0.95, 0.99),
+                   desc="Request duration percentiles from k6's native histogram."),
+            series("Errors", "percentunit", (ERRORS, "{{testid}}"), w=6,
+                   desc="Failed requests as a fraction of all since the run started (k6's http_req_failed)."),
+            series("Dropped iterations", "suffix: iter/s", (k6_rate("k6_dropped_iterations_total"), "{{testid}}"),
+                   w=6, desc="Open model (RATE=N) only: iterations k6 could not start for want of a free VU; "
+                             "any means the target rate was not offered."),
+            series("Data received", "bps", (RECEIVED_BITS, "{{testid}}"),
+                   desc="Response data k6 received (throughput scenario: the Gbit/s result)."),
+            series("TLS handshake time", "s", *percentiles(TLS, 0.5, 0.99),
+                   desc="Percentiles of every request's TLS handshake time; a reused connection records 0, "
+                        "so these describe handshakes only when each request opens a connection (tps)."),
+            series("TLS handshakes per second", "suffix: handshakes/s", (HANDSHAKES, "{{testid}}"),
+                   desc="Requests that performed a TLS handshake, per second (tps scenario: the TPS result)."),
+        ],
+        "Ingress": [
+            series("Ingress CPU cores vs limit", CORES, ("bench:ingress_cpu_cores:rate", "{{pod}} used"),
+                   ("bench:ingress_cpu_limit:cores", "{{pod}} limit"), ceiling=".*limit",
+                   desc="CPU used by each ingress pod against its limit (quota, else request, else the node)."),
+            series("Ingress CPU utilization", "percentunit", ("bench:ingress_cpu_utilization:ratio", "ingress"),
+                   soft_max=1, desc="All ingress pods' CPU use over their limits: near 100 % the ingress is "
+                                    "CPU-bound."),
+            series("Ingress active connections", "short", ("bench:ingress_connections:active", "active"),
+                   desc="Client connections nginx holds open."),
+            series("Ingress request rate", "reqps", ("bench:server_requests:rate", "nginx"),
+                   desc="Requests per second counted by the ingress itself."),
+        ],
+        "Backends": [
+            series("Backend CPU cores", CORES, ("bench:backend_cpu_cores:rate", "{{pod}}"),
+                   desc="CPU used by each backend pod."),
+            series("Backend CPU utilization", "percentunit", ("bench:backend_cpu_utilization:ratio", "backends"),
+                   soft_max=1, desc="Backends' CPU use over their limits: near 100 % the backends, not the "
+                                    "ingress, are the limit (seed 004's 60m backends)."),
+        ],
+        "Network": [
+            series("NIC throughput vs link capacity", "bps", ("bench:nic_transmit_bits:rate", "transmit"),
+                   ("bench:nic_receive_bits:rate", "receive"), ("bench:link_capacity:bits", "capacity"),
+                   ceiling="capacity", desc="Bits per second through the ingress's network interface against "
+                                            "the declared link capacity."),
+            series("Link utilization", "percentunit", ("bench:nic_utilization:ratio", "utilization"),
+                   w=6, soft_max=1, desc="The busier direction as a fraction of the declared capacity."),
+            series("NIC drops", "pps", ("bench:nic_drops:rate", "dropped"),
+                   w=6, desc="Packets dropped on the ingress's interface, received and transmitted."),
+        ],
+        "Load generator": [
+            series("Load generator CPU cores", CORES, ("bench:loadgen_cpu_cores:rate", "k6"),
+                   desc="CPU the load generator itself used."),
+            series("Load generator CPU utilization", "percentunit", ("bench:loadgen_cpu_utilization:ratio", "k6"),
+                   soft_max=1, desc="k6's CPU over the CPUs it may use: near 100 % the measurement is the "
+                                    "client's limit, not the ingress's."),
+        ],
+        "Correlation": [
+            series("Requests per ingress core", "suffix: req/s per core",
+                   ("bench:rps_per_ingress_core:ratio", "req/s per core"),
+                   w=8, desc="Server requests per second over the ingress's CPU cores: a tuning's efficiency."),
+            series("Client throughput vs link capacity", "bps", (RECEIVED_BITS, "k6 received {{testid}}"),
+                   ("bench:nic_transmit_bits:rate", "ingress transmit"), ("bench:link_capacity:bits", "capacity"),
+                   w=8, ceiling="capacity", desc="What k6 received against what the ingress sent and what the "
+                                                 "link allows."),
+            series("Client vs server requests", "reqps", (RPS, "k6 {{testid}}"),
+                   ("bench:server_requests:rate", "nginx"),
+                   w=8, desc="k6's count against nginx's: they agree unless requests are lost or retried "
+                             "in between."),
+        ],
+    }
+
+
+def label_variable(name, label, query, sort=dm.VariableSort.ALPHABETICAL_ASC):
+    """A run property to filter on; refreshed with the time range so new runs appear."""
+    return (dashboard.QueryVariable(name).label(label).query(query).datasource(DS)
+            .multi(True).include_all(True).all_value(".*")
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(sort))
+
+
+# testids start with their UTC start time: sorted descending, the newest run comes first.
+RUNS = 'label_values(k6_http_reqs_total{variant=~"$variant", scenario=~"$scenario"}, testid)'
+# max_over_time, not the bare gauge: k6 writes no stale markers by default, so k6_vus alone
+# would stretch each run's region 5 minutes past its end.
+RUN_ACTIVE = f"max by (testid, variant, scenario) (max_over_time(k6_vus{K6}[15s]))"
+# Prometheus annotation options the SDK's AnnotationQuery has no fields for: Grafana turns the
+# samples of each series, step apart, into one region titled by the run.
+RUN_REGION = {"step": "10s", "titleFormat": "{{testid}}", "tagKeys": "scenario,variant", "useValueForTime": False}
+
+
+def build():
+    """The dashboard as a JSON-ready dict."""
+    b = (dashboard.Dashboard("ingress-bench").uid(UID).tags(["ingress-bench", "k6", "nginx"])
+         .description("One benchmark run (or several) of an NGINX ingress: what k6 measured, and what the "
+                      "ingress, backends, network and load generator spent doing it.")
+         .time("now-30m", "now").refresh("10s").tooltip(dm.DashboardCursorSync.CROSSHAIR)
+         .with_variable(dashboard.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
+         .with_variable(label_variable("variant", "Variant", "label_values(k6_http_reqs_total, variant)"))
+         .with_variable(label_variable("scenario", "Scenario",
+                                       'label_values(k6_http_reqs_total{variant=~"$variant"}, scenario)'))
+         .with_variable(label_variable("testid", "Run", RUNS, dm.VariableSort.ALPHABETICAL_DESC))
+         .annotation(dashboard.AnnotationQuery().name("k6 runs").datasource(DS).enable(True)
+                     .icon_color("#8F3BB8").expr(RUN_ACTIVE)))
+    for title, panels in rows().items():
+        b.with_row(dashboard.Row(title))  # expanded rows: their panels follow them at top level
+        for p in panels:
+            b.with_panel(p)
+    model = b.build()
+    for i, p in enumerate(model.panels, 1):  # in layout order: stable while the layout is
+        p.id_val = i
+    result = json.loads(json.dumps(model, cls=JSONEncoder))
+    for a in result["annotations"]["list"]:
+        a.update(RUN_REGION)
+    return result
+
+
+def render():
+    return json.dumps(build(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv
+    paths = [a for a in argv if a != "--check"]
+    out = Path(paths[0]) if paths else OUT
+    text = render()
+    if not check:
+        out.write_text(text)
+    elif not out.exists() or out.read_text() != text:
+        print(f"error: {out} is not what dashboards/generate.py builds: run python dashboards/generate.py "
+              "and commit both", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
