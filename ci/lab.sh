@@ -32,7 +32,7 @@ nginx_pids() { # every nginx master/worker started from our state dir (also stra
 down() {
   local pid ns
   # The lab's monitoring listens on the bridge removed below: it goes first.
-  PLATFORM=lab bash "$IB_ROOT/ci/monitoring/monitoring.sh" down >/dev/null
+  PLATFORM=lab bash "$IB_ROOT/ci/monitoring/monitoring.sh" down >/dev/null 2>&1 || true
   for pid in $(nginx_pids); do kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 50); do [ -z "$(nginx_pids)" ] && break; sleep 0.1; done
   for pid in $(nginx_pids); do kill -KILL "$pid" 2>/dev/null || true; done

@@ -1,0 +1,156 @@
+"""Monitoring for real on the lab: the host Prometheus with the bench:* rules, the exporters
+and the cgroup sampler; a run's end-of-run correlation, verdict and report; every dashboard
+query answered by the live Prometheus; the faults (Prometheus unreachable, rules missing, a
+starved client, monitoring:down twice). The rules themselves: promtool check and test."""
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, sh
+
+sys.path.insert(0, str(ROOT / "dashboards"))
+import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
+
+PROMTOOL = Path(os.path.expanduser("~/.cache/ingress-bench/prometheus-v3.5.0/promtool"))  # ci/lib.sh IB_PROMETHEUS_DIR
+LAB_PROM = "http://198.18.0.1:9090"  # ci/monitoring/monitoring.sh LAB_PROM_ADDR
+LAB_MON_STATE = Path("/run/ingress-bench/monitoring-lab")
+COMPONENT = ROOT / "kustomize/components/monitoring"
+CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/monitoring/cgroups.sh, role loadgen
+
+
+def rule_file(tmp_path, name, docs_filter=lambda d: True):
+    docs = [d for d in yaml.safe_load_all((COMPONENT / f"{name}.yaml").read_text()) if d and docs_filter(d)]
+    out = tmp_path / f"{name}.rules.yaml"
+    out.write_text(yaml.safe_dump({"groups": [g for d in docs for g in d["spec"]["groups"]]}))
+    return out
+
+
+def prom_query(base, q):
+    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
+    assert sh("bash", "ci/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
+    files = [rule_file(tmp_path, "rules"), rule_file(tmp_path, "derived"), ROOT / "monitoring/lab/rules.yaml"]
+    r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    test = yaml.safe_load((ROOT / "monitoring/tests/cluster.test.yaml").read_text())
+    test["rule_files"] = [str(files[0]), str(files[1])]
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(test))
+    r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "t.yaml")], capture_output=True, text=True)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+def test_both_platforms_record_the_same_contract(tmp_path):
+    def recorded(path):
+        return {r["record"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]}
+    cluster = recorded(rule_file(tmp_path, "rules")) - {"bench:pod_role:info", "bench:container_cpu_cores:rate", "bench:container_cpu_limit:cores"}
+    assert cluster == recorded(ROOT / "monitoring/lab/rules.yaml")
+    contract = lint.contract_rules()
+    assert contract <= cluster | recorded(rule_file(tmp_path, "derived"))
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory):
+    """One monitored rps run on the lab, shared by the assertions below."""
+    root = tmp_path_factory.mktemp("mon")
+    from conftest import Run
+    r = Run(sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "12s", "CONNECTIONS": "20"}), root)
+    assert r.rc == 0, r.err
+    return r
+
+
+def test_a_lab_run_is_correlated_with_every_signal(lab_run):
+    c, v = lab_run.summary["correlation"], lab_run.summary["verdict"]
+    assert c["url"] == LAB_PROM and not c["missing"], c["missing"]
+    s = c["signals"]
+    # Server-side rate from Prometheus within 15% of what k6 counted (windows differ: the
+    # rules' 6 s rate window and the teardown's averaging).
+    assert abs(s["server_rps"] - lab_run.result["rps"]) <= 0.15 * lab_run.result["rps"], (s["server_rps"], lab_run.result["rps"])
+    assert 0 < s["ingress_cpu_cores"] <= s["ingress_cpu_limit_cores"] * 1.05
+    assert s["link_capacity_bits"] == 10e9 and s["nic_transmit_bits"] > 0
+    assert v["limit"] in {"load-generator", "nic", "ingress-cpu", "backend", "none"} and "bench:" in v["rule"], v
+    assert "verdict" in (lab_run.dir / "summary.txt").read_text()
+    # The report: rendered, its images present (the headless-browser checks are test_report's).
+    assert (lab_run.dir / "report.html").exists() and (lab_run.dir / "timeseries.json").exists()
+    assert sh(sys.executable, "ci/report.py", "check", str(lab_run.dir / "report.html")).returncode == 0
+
+
+def test_every_dashboard_query_answers_after_a_lab_run(lab_run):
+    testid = json.loads((lab_run.dir / "meta.json").read_text())["testid"]
+    dash = json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
+    empty, failed = [], []
+    end = lab_run.summary["correlation"]["window"]["end"]
+    for where, expr in lint.queries(dash, testid, interval="10s"):
+        url = f"{LAB_PROM}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": end})
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                res = json.load(r)["data"]["result"]
+        except Exception as e:  # an error answer (400) is a broken query
+            failed.append(f"{where}: {e}")
+            continue
+        if not res:
+            empty.append(where)
+    assert not failed, failed
+    # TLS panels have data only for TLS runs; dropped iterations only for open-model runs.
+    assert not [w for w in empty if "TLS" not in w and "ropped" not in w], empty
+
+
+def test_prometheus_unreachable_still_writes_results(bench):
+    run = bench("rps", PROMETHEUS_URL="http://127.0.0.1:9")
+    assert run.rc == 0, run.err
+    missing = run.summary["correlation"]["missing"]
+    assert missing and all("did not answer" in why for why in missing.values()), missing
+    assert run.summary["verdict"]["limit"] == "unknown"
+    assert run.summary["server"]["requests"] > 0 and (run.dir / "report.html").exists()
+
+
+def test_starved_client_is_judged_client_bound(bench):
+    """k6 held to a fifth of a CPU by a CFS quota on its cgroup: it uses all it may."""
+    CPU_CG.mkdir(parents=True, exist_ok=True)
+    try:
+        (CPU_CG / "cpu.cfs_quota_us").write_text("20000")  # of cpu.cfs_period_us 100000
+        run = bench("rps", DURATION="12s")
+    finally:
+        (CPU_CG / "cpu.cfs_quota_us").write_text("-1")
+    v = run.summary["verdict"]
+    assert run.rc == 0 and v["limit"] == "load-generator" and v["valid"] is False, (v, run.summary["correlation"]["signals"])
+    assert "NOT VALID" in (run.dir / "summary.txt").read_text()
+
+
+def test_rules_missing_are_named_in_the_summary(bench):
+    assert sh("bash", "ci/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0
+    for f in (LAB_MON_STATE / "rules").glob("*.yaml"):
+        f.unlink()
+    pid = sh("pgrep", "-f", "prometheus --ingress-bench-lab-monitoring").stdout.split()[0]
+    sh("kill", "-HUP", pid)
+    run = bench("rps")
+    assert run.rc == 0, run.err
+    missing = run.summary["correlation"]["missing"]
+    assert len(missing) == 15
+    assert all("rules not loaded" in why for why in missing.values()), missing
+    sh("bash", "ci/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+
+
+def test_monitoring_down_twice_leaves_nothing():
+    for _ in range(2):
+        r = sh("bash", "ci/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+        assert r.returncode == 0, r.stderr
+    assert not LAB_MON_STATE.exists()
+    assert not sh("pgrep", "-f", "ingress-bench-lab-monitoring").stdout.strip()
+    assert not Path("/sys/fs/cgroup/cpuacct/ingress-bench").exists() or not any(Path("/sys/fs/cgroup/cpuacct/ingress-bench").iterdir())
+
+
+def test_lab_monitoring_refused_without_the_lab():
+    sh("bash", "ci/lab.sh", "down")
+    r = sh("bash", "ci/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"})
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: the lab is not up")
