@@ -110,14 +110,15 @@ stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothi
 # the web dashboard serves the run live (loopback; on the lab, the client's address, the one
 # the host reaches in the client's namespace) and is saved with the results.
 K6_ARGS=()
-K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_PORT=${K6_WEB_DASHBOARD_PORT:-5665})
-if [ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ]; then K6_ENV+=(K6_WEB_DASHBOARD_HOST=198.18.0.3); else K6_ENV+=(K6_WEB_DASHBOARD_HOST=127.0.0.1); fi
+dash=127.0.0.1:${K6_WEB_DASHBOARD_PORT:-5665}
+[ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ] && dash=198.18.0.3:${dash#*:} # LAB client address (ci/lab.sh CLIENT_IP)
+K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST="${dash%:*}" K6_WEB_DASHBOARD_PORT="${dash#*:}")
 if [ "$MONITORING" = 1 ]; then
   PROMETHEUS_URL=${PROMETHEUS_URL:-$(bash "$IB_ROOT/ci/monitoring/monitoring.sh" url)} || exit 1
   K6_ARGS+=(--out experimental-prometheus-rw)
   K6_ENV+=(PROMETHEUS_URL="$PROMETHEUS_URL" K6_PROMETHEUS_RW_SERVER_URL="$PROMETHEUS_URL/api/v1/write"
            K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM=true K6_PROMETHEUS_RW_PUSH_INTERVAL=2s)
-  say monitoring "Prometheus $PROMETHEUS_URL; k6 web dashboard http://$(printf '%s\n' "${K6_ENV[@]}" | sed -n 's/^K6_WEB_DASHBOARD_HOST=//p'):${K6_WEB_DASHBOARD_PORT:-5665}/"
+  say monitoring "Prometheus $PROMETHEUS_URL; k6 web dashboard http://$dash/"
 fi
 # k6 in its own cgroup: its CPU is the load generator's signal (ci/monitoring/cgroups.sh).
 RUN=(bash "$IB_ROOT/ci/monitoring/cgroups.sh" run loadgen "${RUN[@]}")

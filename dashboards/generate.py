@@ -165,8 +165,8 @@ def rows():
             series("Load generator CPU cores", CORES, ("bench:loadgen_cpu_cores:rate", "k6"),
                    desc="CPU the load generator itself used."),
             series("Load generator CPU utilization", "percentunit", ("bench:loadgen_cpu_utilization:ratio", "k6"),
-                   soft_max=1, desc="k6's CPU over the CPUs it may use: near 100 % the measurement is the "
-                                    "client's limit, not the ingress's."),
+                   soft_max=1, desc="The larger of k6's share of the CPUs it may use and how busy those CPUs are: "
+                                    "near 100 % the measurement is the client's limit, not the ingress's."),
         ],
         "Correlation": [
             series("Requests per ingress core", "suffix: req/s per core",
