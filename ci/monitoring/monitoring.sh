@@ -10,6 +10,7 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
 PLATFORM=${PLATFORM:-local}
+case "$PLATFORM" in local|lab) ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac
 CGROUPS=$IB_ROOT/ci/monitoring/cgroups.sh
 LAB_STATE=/run/ingress-bench/monitoring-lab
 LAB_PROM_ADDR=198.18.0.1:9090   # the lab bridge's host address (HOST_IP in ci/lab.sh)
@@ -71,20 +72,18 @@ local_down() {
     # The CRDs last: deleting them removes every PodMonitor and PrometheusRule with them.
     kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
   fi
-  bash "$CGROUPS" remove
 }
 
-# derived_rules FILE: the bench-derived PrometheusRule's groups as a Prometheus rule file.
-derived_rules() {
+# platform_rules BITS: the platform-independent PrometheusRules (the component's derived.yaml:
+# the ratios and the declared link capacity, set to BITS) as one Prometheus rule file.
+platform_rules() {
   "$IB_VENV/bin/python" -c '
 import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-print(yaml.safe_dump({"groups": [g for d in docs if d["metadata"]["name"] == "bench-derived" for g in d["spec"]["groups"]]}, sort_keys=False))' "$1"
-}
-
-# link_capacity_rule BITS: the declared capacity as a rule file.
-link_capacity_rule() {
-  printf 'groups:\n  - name: bench-link\n    interval: 2s\n    rules:\n      - record: bench:link_capacity:bits\n        expr: vector(%s)\n' "$1"
+groups = [g for d in yaml.safe_load_all(open(sys.argv[1])) if d for g in d["spec"]["groups"]]
+for g in groups:
+    for r in g["rules"]:
+        if r["record"] == "bench:link_capacity:bits": r["expr"] = f"vector({sys.argv[2]})"
+print(yaml.safe_dump({"groups": groups}, sort_keys=False))' "$IB_ROOT/kustomize/components/monitoring/derived.yaml" "$1"
 }
 
 lab_pids() { pgrep -f -- "--ingress-bench-lab-monitoring" || true; }
@@ -95,12 +94,10 @@ lab_up() {
   ready "http://$LAB_PROM_ADDR" && [ -n "$(lab_pids)" ] && sampler_alive "$LAB_STATE/textfile" && { say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
   lab_down
   bash "$IB_ROOT/ci/monitoring/build.sh" prometheus
-  local c=$IB_ROOT/kustomize/components/monitoring
   mkdir -p "$LAB_STATE/rules" "$LAB_STATE/data" "$LAB_STATE/textfile"
   cp "$IB_ROOT/monitoring/lab/prometheus.yml" "$LAB_STATE/"
   cp "$IB_ROOT/monitoring/lab/rules.yaml" "$LAB_STATE/rules/signals.yaml"
-  derived_rules "$c/derived.yaml" >"$LAB_STATE/rules/derived.yaml"
-  link_capacity_rule "$(link_capacity_bits "${LINK_CAPACITY:-10G}")" >"$LAB_STATE/rules/link.yaml"
+  platform_rules "$(link_capacity_bits "${LINK_CAPACITY:-10G}")" >"$LAB_STATE/rules/derived.yaml"
   sampler_start "$LAB_STATE/textfile"
   # A marker argument names every process here, so down finds exactly these.
   local m=--ingress-bench-lab-monitoring
@@ -133,16 +130,15 @@ wait_loaded() {
 
 case "${1:-}" in
   wait) wait_loaded "$("$0" url)" ;;
-  up) case "$PLATFORM" in local) local_up ;; lab) lab_up ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac ;;
+  up) "${PLATFORM}_up" ;;
   down)
     need_root "monitoring:down"
-    case "$PLATFORM" in local) local_down ;; lab) lab_down; bash "$CGROUPS" remove ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac
+    "${PLATFORM}_down"; bash "$CGROUPS" remove
     say monitoring "down ($PLATFORM)" ;;
   url)
     case "$PLATFORM" in
       local) KUBECONFIG=$IB_CLUSTER_KUBECONFIG local_url || die "monitoring is not up on the local cluster: run './task monitoring:up'" ;;
       lab) ready "http://$LAB_PROM_ADDR" || die "monitoring is not up on the lab: run './task monitoring:up PLATFORM=lab'"; echo "http://$LAB_PROM_ADDR" ;;
-      *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;;
     esac ;;
   status) url=$("$0" url) && ready "$url" && echo "monitoring ($PLATFORM): Prometheus at $url ready" ;;
   *) die "usage: ci/monitoring/monitoring.sh up|down|status|url" ;;
