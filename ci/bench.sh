@@ -77,6 +77,7 @@ case "$PLATFORM" in
       "$IB_ROOT/ci/lab.sh" up || exit 1 # its one-line error is said; a failed up removes what it made
       if [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; then
         PLATFORM=lab bash "$IB_ROOT/ci/monitoring/monitoring.sh" up || exit 1
+        PLATFORM=lab bash "$IB_ROOT/ci/monitoring/monitoring.sh" wait
       fi
     fi ;;
   local)
@@ -109,7 +110,8 @@ stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothi
 # tagged testid/variant/scenario/platform), the teardown reads the bench:* rules back, and
 # the web dashboard serves the run live (loopback; on the lab, the client's address, the one
 # the host reaches in the client's namespace) and is saved with the results.
-K6_ARGS=()
+# --out on the command line replaces K6_OUT: a user's own output is passed on beside ours.
+K6_ARGS=(); [ -z "${K6_OUT:-}" ] || K6_ARGS+=(--out "$K6_OUT")
 dash=127.0.0.1:${K6_WEB_DASHBOARD_PORT:-5665}
 [ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ] && dash=198.18.0.3:${dash#*:} # LAB client address (ci/lab.sh CLIENT_IP)
 K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST="${dash%:*}" K6_WEB_DASHBOARD_PORT="${dash#*:}")

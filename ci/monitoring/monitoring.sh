@@ -90,7 +90,8 @@ lab_pids() { pgrep -f -- "--ingress-bench-lab-monitoring" || true; }
 
 lab_up() {
   need_root "monitoring:up on the lab"
-  ip addr show 2>/dev/null | grep -q " ${LAB_PROM_ADDR%:*}/" || die "the lab is not up: run './task lab:up' (its Prometheus listens on the lab bridge)"
+  # (Not a pipe into grep -q: under pipefail, grep's early exit fails the pipeline.)
+  [[ $(ip -o addr show 2>/dev/null) == *" ${LAB_PROM_ADDR%:*}/"* ]] || die "the lab is not up: run './task lab:up' (its Prometheus listens on the lab bridge)"
   ready "http://$LAB_PROM_ADDR" && [ -n "$(lab_pids)" ] && sampler_alive "$LAB_STATE/textfile" && { say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
   lab_down
   bash "$IB_ROOT/ci/monitoring/build.sh" prometheus
@@ -125,7 +126,8 @@ wait_loaded() {
     curl -fsS --max-time 2 "$1/api/v1/rules" | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-derived")' >/dev/null 2>&1 &&
       curl -fsS --max-time 2 "$1/api/v1/query" --data-urlencode 'query=up{role="ingress"} == 1' | jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
-  poll 90 loaded "$1" || { echo "warning: Prometheus at $1 has not loaded the bench rules or an ingress target after 90 s: the correlation will miss them" >&2; return 0; }
+  # Then two scrapes more: a rate needs two samples before the run's first second counts.
+  poll 90 loaded "$1" && sleep 4 || { echo "warning: Prometheus at $1 has not loaded the bench rules or an ingress target after 90 s: the correlation will miss them" >&2; return 0; }
 }
 
 case "${1:-}" in

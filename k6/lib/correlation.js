@@ -30,7 +30,7 @@ export const RULE_WINDOW_S = 6;
 // warm-up, or the whole run when it is too short to drop that much.
 export function windowSeconds(start, end) {
   const run = Math.max(1, Math.floor(end - start));
-  return run > 2 * RULE_WINDOW_S ? run - RULE_WINDOW_S : run;
+  return run >= RULE_WINDOW_S + 2 ? run - RULE_WINDOW_S : run;
 }
 
 // One instant query for every signal: each rule averaged over the window ending at `end`,

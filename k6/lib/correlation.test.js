@@ -6,7 +6,9 @@ const calm = { loadgen_cpu_utilization: 0.5, nic_utilization: 0.1, ingress_cpu_u
 
 test('window drops the rules\' warm-up only when the run is long enough', () => {
   assert.equal(windowSeconds(100, 130), 24);
-  assert.equal(windowSeconds(100, 108), 8);
+  assert.equal(windowSeconds(100, 112), 6);
+  assert.equal(windowSeconds(100, 108), 2);
+  assert.equal(windowSeconds(100, 107), 7);
   assert.equal(windowSeconds(100, 100.2), 1);
 });
 

@@ -45,7 +45,8 @@ export function scenario(name) {
       const end = Date.now() / 1000;
       const q = correlationQuery(windowSeconds(data.start, end));
       const res = http.get(`${cfg.prometheusUrl}/api/v1/query?query=${encodeURIComponent(q)}&time=${end}`, {
-        timeout: '10s', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
+        // responseType: the throughput scenario discards bodies by default; this one is read.
+        timeout: '10s', responseType: 'text', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
       });
       if (res.status !== 200) {
         console.warn(`correlation: Prometheus at ${cfg.prometheusUrl} answered ${res.status || res.error}`);
