@@ -190,6 +190,7 @@ down() {
   local pid name i
   # The host k6's cgroup sampler writes into the state directory (ci/monitoring/monitoring.sh).
   [ -f "$S/textfile/.sampler.pid" ] && kill "$(cat "$S/textfile/.sampler.pid")" 2>/dev/null || true
+  bash "$IB_ROOT/ci/monitoring/cgroups.sh" remove # the host k6's cgroup
   # Control plane and node agents first, so nothing restarts the containers killed next.
   for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver; do
     [ -f "$S/pids/$name" ] && kill -TERM "$(cat "$S/pids/$name")" 2>/dev/null || true

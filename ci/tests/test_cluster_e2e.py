@@ -25,7 +25,8 @@ def machine_state():
         "routes": sh("ip", "route").stdout,
         "netns": sh("ip", "netns", "list").stdout,
         "mounts": [l for l in open("/proc/mounts") if "ingress-bench" in l or "kubelet" in l],
-        "cgroups": sh("find", "/sys/fs/cgroup", "-maxdepth", "2", "-name", "ibench").stdout,
+        # The kubelet's root, and the host k6's group (ci/monitoring/cgroups.sh).
+        "cgroups": sh("find", "/sys/fs/cgroup", "-maxdepth", "2", "(", "-name", "ibench", "-o", "-name", "ingress-bench", ")").stdout,
         "sysctls": {k: sh("sysctl", "-n", k).stdout.strip() for k in SYSCTLS},
         # Zombies are dead already; this machine's PID 1 reaps them late.
         "processes": [l for l in procs.splitlines() if "pgrep" not in l and "<defunct>" not in l],
