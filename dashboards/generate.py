@@ -163,10 +163,13 @@ def rows():
         ],
         "Load generator": [
             series("Load generator CPU cores", CORES, ("bench:loadgen_cpu_cores:rate", "k6"),
-                   desc="CPU the load generator itself used."),
+                   w=8, desc="CPU the load generator itself used."),
             series("Load generator CPU utilization", "percentunit", ("bench:loadgen_cpu_utilization:ratio", "k6"),
-                   soft_max=1, desc="The larger of k6's share of the CPUs it may use and how busy those CPUs are: "
-                                    "near 100 % the measurement is the client's limit, not the ingress's."),
+                   w=8, soft_max=1, desc="The larger of k6's share of the CPUs it may use and how busy those CPUs "
+                                         "are: near 100 % the measurement is the client's limit, not the ingress's."),
+            series("CPUs busy, by the role that may run on them", "percentunit", ("bench:cpus_busy:ratio", "{{role}}"),
+                   w=8, soft_max=1, desc="How busy the CPUs each role is pinned to are, whoever used them: the "
+                                         "host k6's, and on the lab the LB's and backends' (which share theirs)."),
         ],
         "Correlation": [
             series("Requests per ingress core", "suffix: req/s per core",

@@ -127,6 +127,25 @@ def test_starved_client_is_judged_client_bound(bench):
     assert "NOT VALID" in (run.dir / "summary.txt").read_text()
 
 
+def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
+    """The LB on its one CPU, held to a quarter of it by a CFS quota on its cgroup (what a
+    Kubernetes CPU limit does): it uses all it may, and the verdict names the ingress from
+    its own share, k6 having headroom."""
+    variant = "seed002-nginx-lb-default"
+    assert sh("bash", "ci/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
+    quota = CPU_CG.parent / "ingress/cpu.cfs_quota_us"
+    try:
+        quota.write_text("25000")  # of cpu.cfs_period_us 100000
+        run = bench("rps", VARIANT=variant, DURATION="12s")
+    finally:
+        quota.write_text("-1")
+    s, v = run.summary["correlation"]["signals"], run.summary["verdict"]
+    assert run.rc == 0 and v["limit"] == "ingress-cpu" and v["valid"] is True, (v, s)
+    assert s["ingress_cpu_limit_cores"] == 0.25 and s["ingress_cpu_cores"] >= 0.9 * 0.25, s
+    assert s["loadgen_cpu_utilization"] < 0.9 and "other work" not in v["text"], (v, s)
+    print(f"\n{run.result['rps']:.0f} req/s; {v['text']}")
+
+
 def test_rules_missing_are_named_in_the_summary(bench):
     assert sh("bash", "ci/lab.sh", "up").returncode == 0
     assert sh("bash", "ci/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0

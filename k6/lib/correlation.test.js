@@ -66,3 +66,13 @@ test('text: one line per missing reason, and NOT VALID for a client-bound run', 
   assert.equal(lines.filter((l) => l.startsWith('missing')).length, 1);
   assert.match(lines.at(-1), /^verdict {7}load-generator-bound.*NOT VALID/);
 });
+
+test('ingress CPUs busy with other work: the verdict says whose the time was', () => {
+  const shared = { ...calm, ingress_cpu_utilization: 0.96, ingress_cpu_cores: 0.52, ingress_cpu_limit_cores: 1 };
+  const v = verdict(shared);
+  assert.equal(v.limit, 'ingress-cpu');
+  assert.match(v.text, /its CPUs 96% busy, 0\.52 of 1\.00 cores its own/);
+  assert.match(correlationText({ signals: shared, missing: {} }, v, 14)[0], /\(96%: its CPUs' load, shared\)/);
+  const own = verdict({ ...shared, ingress_cpu_cores: 0.95 });
+  assert.match(own.text, /\(96%\)$/);
+});
