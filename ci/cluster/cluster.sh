@@ -217,6 +217,9 @@ down() {
   # in freeing the pod's network namespace.
   for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link del "$m" 2>/dev/null || true; done
   ip link del "$BRIDGE" 2>/dev/null || true
+  # The CNI bandwidth plugin's ifb devices (components/link-1g): the pods were killed, so no
+  # CNI DEL removed them.
+  for m in $(ip -o link show type ifb | awk -F': ' '$2 ~ /^bwp/ {print $2}'); do ip link del "$m" 2>/dev/null || true; done
   # cgroups below the kubelet's root, deepest first, in every v1 hierarchy.
   for m in /sys/fs/cgroup/*"$CGROUP_ROOT"; do
     [ -d "$m" ] && find "$m" -depth -type d -exec rmdir {} + 2>/dev/null || true

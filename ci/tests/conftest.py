@@ -4,11 +4,16 @@ import json
 import os
 import re
 import subprocess
+import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "dashboards"))
+import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
 LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
 STUB = "http://198.18.0.2:8080/stub_status"  # ci/lab.sh LB_IP and LB_STATUS_PORT
 
@@ -86,3 +91,25 @@ def within(a, b, fraction):
 
 
 LOG_FIELDS = re.compile(r"conn=(\d+) reqs=(\d+) tls=(\S+) reused=(\S)")
+
+
+def dashboard_query_gaps(run, dash=None):
+    """Every panel and variable query of the main dashboard, against the Prometheus the run
+    correlated with, at the run's end: the queries that failed and those with no data. TLS
+    panels have data only for TLS runs, dropped iterations only for open-model runs: those
+    are left out of the empty ones."""
+    testid = json.loads((run.dir / "meta.json").read_text())["testid"]
+    corr = run.summary["correlation"]
+    dash = dash or json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
+    failed, empty = [], []
+    for where, expr in lint.queries(dash, testid, interval="10s"):
+        url = f"{corr['url']}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": corr["window"]["end"]})
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                res = json.load(r)["data"]["result"]
+        except Exception as e:  # an error answer (400) is a broken query
+            failed.append(f"{where}: {e}")
+            continue
+        if not res and "TLS" not in where and "ropped" not in where:
+            empty.append(where)
+    return failed, empty

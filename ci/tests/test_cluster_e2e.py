@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import LOG_FIELDS, ROOT, sh, within
+from conftest import LOG_FIELDS, ROOT, Run, dashboard_query_gaps, sh, within
 
 KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
 SYSCTLS = ["kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "net.ipv4.conf.all.route_localnet",
@@ -108,6 +108,30 @@ def test_throughput_in_the_cluster(bench):
     run = bench("throughput", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", CONNECTIONS="10")
     r = assert_clean_k8s_run(run, "throughput", "seed002-nginx-lb-tuned")
     assert r["gbit_per_s"] > 0
+
+
+@pytest.fixture(scope="module")
+def link_1g_run(tmp_path_factory):
+    """The throughput scenario through the link-1g overlay: the ingress pod shaped to 1 Gbit/s
+    each way by the CNI bandwidth plugin (its 512 MiB burst cut to 1 MiB by deploy)."""
+    root = tmp_path_factory.mktemp("link-1g")
+    env = {"PLATFORM": "local", "VARIANT": "seed002-nginx-lb-tuned-link-1g", "RESULTS_ROOT": str(root),
+           "DURATION": "20s", "CONNECTIONS": "10"}
+    return Run(sh("bash", "ci/bench.sh", "throughput", env=env), root)
+
+
+def test_throughput_through_a_1g_link_is_judged_nic_bound(link_1g_run):
+    r = assert_clean_k8s_run(link_1g_run, "throughput", "seed002-nginx-lb-tuned-link-1g")
+    s, v = link_1g_run.summary["correlation"]["signals"], link_1g_run.summary["verdict"]
+    assert s["link_capacity_bits"] == 1e9 and s["nic_utilization"] >= 0.85 and v["limit"] == "nic", (v, s)
+    # Not above the link: no burst let through at full speed first.
+    assert 0.85 <= r["gbit_per_s"] <= 1.0, r
+    print(f"\n{r['gbit_per_s']:.3f} Gbit/s; {v['text']}")
+
+
+def test_every_dashboard_query_answers_after_a_local_run(link_1g_run):
+    assert link_1g_run.rc == 0, link_1g_run.err
+    assert dashboard_query_gaps(link_1g_run) == ([], [])
 
 
 def upstream_addrs(lines):
