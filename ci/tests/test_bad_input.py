@@ -114,3 +114,15 @@ def test_failed_variant_switch_on_a_running_lab_leaves_nothing(tmp_path):
         for f in broken.iterdir():
             f.unlink()
         broken.rmdir()
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"ROUNDS": "x"}, "ROUNDS must be a whole number from 1 to 99, got 'x'"),
+    ({"PLATFORM": "external"}, "PLATFORM must be lab or local for the overhead benchmark, got 'external'"),
+    ({"VARIANT": "turbo"}, "unknown variant 'turbo'"),
+    ({"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
+])
+def test_overhead_benchmark_refuses_bad_input(env, message, lab_down, tmp_path):
+    r = sh("bash", "ci/overhead.sh", env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
