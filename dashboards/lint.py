@@ -39,14 +39,17 @@ _RUN_FILTER = re.compile(r'\btestid\s*=~?\s*"[^"]*\$testid\b')
 def contract_rules(root=ROOT):
     """The bench:* names a dashboard may read: the contract's table (monitoring/README.md),
     narrowed, once the cluster's PrometheusRules exist (kustomize/components/monitoring), to the
-    names they record. Their helper records (bench:pod_role:info, ...) stay out: not every
-    platform has them."""
+    names they record, with the ratios its patch (derived.yaml) appends. Their helper records
+    (bench:pod_role:info, ...) stay out: not every platform has them."""
     rows = re.findall(r"^\|([^|]*)", (root / "monitoring/README.md").read_text(), re.M)
     names = {n for cell in rows for n in re.findall(r"`(bench:[\w:]+)`", cell)}
     docs = [d for f in sorted((root / "kustomize/components/monitoring").glob("*.yaml"))
-            for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict) and d.get("kind") == "PrometheusRule"]
-    if docs:
-        names &= {r.get("record") for d in docs for g in d["spec"]["groups"] for r in g["rules"]}
+            for d in yaml.safe_load_all(f.read_text()) if d]
+    rules = [r for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"
+             for g in d["spec"]["groups"] for r in g["rules"]]
+    rules += [op["value"] for d in docs if isinstance(d, list) for op in d if op.get("op") == "add"]
+    if rules:
+        names &= {r.get("record") for r in rules}
     return names
 
 

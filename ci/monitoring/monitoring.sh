@@ -74,18 +74,6 @@ local_down() {
   fi
 }
 
-# platform_rules BITS: the platform-independent PrometheusRules (the component's derived.yaml:
-# the ratios and the declared link capacity, set to BITS) as one Prometheus rule file.
-platform_rules() {
-  "$IB_VENV/bin/python" -c '
-import sys, yaml
-groups = [g for d in yaml.safe_load_all(open(sys.argv[1])) if d for g in d["spec"]["groups"]]
-for g in groups:
-    for r in g["rules"]:
-        if r["record"] == "bench:link_capacity:bits": r["expr"] = f"vector({sys.argv[2]})"
-print(yaml.safe_dump({"groups": groups}, sort_keys=False))' "$IB_ROOT/kustomize/components/monitoring/derived.yaml" "$1"
-}
-
 lab_pids() { pgrep -f -- "--ingress-bench-lab-monitoring" || true; }
 
 lab_up() {
@@ -97,8 +85,7 @@ lab_up() {
   bash "$IB_ROOT/ci/monitoring/build.sh" prometheus
   mkdir -p "$LAB_STATE/rules" "$LAB_STATE/data" "$LAB_STATE/textfile"
   cp "$IB_ROOT/monitoring/lab/prometheus.yml" "$LAB_STATE/"
-  cp "$IB_ROOT/monitoring/lab/rules.yaml" "$LAB_STATE/rules/signals.yaml"
-  platform_rules "$(link_capacity_bits "${LINK_CAPACITY:-10G}")" >"$LAB_STATE/rules/derived.yaml"
+  "$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" lab "$(link_capacity_bits "${LINK_CAPACITY:-10G}")" >"$LAB_STATE/rules/bench.yaml"
   sampler_start "$LAB_STATE/textfile"
   # A marker argument names every process here, so down finds exactly these.
   local m=--ingress-bench-lab-monitoring
@@ -123,7 +110,7 @@ lab_down() {
 # not an error, after 90 s: the run's summary then says which signals are missing.
 wait_loaded() {
   loaded() {
-    curl -fsS --max-time 2 "$1/api/v1/rules" | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-derived")' >/dev/null 2>&1 &&
+    curl -fsS --max-time 2 "$1/api/v1/rules" | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
       curl -fsS --max-time 2 "$1/api/v1/query" --data-urlencode 'query=up{role="ingress"} == 1' | jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
   # Then two scrapes more: a rate needs two samples before the run's first second counts.

@@ -18,14 +18,15 @@ from conftest import ROOT, dashboard_query_gaps, lint, sh
 PROMTOOL = Path(os.path.expanduser("~/.cache/ingress-bench/prometheus-v3.5.0/promtool"))  # ci/lib.sh IB_PROMETHEUS_DIR
 LAB_PROM = "http://198.18.0.1:9090"  # ci/monitoring/monitoring.sh LAB_PROM_ADDR
 LAB_MON_STATE = Path("/run/ingress-bench/monitoring-lab")
-COMPONENT = ROOT / "kustomize/components/monitoring"
 CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/monitoring/cgroups.sh, role loadgen
 
 
-def rule_file(tmp_path, name, docs_filter=lambda d: True):
-    docs = [d for d in yaml.safe_load_all((COMPONENT / f"{name}.yaml").read_text()) if d and docs_filter(d)]
-    out = tmp_path / f"{name}.rules.yaml"
-    out.write_text(yaml.safe_dump({"groups": [g for d in docs for g in d["spec"]["groups"]]}))
+def rule_file(tmp_path, platform, *args):
+    """monitoring/rulefile.py's rule file for a platform, as promtool reads it."""
+    out = tmp_path / f"{platform}.rules.yaml"
+    r = sh(sys.executable, "monitoring/rulefile.py", platform, *args)
+    assert r.returncode == 0, r.stderr
+    out.write_text(r.stdout)
     return out
 
 
@@ -37,11 +38,11 @@ def prom_query(base, q):
 
 def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
     assert sh("bash", "ci/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
-    files = [rule_file(tmp_path, "rules"), rule_file(tmp_path, "derived"), ROOT / "monitoring/lab/rules.yaml"]
+    files = [rule_file(tmp_path, "cluster"), rule_file(tmp_path, "lab", "1e9")]
     r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     test = yaml.safe_load((ROOT / "monitoring/tests/cluster.test.yaml").read_text())
-    test["rule_files"] = [str(files[0]), str(files[1])]
+    test["rule_files"] = [str(files[0])]
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(test))
     r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "t.yaml")], capture_output=True, text=True)
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
@@ -49,11 +50,17 @@ def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
 
 def test_both_platforms_record_the_same_contract(tmp_path):
     def recorded(path):
-        return {r["record"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]}
-    cluster = recorded(rule_file(tmp_path, "rules")) - {"bench:pod_role:info", "bench:container_cpu_cores:rate", "bench:container_cpu_limit:cores"}
-    assert cluster == recorded(ROOT / "monitoring/lab/rules.yaml")
-    contract = lint.contract_rules()
-    assert contract <= cluster | recorded(rule_file(tmp_path, "derived"))
+        return [r["record"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]]
+    cluster, lab = recorded(rule_file(tmp_path, "cluster")), recorded(rule_file(tmp_path, "lab", "1e9"))
+    helpers = {"bench:pod_role:info", "bench:container_cpu_cores:rate", "bench:container_cpu_limit:cores"}
+    assert set(cluster) - helpers == set(lab)
+    assert lint.contract_rules() <= set(lab)
+    # The ratios come after what they divide, in one group: evaluated at the same timestamp.
+    ratio = cluster.index("bench:ingress_cpu_utilization:ratio")
+    assert ratio > cluster.index("bench:ingress_cpu_cores:rate") and ratio > cluster.index("bench:ingress_cpu_limit:cores")
+    groups = yaml.safe_load(rule_file(tmp_path, "lab", "1e9").read_text())["groups"]
+    assert [g["name"] for g in groups] == ["bench-signals", "bench-link"]
+    assert groups[1]["rules"] == [{"record": "bench:link_capacity:bits", "expr": "vector(1e9)"}]
 
 
 @pytest.fixture(scope="module")
