@@ -28,9 +28,10 @@ run() { # MONITORING ROUND
   # bench checks DURATION and CONNECTIONS: its one-line error is this script's.
   err=$(PLATFORM=$P VARIANT=$V MONITORING=$m DURATION=$D CONNECTIONS=$C TESTID=$id bash "$IB_ROOT/ci/bench.sh" rps 2>&1 >/dev/null) ||
     die "$(sed -n 's/^error: //p' <<<"$err" | head -n1) (run $id)"
-  rps[$m]+="$(jq '.result.rps | round' "$s") "
+  local r; r=$(jq '.result.rps | round' "$s")
+  rps[$m]+="$r "
   busy[$m]+="$(jq '.client.utilization * 100 | round' "$s") "
-  echo "round $2, monitoring $([ "$m" = 1 ] && echo on || echo off): $(jq '.result.rps | round' "$s") req/s" >&2
+  echo "round $2, monitoring $([ "$m" = 1 ] && echo on || echo off): $r req/s" >&2
 }
 for i in $(seq "$N"); do
   if [ $((i % 2)) = 1 ]; then run 0 "$i"; run 1 "$i"; else run 1 "$i"; run 0 "$i"; fi

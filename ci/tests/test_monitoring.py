@@ -6,8 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,12 +26,6 @@ def rule_file(tmp_path, platform, *args):
     assert r.returncode == 0, r.stderr
     out.write_text(r.stdout)
     return out
-
-
-def prom_query(base, q):
-    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": q})
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.load(r)
 
 
 def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
