@@ -20,7 +20,10 @@ case "$PLATFORM" in
   local)
     need_root "distributed runs on the local cluster"
     bash "$IB_ROOT/ci/cluster/cluster.sh" up || exit 1
-    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG ;;
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    # deploy adds the monitoring component by default (MONITORING=1), which needs the stack's
+    # CRDs: up as for bench (the k6 pods' CPU is then scraped as the load generator's).
+    if [ "${MONITORING:-1}" = 1 ]; then bash "$IB_ROOT/ci/monitoring/monitoring.sh" up || exit 1; fi ;;
   external) ;; # ci/deploy.sh checks the opt-in and the cluster before anything is applied
   *) die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: local, external)" ;;
 esac
