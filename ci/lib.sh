@@ -7,7 +7,11 @@ IB_CACHE=${IB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-bench}
 IB_GOCACHE_DIRS="$IB_CACHE/go"
 # Version-keyed install directories: PATH is composed from the pins, so two checkouts with
 # different pins never see each other's binaries.
-IB_K6_DIR=$IB_CACHE/k6-$K6_VERSION
+# k6 with the project's extension (xk6/): keyed by the pin and the extension's sources, so an
+# edit there builds a new binary beside the old one.
+IB_K6_EXT=$(cat "$IB_ROOT"/xk6/go.mod "$IB_ROOT"/xk6/*.go 2>/dev/null | sha256sum | cut -c1-12)
+IB_K6_DIR=$IB_CACHE/k6-$K6_VERSION-xk6-$IB_K6_EXT
+K6_LOCAL_TAG=$K6_VERSION-xk6-$IB_K6_EXT # the local k6 image (ci/cluster/images.sh)
 IB_KUSTOMIZE_DIR=$IB_CACHE/kustomize-$KUSTOMIZE_VERSION
 IB_KUBECONFORM_DIR=$IB_CACHE/kubeconform-$KUBECONFORM_VERSION
 IB_TASK_DIR=$IB_CACHE/task-$TASK_VERSION
@@ -95,7 +99,7 @@ image_set() {
   local s=${IMAGE_SET:-$([ "${PLATFORM:-local}" = local ] && echo local || echo upstream)}
   case $s in local|upstream) echo "$s" ;; *) die "IMAGE_SET must be local or upstream, got '$s'" ;; esac
 }
-k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_VERSION"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
+k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
 # Image references the local node's containerd holds.
 local_images() { ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
 # pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.

@@ -21,6 +21,25 @@ go_tool() {
   mkdir -p "$dir" && mv "$tmp/$name" "$dir/$name" && rm -rf "$tmp" "$tmp.log"
 }
 
+# k6 with the project's extension, built the way xk6 builds one (xk6 itself is not obtainable
+# here): a main.go importing go.k6.io/k6/cmd and the extension, go mod tidy, go build. Users
+# with xk6: `xk6 build $K6_VERSION --with github.com/ingress-bench/ingress-bench/xk6=./xk6`.
+k6_build() {
+  [ -x "$IB_K6_DIR/k6" ] && return 0
+  command -v go >/dev/null || die "building k6 $K6_VERSION needs Go (1.24 or newer): install it from your distribution or go.dev, then re-run"
+  say tools "building k6 $K6_VERSION with the xk6/ extension, $(go env GOVERSION) (cold: 1-4 min, cached after)"
+  local src ext=github.com/ingress-bench/ingress-bench/xk6
+  src=$(mktemp -d "$IB_CACHE/.k6-build-XXXXXX")
+  printf 'module ingress-bench/k6-build\n\ngo 1.25.0\n\nrequire (\n\tgo.k6.io/k6 %s\n\t%s v0.0.0\n)\n\nreplace %s => %s\n' \
+    "$K6_VERSION" "$ext" "$ext" "$IB_ROOT/xk6" >"$src/go.mod"
+  printf 'package main\n\nimport (\n\tk6cmd "go.k6.io/k6/cmd"\n\n\t_ "%s"\n)\n\nfunc main() {\n\tk6cmd.Execute()\n}\n' "$ext" >"$src/main.go"
+  if ! (cd "$src" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod tidy && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -o k6 .) >"$src.log" 2>&1; then
+    tail -n 5 "$src.log" >&2; rm -rf "$src" "$src.log"
+    die "building k6 $K6_VERSION with the xk6/ extension failed (last lines above)"
+  fi
+  mkdir -p "$IB_K6_DIR" && mv "$src/k6" "$IB_K6_DIR/k6" && rm -rf "$src" "$src.log"
+}
+
 apt_tools() { # PACKAGE...
   local missing=() p
   for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
@@ -51,7 +70,7 @@ command -v node >/dev/null || APT_PACKAGES="$APT_PACKAGES nodejs" # unit tests o
 apt_tools $APT_PACKAGES
 check_series nginx "$(nginx -v 2>&1 | sed 's|.*nginx/||')" "$NGINX_SERIES"
 check_series wrk "$(dpkg-query -W -f='${Version}' wrk)" "$WRK_SERIES"
-go_tool k6 "$K6_VERSION" "$IB_K6_DIR" go.k6.io/k6
+k6_build
 go_tool kustomize "$KUSTOMIZE_VERSION" "$IB_KUSTOMIZE_DIR" sigs.k8s.io/kustomize/kustomize/v5
 go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yannh/kubeconform/cmd/kubeconform
 # A venv cannot be moved (its scripts name their path): built in place, marked when complete.

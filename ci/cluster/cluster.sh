@@ -26,7 +26,7 @@ FWD_CHAIN=IBENCH-FORWARD
 # Sysctls the kubelet and kube-proxy set; saved at up, restored at down.
 SYSCTLS="kernel.panic kernel.panic_on_oops vm.overcommit_memory net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.ipv4.ip_forward"
 export KUBECONFIG=$S/pki/admin.kubeconfig
-LOCAL_IMAGES="pause-$PAUSE_TAG nginx-$NGINX_IMAGE_TAG coredns-$COREDNS_VERSION k6-$K6_VERSION" # ci/cluster/images.sh
+LOCAL_IMAGES="pause-$PAUSE_TAG nginx-$NGINX_IMAGE_TAG coredns-$COREDNS_VERSION k6-$K6_LOCAL_TAG" # ci/cluster/images.sh
 
 # Logs outlive the cluster (a failed up removes everything else): the last run's are here.
 LOGS=$IB_CACHE/logs/cluster

@@ -61,17 +61,18 @@ go_image() {
   rm -rf "$root"
 }
 
-# k6 for distributed runs (ci/distributed.sh): the pinned k6 binary plus a static busybox
+# k6 for distributed runs (ci/distributed.sh): the pinned k6 binary (with the project's
+# extension: tagged by its sources' hash, so an edit makes a new image) plus a static busybox
 # for the shell that prints each segment's summary after the run.
 k6_image() {
-  local out=$IMG/k6-$K6_VERSION.tar
+  local out=$IMG/k6-$K6_LOCAL_TAG.tar
   [ -f "$out" ] && return 0
   [ -x "$IB_K6_DIR/k6" ] || die "k6 $K6_VERSION is not built: run ci/tools.sh"
-  say images "k6 $K6_VERSION (+ busybox)"
+  say images "k6 $K6_VERSION with the xk6/ extension (+ busybox)"
   local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
   mkdir -p "$root/bin" "$root/tmp" && chmod 1777 "$root/tmp"
   cp "$IB_K6_DIR/k6" "$root/bin/k6" && cp /bin/busybox "$root/bin/busybox" && ln -s busybox "$root/bin/sh"
-  oci_pack "$K6_IMAGE_NAME" "$K6_VERSION" "$root" /bin/k6
+  oci_pack "$K6_IMAGE_NAME" "$K6_LOCAL_TAG" "$root" /bin/k6
   rm -rf "$root"
 }
 

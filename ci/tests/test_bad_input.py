@@ -36,6 +36,7 @@ CASES = {
     "bad CPU list": (["rps"], {"LAB_CLIENT_CPUS": "first"}, "must be CPU lists like 0 or 1-3, got 'first'"),
     "CPU the host lacks": (["rps"], {"LAB_SERVER_CPUS": "99"}, "CPU list '99' is not available"),
     "non-numeric backend count": (["rps"], {"LAB_BACKENDS": "two"}, "LAB_BACKENDS must be a whole number"),
+    "unknown engine": (["rps"], {"ENGINE": "turbo"}, "unknown ENGINE 'turbo' (known: js, native)"),
 }
 
 

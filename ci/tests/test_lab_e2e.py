@@ -1,10 +1,24 @@
 """End to end on the real lab: real nginx LB and backends in network namespaces, real k6.
 Each run is short (3 s); assertions are on measured counts and server-side evidence."""
 import json
+import os
 
 import pytest
 
 from conftest import LAB_STATE, LOG_FIELDS, lab_leftovers, sh, stub, within
+
+
+@pytest.fixture(scope="module", params=["js", "native"], autouse=True)
+def engine(request):
+    """Every run of this module on each engine, with the same assertions: k6/http (the
+    reference) and the native one (k6/x/ingressbench, xk6/)."""
+    before = os.environ.get("ENGINE")
+    os.environ["ENGINE"] = request.param
+    yield request.param
+    if before is None:
+        os.environ.pop("ENGINE")
+    else:
+        os.environ["ENGINE"] = before
 
 
 def assert_clean_run(run, scenario, body_bytes):
@@ -25,6 +39,7 @@ def assert_clean_run(run, scenario, body_bytes):
     assert within(r["requests"], server["requests"], 0.01), (r["requests"], server)
     for name in ("summary.txt", "meta.json", "k6.log"):
         assert (run.dir / name).exists()
+    assert json.loads((run.dir / "meta.json").read_text())["engine"] == os.environ["ENGINE"]
 
 
 def test_rps_http(bench):

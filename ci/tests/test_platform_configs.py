@@ -37,6 +37,14 @@ def error_lines(r):
     return [l for l in r.stderr.splitlines() if l.startswith("error:")]
 
 
+def local_k6_image():
+    """The local k6 image: the pin plus the hash of the xk6/ extension's sources (ci/lib.sh)."""
+    image = sh("bash", "-c", ". ci/lib.sh && echo $K6_IMAGE_NAME:$K6_LOCAL_TAG").stdout.strip()
+    pins = versions()
+    assert re.fullmatch(rf"{re.escape(pins['K6_IMAGE_NAME'])}:{re.escape(pins['K6_VERSION'])}-xk6-[0-9a-f]{{12}}", image), image
+    return image
+
+
 def test_testrun_renders_valid_and_matches_the_job():
     tr, job = render("testrun.yaml"), render("job.yaml")
     assert tr.returncode == 0, tr.stderr
@@ -51,7 +59,7 @@ def test_testrun_renders_valid_and_matches_the_job():
     assert "{ name: lib, configMap: { name: k6-lib } }" in tr.stdout and "{ name: lib, configMap: { name: k6-lib } }" in job.stdout
     assert "{ name: lib, mountPath: /test/lib }" in tr.stdout and "{ name: lib, mountPath: /scripts/lib }" in job.stdout
     pins = versions()
-    assert field(tr.stdout, "image") == field(job.stdout, "image") == f"{pins['K6_IMAGE_NAME']}:{pins['K6_VERSION']}"
+    assert field(tr.stdout, "image") == field(job.stdout, "image") == local_k6_image()
     # The same environment, entry by entry, in the same order.
     tr_env, job_env = ENV_LINE.findall(tr.stdout), ENV_LINE.findall(job.stdout)
     assert tr_env == job_env
@@ -69,7 +77,7 @@ def test_external_clusters_get_the_upstream_k6_image_unless_told(platform, image
     for template in ("job.yaml", "testrun.yaml"):
         r = render(template, PLATFORM=platform, IMAGE_SET=image_set)
         assert r.returncode == 0, r.stderr
-        assert field(r.stdout, "image") == (pins[pin] if pin else f"{pins['K6_IMAGE_NAME']}:{pins['K6_VERSION']}")
+        assert field(r.stdout, "image") == (pins[pin] if pin else local_k6_image())
 
 
 def test_render_checks_the_testrun_it_prints():

@@ -78,6 +78,8 @@ export function parseTarget(text) {
 }
 
 // Turns the environment into a validated config; throws one readable Error on bad input.
+export const ENGINES = ['js', 'native'];
+
 export function parseConfig(env, scenario) {
   const profile = PROFILES[scenario];
   if (!profile) fail(`unknown scenario '${scenario}' (known: ${Object.keys(PROFILES).join(', ')})`);
@@ -107,6 +109,10 @@ export function parseConfig(env, scenario) {
   const connections = wholeNumber(env, 'CONNECTIONS', Math.min(1000, 50 * clientCpus), 1);
   const rate = wholeNumber(env, 'RATE', 0, 1); // 0: closed model
   const reuse = profile.reuse && !flag(env, 'NO_REUSE');
+  // The request loop: k6/http in JS (the reference) or the project's Go extension
+  // (k6/x/ingressbench, xk6/), which costs the client a fraction of the CPU per request.
+  const engine = env.ENGINE || 'js';
+  if (!ENGINES.includes(engine)) fail(`unknown ENGINE '${engine}' (known: ${ENGINES.join(', ')})`);
 
   const testid = env.TESTID || `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`;
   if (!/^[A-Za-z0-9._-]+$/.test(testid)) fail(`TESTID may hold letters, digits, '.', '_' and '-' only, got '${testid}'`);
@@ -129,7 +135,7 @@ export function parseConfig(env, scenario) {
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: env.HOST || 'bench.ingress.test',
-    duration, durationMs: ms, connections, rate, reuse, discardBodies: profile.discardBodies,
+    duration, durationMs: ms, connections, rate, reuse, engine, discardBodies: profile.discardBodies,
     thresholds: {
       errorRate: positiveNumber(env, 'ERROR_RATE_MAX', 0.0001), // seed 003: errors under 1 in 10,000
       p95: positiveNumber(env, 'P95_MS', profile.p95),

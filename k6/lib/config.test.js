@@ -88,3 +88,9 @@ test('tags carry testid, variant, platform, scenario', () => {
   assert.deepEqual(c.tags, { testid: 'run-1', variant: 'seed004-keepalive', platform: 'lab', scenario: 'rps' });
   assert.equal(c.resultsDir, 'results/run-1');
 });
+
+test('the engine: k6/http unless ENGINE=native, anything else refused', () => {
+  assert.equal(parseConfig({}, 'rps').engine, 'js');
+  assert.equal(parseConfig({ ENGINE: 'native' }, 'tps').engine, 'native');
+  bad({ ENGINE: 'turbo' }, 'rps', /unknown ENGINE 'turbo' \(known: js, native\)/);
+});

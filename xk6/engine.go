@@ -1,0 +1,240 @@
+package ingressbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.k6.io/k6/lib"
+	"go.k6.io/k6/metrics"
+)
+
+// target is one scenario's request, parsed once per VU.
+type target struct {
+	addr, host, url string
+	tls             bool
+	reuse           bool
+	bodyBytes       int64
+	request         []byte // the whole request, written as is
+}
+
+func newTarget(rawURL, host string, reuse bool, bodyBytes int64) (*target, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("the native engine needs an http:// or https:// URL, got %q", rawURL)
+	}
+	t := &target{addr: u.Host, host: host, url: rawURL, tls: u.Scheme == "https", reuse: reuse, bodyBytes: bodyBytes}
+	if u.Port() == "" {
+		t.addr = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[t.tls])
+	}
+	if t.host == "" {
+		t.host = u.Host
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: ingress-bench-native/%s\r\n", u.RequestURI(), t.host, Version)
+	if !reuse {
+		b.WriteString("Connection: close\r\n")
+	}
+	b.WriteString("\r\n")
+	t.request = b.Bytes()
+	return t, nil
+}
+
+// conn is a VU's connection: a raw HTTP/1.1 client, one request at a time, on k6's own
+// dialer (its network options and the data_sent/data_received accounting stay k6's).
+type conn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// result of one request.
+type result struct {
+	status    int
+	bodyBytes int64
+	tlsTime   time.Duration // 0 when the connection was reused
+	err       error
+}
+
+// do sends one request on c (dialing first when c has no connection) and reads the whole
+// response. The caller closes c on error or when the server or the scenario ends reuse.
+func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, keep bool) {
+	if c.Conn == nil {
+		raw, err := st.Dialer.DialContext(ctx, "tcp", t.addr)
+		if err != nil {
+			return result{err: err}, false
+		}
+		if t.tls {
+			cfg := st.TLSConfig.Clone()
+			cfg.ServerName = hostOnly(t.host)
+			cfg.NextProtos = []string{"http/1.1"}
+			tc := tls.Client(raw, cfg)
+			start := time.Now()
+			if err := tc.HandshakeContext(ctx); err != nil {
+				raw.Close()
+				return result{err: err}, false
+			}
+			res.tlsTime = time.Since(start)
+			c.Conn = tc
+		} else {
+			c.Conn = raw
+		}
+		if c.r == nil {
+			c.r = bufio.NewReaderSize(c.Conn, 64<<10)
+		} else {
+			c.r.Reset(c.Conn)
+		}
+	}
+	if _, err := c.Conn.Write(t.request); err != nil {
+		res.err = err
+		return res, false
+	}
+	status, length, closeAfter, err := readHead(c.r)
+	if err != nil {
+		res.err = err
+		return res, false
+	}
+	res.status = status
+	n, err := io.CopyN(io.Discard, c.r, length)
+	res.bodyBytes = n
+	if err != nil {
+		res.err = err
+		return res, false
+	}
+	return res, t.reuse && !closeAfter
+}
+
+func (c *conn) close() {
+	if c.Conn != nil {
+		c.Conn.Close()
+		c.Conn = nil
+	}
+}
+
+var errChunked = errors.New("the native engine reads Content-Length bodies only (the response was chunked)")
+
+// readHead parses the status line and the headers the engine needs.
+func readHead(r *bufio.Reader) (status int, length int64, closeAfter bool, err error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		return 0, 0, false, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
+	}
+	if status, err = strconv.Atoi(string(line[9:12])); err != nil {
+		return 0, 0, false, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
+	}
+	length = -1
+	for {
+		line, err = r.ReadSlice('\n')
+		if err != nil {
+			return 0, 0, false, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 {
+			continue
+		}
+		name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil {
+				return 0, 0, false, fmt.Errorf("malformed Content-Length %q", value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			return 0, 0, false, errChunked
+		case bytes.EqualFold(name, []byte("Connection")):
+			closeAfter = bytes.EqualFold(value, []byte("close"))
+		}
+	}
+	if length < 0 {
+		return 0, 0, false, errors.New("the response has no Content-Length")
+	}
+	return status, length, closeAfter, nil
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+// emitter turns results into k6's standard HTTP samples, with the tags k6/http would give
+// them, batched per call.
+type emitter struct {
+	st          *lib.State
+	t           *target
+	checkStatus string
+	checkBody   string
+	byStatus    map[int]*metrics.TagSet
+	checkTags   map[string]*metrics.TagSet
+	samples     metrics.Samples
+}
+
+func (e *emitter) tags(status int) *metrics.TagSet {
+	if ts, ok := e.byStatus[status]; ok {
+		return ts
+	}
+	ts := e.st.Tags.GetCurrentValues().Tags.
+		With("method", "GET").With("url", e.t.url).With("name", e.t.url).
+		With("proto", "HTTP/1.1").With("status", strconv.Itoa(status)).
+		With("expected_response", strconv.FormatBool(status >= 200 && status < 400))
+	if e.t.tls {
+		ts = ts.With("tls_version", "tls1.2")
+	}
+	e.byStatus[status] = ts
+	return ts
+}
+
+func (e *emitter) add(now time.Time, dur time.Duration, res result) {
+	bm := e.st.BuiltinMetrics
+	ts := e.tags(res.status)
+	failed := 0.0
+	if res.err != nil || res.status < 200 || res.status >= 400 {
+		failed = 1
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	e.samples = append(e.samples,
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqs, Tags: ts}, Time: now, Value: 1},
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqDuration, Tags: ts}, Time: now, Value: ms(dur)},
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqFailed, Tags: ts}, Time: now, Value: failed},
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqTLSHandshaking, Tags: ts}, Time: now, Value: ms(res.tlsTime)},
+	)
+	e.check(now, e.checkStatus, res.err == nil && res.status == 200)
+	e.check(now, e.checkBody, res.err == nil && res.bodyBytes == e.t.bodyBytes)
+}
+
+func (e *emitter) check(now time.Time, name string, ok bool) {
+	if name == "" {
+		return
+	}
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	ts, found := e.checkTags[name]
+	if !found {
+		ts = e.st.Tags.GetCurrentValues().Tags.With("check", name)
+		e.checkTags[name] = ts
+	}
+	e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: e.st.BuiltinMetrics.Checks, Tags: ts}, Time: now, Value: v})
+}
+
+func (e *emitter) flush(ctx context.Context) {
+	if len(e.samples) > 0 {
+		metrics.PushIfNotDone(ctx, e.st.Samples, e.samples)
+		e.samples = make(metrics.Samples, 0, cap(e.samples))
+	}
+}
