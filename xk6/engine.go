@@ -190,7 +190,7 @@ func (e *emitter) tags(status int) *metrics.TagSet {
 	ts := e.st.Tags.GetCurrentValues().Tags.
 		With("method", "GET").With("url", e.t.url).With("name", e.t.url).
 		With("proto", "HTTP/1.1").With("status", strconv.Itoa(status)).
-		With("expected_response", strconv.FormatBool(status >= 200 && status < 400))
+		With("expected_response", strconv.FormatBool(!(result{status: status}).failed()))
 	if e.t.tls {
 		ts = ts.With("tls_version", "tls1.2")
 	}
@@ -198,11 +198,14 @@ func (e *emitter) tags(status int) *metrics.TagSet {
 	return ts
 }
 
+// failed is k6/http's http_req_failed: an error, or a status outside 200-399.
+func (r result) failed() bool { return r.err != nil || r.status < 200 || r.status >= 400 }
+
 func (e *emitter) add(now time.Time, dur time.Duration, res result) {
 	bm := e.st.BuiltinMetrics
 	ts := e.tags(res.status)
 	failed := 0.0
-	if res.err != nil || res.status < 200 || res.status >= 400 {
+	if res.failed() {
 		failed = 1
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

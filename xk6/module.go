@@ -12,7 +12,7 @@ import (
 	"go.k6.io/k6/metrics"
 )
 
-// Version is reported to scripts, so a run's meta.json names the engine it used.
+// Version is exported to scripts and sent as the User-Agent's version.
 const Version = "0.1.0"
 
 func init() {
@@ -83,7 +83,7 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 		}
 		m.e.add(now, now.Sub(start), res)
 		n++
-		if res.err != nil || res.status != 200 {
+		if res.failed() {
 			failed++
 		}
 		if !keep {
