@@ -16,6 +16,9 @@ SEGMENTS=${SEGMENTS:-2}
 export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM=${PLATFORM:-local}
 need_overlay "$VARIANT"
 k6_validate "$SCENARIO"
+# Grafana's image is stock k6: the native engine is this project's build (ci/cluster/images.sh).
+[ "${ENGINE:-js}" != native ] || [ "$(image_set)" = local ] ||
+  die "ENGINE=native needs k6 built with k6/x/ingressbench, which $K6_IMAGE_UPSTREAM is not: use IMAGE_SET=local (the project's k6 image) or ENGINE=js"
 case "$PLATFORM" in
   local)
     need_root "distributed runs on the local cluster"

@@ -8,8 +8,8 @@ IB_GOCACHE_DIRS="$IB_CACHE/go"
 # Version-keyed install directories: PATH is composed from the pins, so two checkouts with
 # different pins never see each other's binaries.
 # k6 with the project's extension (xk6/): keyed by the pin and the extension's sources, so an
-# edit there builds a new binary beside the old one.
-IB_K6_EXT=$(cat "$IB_ROOT"/xk6/go.mod "$IB_ROOT"/xk6/*.go 2>/dev/null | sha256sum | cut -c1-12)
+# edit there builds a new binary beside the old one (its tests are not part of it).
+IB_K6_EXT=$(cd "$IB_ROOT/xk6" 2>/dev/null && cat go.mod $(ls -- *.go | grep -v '_test\.go$') 2>/dev/null | sha256sum | cut -c1-12)
 IB_K6_DIR=$IB_CACHE/k6-$K6_VERSION-xk6-$IB_K6_EXT
 K6_LOCAL_TAG=$K6_VERSION-xk6-$IB_K6_EXT # the local k6 image (ci/cluster/images.sh)
 IB_KUSTOMIZE_DIR=$IB_CACHE/kustomize-$KUSTOMIZE_VERSION

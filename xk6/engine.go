@@ -172,7 +172,9 @@ func hostOnly(hostport string) string {
 }
 
 // emitter turns results into k6's standard HTTP samples, with the tags k6/http would give
-// them, batched per call.
+// them, batched per call. Per request: http_req_duration, http_req_failed and the checks
+// (Trend and Rates count samples); http_reqs, a Counter, gets one sample per status and
+// call carrying the count; http_req_tls_handshaking only when the target is TLS.
 type emitter struct {
 	st          *lib.State
 	t           *target
@@ -180,6 +182,7 @@ type emitter struct {
 	checkBody   string
 	byStatus    map[int]*metrics.TagSet
 	checkTags   map[string]*metrics.TagSet
+	requests    map[int]float64 // this call's requests by status
 	samples     metrics.Samples
 }
 
@@ -201,6 +204,8 @@ func (e *emitter) tags(status int) *metrics.TagSet {
 // failed is k6/http's http_req_failed: an error, or a status outside 200-399.
 func (r result) failed() bool { return r.err != nil || r.status < 200 || r.status >= 400 }
 
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 func (e *emitter) add(now time.Time, dur time.Duration, res result) {
 	bm := e.st.BuiltinMetrics
 	ts := e.tags(res.status)
@@ -208,13 +213,15 @@ func (e *emitter) add(now time.Time, dur time.Duration, res result) {
 	if res.failed() {
 		failed = 1
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	e.requests[res.status]++
+	runLatency.add(dur)
 	e.samples = append(e.samples,
-		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqs, Tags: ts}, Time: now, Value: 1},
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqDuration, Tags: ts}, Time: now, Value: ms(dur)},
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqFailed, Tags: ts}, Time: now, Value: failed},
-		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqTLSHandshaking, Tags: ts}, Time: now, Value: ms(res.tlsTime)},
 	)
+	if e.t.tls {
+		e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqTLSHandshaking, Tags: ts}, Time: now, Value: ms(res.tlsTime)})
+	}
 	e.check(now, e.checkStatus, res.err == nil && res.status == 200)
 	e.check(now, e.checkBody, res.err == nil && res.bodyBytes == e.t.bodyBytes)
 }
@@ -236,6 +243,11 @@ func (e *emitter) check(now time.Time, name string, ok bool) {
 }
 
 func (e *emitter) flush(ctx context.Context) {
+	now := time.Now()
+	for status, n := range e.requests {
+		e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: e.st.BuiltinMetrics.HTTPReqs, Tags: e.tags(status)}, Time: now, Value: n})
+		delete(e.requests, status)
+	}
 	if len(e.samples) > 0 {
 		metrics.PushIfNotDone(ctx, e.st.Samples, e.samples)
 		e.samples = make(metrics.Samples, 0, cap(e.samples))

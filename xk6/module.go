@@ -5,10 +5,15 @@
 package ingressbench
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.k6.io/k6/js/modules"
+	"go.k6.io/k6/lib"
 	"go.k6.io/k6/metrics"
 )
 
@@ -21,78 +26,186 @@ func init() {
 
 type rootModule struct{}
 
+// errRegister is what registering the latency Gauges said (a name taken by another type).
+var errRegister error
+
 // moduleInstance is one VU's: its connection lives across iterations (keep-alive).
 type moduleInstance struct {
-	vu modules.VU
-	t  *target
-	c  conn
-	e  *emitter
+	vu      modules.VU
+	t       *target
+	workers []*worker
+}
+
+// worker is one connection of the VU and its samples.
+type worker struct {
+	c conn
+	e *emitter
 }
 
 func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
+	if env := vu.InitEnv(); env != nil {
+		if err := runLatency.register(env.Registry); err != nil {
+			errRegister = err
+		}
+	}
 	return &moduleInstance{vu: vu}
 }
 
 func (m *moduleInstance) Exports() modules.Exports {
-	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run}}
+	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency}}
 }
 
-func str(o map[string]any, k string) string { s, _ := o[k].(string); return s }
-
-func num(o map[string]any, k string) float64 {
-	switch v := o[k].(type) {
-	case int64:
-		return float64(v)
-	case float64:
-		return v
+// publishLatency sends the whole run's percentiles (bench_http_req_duration_p95/p99), for
+// the teardown: after every request, so the thresholds judge all of them.
+func (m *moduleInstance) publishLatency() error {
+	st := m.vu.State()
+	if st == nil {
+		return errors.New("ingressbench.publishLatency() belongs in teardown, not the init context")
 	}
-	return 0
+	runLatency.publish(m.vu.Context(), st, true)
+	return nil
 }
 
-// run sends requests on this VU's connection: for sliceMs (closed model: VUs × duration;
-// never past endMs, the scenario's end in unix ms), or exactly one when sliceMs is 0 (open
-// model: the executor paces the iterations). Returns what it did.
+// runOptions are run()'s argument, checked: a key it does not know or a value of the wrong
+// kind stops the script with one error naming it, rather than a default silently applied.
+type runOptions struct {
+	url, host, checkStatus, checkBody      string
+	reuse                                  bool
+	bodyBytes, sliceMs, endMs, connections float64
+}
+
+var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, checkStatus, checkBody"
+
+func parseOptions(o map[string]any) (runOptions, error) {
+	r := runOptions{reuse: true, connections: 1}
+	for k, v := range o {
+		var err error
+		switch k {
+		case "url":
+			r.url, err = stringOption(k, v)
+		case "host":
+			r.host, err = stringOption(k, v)
+		case "checkStatus":
+			r.checkStatus, err = stringOption(k, v)
+		case "checkBody":
+			r.checkBody, err = stringOption(k, v)
+		case "reuse":
+			var ok bool
+			if r.reuse, ok = v.(bool); !ok {
+				err = fmt.Errorf("reuse must be true or false, got %v", v)
+			}
+		case "bodyBytes":
+			r.bodyBytes, err = numberOption(k, v)
+		case "connections":
+			if r.connections, err = numberOption(k, v); err == nil && (r.connections < 1 || r.connections != float64(int(r.connections))) {
+				err = fmt.Errorf("connections must be a whole number of at least 1, got %v", v)
+			}
+		case "sliceMs":
+			r.sliceMs, err = numberOption(k, v)
+		case "endMs":
+			r.endMs, err = numberOption(k, v)
+		default:
+			err = fmt.Errorf("unknown option '%s' (known: %s)", k, optionNames)
+		}
+		if err != nil {
+			return r, fmt.Errorf("ingressbench.run: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func stringOption(k string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%s must be a string, got %v", k, v)
+	}
+	return s, nil
+}
+
+func numberOption(k string, v any) (float64, error) {
+	n := -1.0
+	switch x := v.(type) {
+	case int64:
+		n = float64(x)
+	case float64:
+		n = x
+	}
+	if !(n >= 0) { // also NaN
+		return 0, fmt.Errorf("%s must be a number of at least 0, got %v", k, v)
+	}
+	return n, nil
+}
+
+// run sends requests on this VU's connections (one by default; the closed model gives a VU
+// several, each in its own goroutine, so 1000 connections need not be 1000 JS runtimes of
+// ~0.7 MB each): for sliceMs (never past endMs, the scenario's end in unix ms), or exactly
+// one request when sliceMs is 0 (open model: the executor paces the iterations). Returns
+// what it did.
 func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 	st := m.vu.State()
 	if st == nil {
 		return nil, errors.New("ingressbench.run() belongs in the default function, not the init context")
 	}
+	if errRegister != nil {
+		return nil, errRegister
+	}
+	opts, err := parseOptions(o)
+	if err != nil {
+		return nil, err
+	}
 	if m.t == nil {
-		t, err := newTarget(str(o, "url"), str(o, "host"), o["reuse"] != false, int64(num(o, "bodyBytes")))
+		t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes))
 		if err != nil {
 			return nil, err
 		}
 		m.t = t
-		m.e = &emitter{st: st, t: t, checkStatus: str(o, "checkStatus"), checkBody: str(o, "checkBody"), byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}}
+		for range int(opts.connections) {
+			m.workers = append(m.workers, &worker{e: &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
+				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}})
+		}
 	}
 	ctx := m.vu.Context()
-	slice := time.Duration(num(o, "sliceMs") * float64(time.Millisecond))
+	slice := time.Duration(opts.sliceMs * float64(time.Millisecond))
 	until := time.Now().Add(slice)
-	if end := num(o, "endMs"); end > 0 {
+	if end := opts.endMs; end > 0 {
 		if e := time.UnixMilli(int64(end)); e.Before(until) {
 			until = e
 		}
 	}
-	var n, failed int64
+	var n, failed atomic.Int64
+	if len(m.workers) == 1 {
+		m.workers[0].loop(ctx, st, m.t, slice, until, &n, &failed)
+	} else {
+		var wg sync.WaitGroup
+		for _, w := range m.workers {
+			wg.Go(func() { w.loop(ctx, st, m.t, slice, until, &n, &failed) })
+		}
+		wg.Wait()
+	}
+	runLatency.publish(ctx, st, false)
+	return map[string]any{"requests": n.Load(), "failed": failed.Load()}, nil
+}
+
+// loop sends requests on the worker's connection until the slice's end (one when slice is 0).
+func (w *worker) loop(ctx context.Context, st *lib.State, t *target, slice time.Duration, until time.Time, n, failed *atomic.Int64) {
 	for {
 		start := time.Now()
-		res, keep := m.c.do(ctx, st, m.t)
+		res, keep := w.c.do(ctx, st, t)
 		now := time.Now()
 		if ctx.Err() != nil && res.err != nil {
 			break // the scenario stopped mid-request: not a result
 		}
-		m.e.add(now, now.Sub(start), res)
-		n++
+		w.e.add(now, now.Sub(start), res)
+		n.Add(1)
 		if res.failed() {
-			failed++
+			failed.Add(1)
 		}
 		if !keep {
-			m.c.close()
+			w.c.close()
 		}
 		if slice == 0 || !now.Before(until) || ctx.Err() != nil {
 			break
 		}
 	}
-	m.e.flush(ctx)
-	return map[string]any{"requests": n, "failed": failed}, nil
+	w.e.flush(ctx)
 }

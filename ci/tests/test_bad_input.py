@@ -37,6 +37,10 @@ CASES = {
     "CPU the host lacks": (["rps"], {"LAB_SERVER_CPUS": "99"}, "CPU list '99' is not available"),
     "non-numeric backend count": (["rps"], {"LAB_BACKENDS": "two"}, "LAB_BACKENDS must be a whole number"),
     "unknown engine": (["rps"], {"ENGINE": "turbo"}, "unknown ENGINE 'turbo' (known: js, native)"),
+    "request dumps on the native engine": (["rps"], {"ENGINE": "native", "K6_HTTP_DEBUG": "full"},
+                                           "ENGINE=native does not support K6_HTTP_DEBUG"),
+    "native engine in Grafana's stock k6 image": (["rps"], {"PLATFORM": "external", "ENGINE": "native", "IMAGE_SET": "upstream"},
+                                                  "ENGINE=native needs k6 built with k6/x/ingressbench"),
 }
 
 
@@ -58,10 +62,11 @@ def test_missing_tool_says_what_to_do(lab_down, tmp_path):
     assert r.stderr.strip().splitlines() == [f"error: k6 {os.environ.get('K6_VERSION', 'v1.8.1')} is not installed: run './task tools'"]
 
 
-def test_unreachable_target_is_one_line(tmp_path):
+@pytest.mark.parametrize("engine", ["js", "native"])
+def test_unreachable_target_is_one_line(engine, tmp_path):
     # In the lab's range but no host holds it: loaded from the lab's client namespace (never
     # from the host, whose default route would take it off the machine); setup() refuses.
-    r = sh("bash", "ci/bench.sh", "rps", env={"TARGET": "http://198.18.0.250", "RESULTS_ROOT": str(tmp_path)})
+    r = sh("bash", "ci/bench.sh", "rps", env={"TARGET": "http://198.18.0.250", "RESULTS_ROOT": str(tmp_path), "ENGINE": engine})
     assert r.returncode != 0
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert len(errors) == 1, r.stderr
@@ -127,3 +132,37 @@ def test_overhead_benchmark_refuses_bad_input(env, message, lab_down, tmp_path):
     r = sh("bash", "ci/overhead.sh", env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
+
+
+@pytest.mark.parametrize("options, message", [
+    ("{url: 'http://127.0.0.1:9/', conections: 5}", "ingressbench.run: unknown option 'conections' (known: "),
+    ("{url: 'ftp://127.0.0.1/'}", "the native engine needs an http:// or https:// URL, got \"ftp://127.0.0.1/\""),
+    ("{url: 'http://127.0.0.1:9/', sliceMs: -1}", "ingressbench.run: sliceMs must be a number of at least 0, got -1"),
+    ("{url: 'http://127.0.0.1:9/', reuse: 'yes'}", "ingressbench.run: reuse must be true or false, got yes"),
+])
+def test_native_engine_refuses_options_it_does_not_support(options, message, tmp_path):
+    """The extension's own API: a script that passes run() what it cannot honour stops at
+    once with one error naming the option (setup: before any load)."""
+    script = tmp_path / "bad.js"
+    script.write_text("import ib from 'k6/x/ingressbench';\n"
+                      f"export function setup() {{ ib.run({options}); }}\nexport default function () {{}}\n")
+    r = sh("k6", "run", "--quiet", "--no-color", "--no-summary", str(script))
+    assert r.returncode != 0
+    errors = [l for l in r.stderr.splitlines() if "level=error" in l]
+    assert len(errors) == 1 and message in errors[0], r.stderr
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"CASES": "http-1kb grpc"}, "unknown case 'grpc' (known: http-1kb https-1kb tls-handshakes throughput-1mb)"),
+    ({"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native)"),
+    ({"ROUNDS": "0"}, "ROUNDS must be a whole number from 1 to 99, got '0'"),
+    ({"DURATION": "1m"}, "DURATION must be whole seconds like 15s, got '1m'"),
+    ({"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),
+    ({"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number above 0, got 'lots'"),
+    ({"VARIANT": "turbo"}, "unknown variant 'turbo'"),
+])
+def test_calibration_refuses_bad_input(env, message, lab_down, tmp_path):
+    r = sh("bash", "ci/calibrate.sh", env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
+    errors = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
+    assert not (tmp_path / "r").exists()

@@ -80,6 +80,23 @@ export function parseTarget(text) {
 // Turns the environment into a validated config; throws one readable Error on bad input.
 export const ENGINES = ['js', 'native'];
 
+// The native engine's closed model drives up to this many connections from one VU (a
+// goroutine each): k6 gives every VU its own JS runtime (~0.7 MB), so 1000 connections as
+// 1000 VUs hold ~700 MB before the first request.
+export const NATIVE_CONNECTIONS_PER_VU = 25;
+
+// VUs of a closed-model run: one per connection, or the native engine's groups of them.
+export function closedModelVus(cfg) {
+  return cfg.engine === 'native' ? Math.ceil(cfg.connections / NATIVE_CONNECTIONS_PER_VU) : cfg.connections;
+}
+
+// The connections VU `id` (exec.vu.idInTest, 1-based, unique across execution segments)
+// drives: the connections split as evenly as the VU count allows, summing to exactly cfg.connections.
+export function vuConnections(cfg, id) {
+  const vus = closedModelVus(cfg);
+  return Math.floor(cfg.connections / vus) + (((id - 1) % vus) < cfg.connections % vus ? 1 : 0);
+}
+
 export function parseConfig(env, scenario) {
   const profile = PROFILES[scenario];
   if (!profile) fail(`unknown scenario '${scenario}' (known: ${Object.keys(PROFILES).join(', ')})`);
@@ -113,6 +130,9 @@ export function parseConfig(env, scenario) {
   // (k6/x/ingressbench, xk6/), which costs the client a fraction of the CPU per request.
   const engine = env.ENGINE || 'js';
   if (!ENGINES.includes(engine)) fail(`unknown ENGINE '${engine}' (known: ${ENGINES.join(', ')})`);
+  if (engine === 'native' && env.K6_HTTP_DEBUG) {
+    fail('ENGINE=native does not support K6_HTTP_DEBUG (request dumps are k6/http\'s): use ENGINE=js to debug requests');
+  }
 
   const testid = env.TESTID || `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`;
   if (!/^[A-Za-z0-9._-]+$/.test(testid)) fail(`TESTID may hold letters, digits, '.', '_' and '-' only, got '${testid}'`);

@@ -93,4 +93,6 @@ test('the engine: k6/http unless ENGINE=native, anything else refused', () => {
   assert.equal(parseConfig({}, 'rps').engine, 'js');
   assert.equal(parseConfig({ ENGINE: 'native' }, 'tps').engine, 'native');
   bad({ ENGINE: 'turbo' }, 'rps', /unknown ENGINE 'turbo' \(known: js, native\)/);
+  bad({ ENGINE: 'native', K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
+  assert.equal(parseConfig({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
 });

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseConfig } from './config.js';
+import { parseConfig, vuConnections } from './config.js';
 import { buildOptions } from './options.js';
 
 test('closed model: constant VUs = connections, one threshold array per metric', () => {
@@ -34,4 +34,25 @@ test('throughput discards bodies; http has no TLS options', () => {
   assert.equal(o.discardResponseBodies, true);
   assert.equal(o.tlsVersion, undefined);
   assert.deepEqual(o.tags.scenario, 'throughput');
+});
+
+test('native engine: latency thresholds on its bounded-histogram Gauges, not the Trend', () => {
+  const o = buildOptions(parseConfig({ ENGINE: 'native', P95_MS: '20' }, 'rps'));
+  assert.deepEqual(o.thresholds.bench_http_req_duration_p95, ['value<20']);
+  assert.deepEqual(o.thresholds.bench_http_req_duration_p99, ['value<500']);
+  assert.equal(o.thresholds.http_req_duration, undefined);
+  assert.deepEqual(o.thresholds.checks, ['rate==1']);
+});
+
+test('native closed model: connections in groups of VUs, exactly CONNECTIONS in all', () => {
+  for (const n of [1, 24, 25, 26, 50, 999, 1000]) {
+    const cfg = parseConfig({ ENGINE: 'native', CONNECTIONS: String(n) }, 'rps');
+    const vus = buildOptions(cfg).scenarios.rps.vus;
+    assert.equal(vus, Math.ceil(n / 25));
+    let total = 0;
+    for (let id = 1; id <= vus; id++) total += vuConnections(cfg, id);
+    assert.equal(total, n);
+  }
+  // The open model keeps a VU per in-flight request.
+  assert.equal(buildOptions(parseConfig({ ENGINE: 'native', RATE: '100', CONNECTIONS: '40' }, 'rps')).scenarios.rps.maxVUs, 40);
 });

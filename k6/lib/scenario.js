@@ -3,7 +3,7 @@ import http from 'k6/http';
 import { check } from 'k6';
 import exec from 'k6/execution';
 import { Gauge } from 'k6/metrics';
-import { parseConfig } from './config.js';
+import { parseConfig, vuConnections } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
 import { SIGNALS, correlationQuery, parseSignals, windowSeconds } from './correlation.js';
@@ -45,6 +45,7 @@ export function scenario(name) {
     // (ci/bench.sh subtracts it from the client's count) and never a failed request, so a
     // silent Prometheus costs the correlation, not the run's thresholds.
     teardown(data) {
+      if (ib) ib.publishLatency(); // every request in: the latency thresholds' final values
       if (!cfg.prometheusUrl) return;
       const end = Date.now() / 1000;
       const q = correlationQuery(windowSeconds(data.start, end));
@@ -63,8 +64,10 @@ export function scenario(name) {
     iteration: cfg.engine === 'native'
       ? () => ib.run({
         url: cfg.url, host: cfg.host, reuse: cfg.reuse, bodyBytes: cfg.bodyBytes,
-        // Closed model: 100 ms of requests per call (the JS call is then ~0.01% of the
-        // time), never past the scenario's end; open model: one request, paced by k6.
+        // Closed model: this VU's share of the connections, 100 ms of requests on each per
+        // call (the JS call is then ~0.01% of the time), never past the scenario's end;
+        // open model: one request on one connection, paced by k6.
+        connections: cfg.rate ? 1 : vuConnections(cfg, exec.vu.idInTest),
         sliceMs: cfg.rate ? 0 : 100, endMs: exec.scenario.startTime + cfg.durationMs,
         checkStatus: 'status is 200', checkBody: `body is ${cfg.bodyBytes} B`,
       })

@@ -1,0 +1,120 @@
+package ingressbench
+
+import (
+	"context"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.k6.io/k6/lib"
+	"go.k6.io/k6/metrics"
+)
+
+// The run's latency percentiles as Gauges, for thresholds that cost the same in minute 30
+// as in minute 1. A threshold on the http_req_duration Trend sorts every value stored so
+// far at each evaluation (every 2 s): at 40k requests/s that grows past a core within
+// minutes. These come from a fixed-size histogram of the whole run instead.
+const (
+	p95Metric = "bench_http_req_duration_p95"
+	p99Metric = "bench_http_req_duration_p99"
+)
+
+// Log-linear buckets of nanoseconds: 128 per power of two, so a percentile is reported
+// within 1/256 (0.4 %) of the true value; 4,480 buckets reach 2^40 ns (18 minutes).
+const (
+	subBits    = 7
+	subBuckets = 1 << subBits
+	maxShift   = 33
+	nBuckets   = subBuckets * (maxShift + 2)
+)
+
+func bucketOf(ns int64) int {
+	v := uint64(max(ns, 0))
+	if v < 2*subBuckets {
+		return int(v)
+	}
+	shift := bits.Len64(v) - subBits - 1
+	if shift > maxShift {
+		return nBuckets - 1
+	}
+	return subBuckets*shift + int(v>>shift)
+}
+
+// bucketValue is the middle of bucket i, in nanoseconds.
+func bucketValue(i int) float64 {
+	if i < 2*subBuckets {
+		return float64(i)
+	}
+	shift := i/subBuckets - 1
+	lower := uint64(i-subBuckets*shift) << shift
+	return float64(lower) + float64(uint64(1)<<shift)/2
+}
+
+// histogram is shared by every VU of the run (one k6 process runs one test).
+type histogram struct {
+	counts    [nBuckets]atomic.Uint64
+	published atomic.Int64 // unix ns of the last publication
+	mu        sync.Mutex   // publications in order: the Gauge keeps the last value it gets
+	p95, p99  atomic.Pointer[metrics.Metric]
+}
+
+var runLatency histogram
+
+func (h *histogram) add(d time.Duration) { h.counts[bucketOf(int64(d))].Add(1) }
+
+// percentiles in milliseconds, for each of ps (ascending, in (0, 1]).
+func (h *histogram) percentiles(ps ...float64) []float64 {
+	var snap [nBuckets]uint64
+	var total uint64
+	for i := range snap {
+		snap[i] = h.counts[i].Load()
+		total += snap[i]
+	}
+	out := make([]float64, len(ps))
+	if total == 0 {
+		return out
+	}
+	var seen uint64
+	j := 0
+	for i := 0; i < nBuckets && j < len(ps); i++ {
+		seen += snap[i]
+		for j < len(ps) && float64(seen) >= ps[j]*float64(total) {
+			out[j] = bucketValue(i) / float64(time.Millisecond)
+			j++
+		}
+	}
+	return out
+}
+
+// publish pushes the percentiles as Gauge samples, when a second has passed since the last
+// publication or when final; one VU at a time, so the last value k6 gets is the newest.
+func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {
+	now := time.Now()
+	last := h.published.Load()
+	if !final && (now.UnixNano()-last < int64(time.Second) || !h.published.CompareAndSwap(last, now.UnixNano())) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.percentiles(0.95, 0.99)
+	tags := st.Tags.GetCurrentValues().Tags
+	samples := metrics.Samples{
+		{TimeSeries: metrics.TimeSeries{Metric: h.p95.Load(), Tags: tags}, Time: now, Value: p[0]},
+		{TimeSeries: metrics.TimeSeries{Metric: h.p99.Load(), Tags: tags}, Time: now, Value: p[1]},
+	}
+	metrics.PushIfNotDone(ctx, st.Samples, samples)
+}
+
+// register makes the Gauges known before k6 parses the thresholds on them (every VU's
+// init asks; the registry answers the same metric each time).
+func (h *histogram) register(r *metrics.Registry) error {
+	for name, m := range map[string]*atomic.Pointer[metrics.Metric]{p95Metric: &h.p95, p99Metric: &h.p99} {
+		metric, err := r.NewMetric(name, metrics.Gauge, metrics.Time)
+		if err != nil {
+			return err
+		}
+		m.Store(metric)
+	}
+	return nil
+}
