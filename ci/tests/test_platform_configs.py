@@ -64,8 +64,9 @@ def test_testrun_renders_valid_and_matches_the_job():
     tr_env, job_env = ENV_LINE.findall(tr.stdout), ENV_LINE.findall(job.stdout)
     assert tr_env == job_env
     assert [n for n, _ in tr_env] == ["TARGET", "DURATION", "CONNECTIONS", "RATE", "TESTID", "VARIANT", "PLATFORM",
-                                      "RESULTS_DIR", "K6_NO_USAGE_REPORT", "K6_AUTO_EXTENSION_RESOLUTION", "GODEBUG"]
+                                      "ENGINE", "RESULTS_DIR", "K6_NO_USAGE_REPORT", "K6_AUTO_EXTENSION_RESOLUTION", "GODEBUG"]
     assert dict(tr_env)["TARGET"] == '"http://198.18.64.5"' and dict(tr_env)["CONNECTIONS"] == '"100"'
+    assert dict(tr_env)["ENGINE"] == '"js"'  # k6/http unless ENGINE says otherwise
     # The Job splits the load as the operator does: "0,1/2,1".
     assert '--execution-segment-sequence "0,1/2,1"' in job.stdout
     assert f"image: {pins['K6_OPERATOR_STARTER_IMAGE']}" in tr.stdout
