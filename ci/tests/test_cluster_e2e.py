@@ -212,6 +212,26 @@ def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
 
 
+def test_native_engine_on_the_local_platform(bench):
+    """ENGINE=native against the cluster's ingress, k6 on the host: the same checks as k6/http."""
+    run = bench("rps", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", ENGINE="native", MONITORING="0")
+    assert_clean_k8s_run(run, "rps", "seed002-nginx-lb-tuned")
+    assert json.loads((run.dir / "meta.json").read_text())["engine"] == "native"
+    assert run.metric("bench_http_req_duration_p99")["value"] > 0
+
+
+def test_native_engine_in_the_indexed_job(tmp_path):
+    """The project's k6 image carries the extension: two pods, a closed-model native run of 30
+    connections (two VUs of 15, one per execution segment), counted exactly by nginx."""
+    r = sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "2", "ENGINE": "native", "DURATION": "5s",
+                                                     "CONNECTIONS": "30", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"], summary
+    assert all(s["rps"] > 0 for s in summary["per_segment"]), summary["per_segment"]
+    assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
+
+
 def test_distributed_bad_segments():
     err = one_error(sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "0"}))
     assert "SEGMENTS must be a whole number from 1 to 16, got '0'" in err
