@@ -106,8 +106,7 @@ func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {
 	metrics.PushIfNotDone(ctx, st.Samples, samples)
 }
 
-// register makes the Gauges known before k6 parses the thresholds on them (every VU's
-// init asks; the registry answers the same metric each time).
+// register makes the Gauges known before k6 parses the thresholds on them.
 func (h *histogram) register(r *metrics.Registry) error {
 	for name, m := range map[string]*atomic.Pointer[metrics.Metric]{p95Metric: &h.p95, p99Metric: &h.p99} {
 		metric, err := r.NewMetric(name, metrics.Gauge, metrics.Time)

@@ -1,6 +1,6 @@
 // Package ingressbench is the k6 extension k6/x/ingressbench: the request hot loop of the
-// rps, tps and throughput scenarios run natively, one raw HTTP/1.1 client per VU over Go's
-// netpoller, emitting k6's standard HTTP metrics with k6/http's tags, so thresholds,
+// rps, tps and throughput scenarios run natively, one raw HTTP/1.1 client per connection
+// over Go's netpoller, emitting k6's standard HTTP metrics with k6/http's tags, so thresholds,
 // outputs and the summary work unchanged. The JS k6/http path stays the reference.
 package ingressbench
 
@@ -26,10 +26,14 @@ func init() {
 
 type rootModule struct{}
 
-// errRegister is what registering the latency Gauges said (a name taken by another type).
-var errRegister error
+// Registering the latency Gauges, once per run (one k6 process runs one test); the error
+// names a name another metric type took.
+var (
+	registerOnce sync.Once
+	errRegister  error
+)
 
-// moduleInstance is one VU's: its connection lives across iterations (keep-alive).
+// moduleInstance is one VU's: its connections live across iterations (keep-alive).
 type moduleInstance struct {
 	vu      modules.VU
 	t       *target
@@ -44,9 +48,7 @@ type worker struct {
 
 func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
 	if env := vu.InitEnv(); env != nil {
-		if err := runLatency.register(env.Registry); err != nil {
-			errRegister = err
-		}
+		registerOnce.Do(func() { errRegister = runLatency.register(env.Registry) })
 	}
 	return &moduleInstance{vu: vu}
 }
