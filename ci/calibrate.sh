@@ -56,15 +56,15 @@ CipherString = ECDHE-RSA-AES256-GCM-SHA384
 Options = -SessionTicket
 EOF
 
-# measure ID CMD...: runs CMD as the pinned client under GNU time; sets WALL CPU_S RSS_KB
-# and SERVED (requests nginx counted meanwhile, minus the second stub read itself).
+# measure ID CMD...: runs CMD as the pinned client under GNU time; sets CPU_S RSS_KB and
+# SERVED (requests nginx counted meanwhile, minus the second stub read itself).
 measure() {
   local id=$1 s0 s1 rc=0; shift
   s0=$(served)
   /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" "${CLIENT[@]}" "$@" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" || rc=$?
   s1=$(served)
   [ $rc = 0 ] || [ $rc = 99 ] || die "$id failed (exit $rc): $(tail -n1 "$RESULTS_ROOT/$id.log")"
-  local user sys; read -r WALL user sys RSS_KB < <(tail -n1 "$RESULTS_ROOT/$id.time")
+  local user sys; read -r _ user sys RSS_KB < <(tail -n1 "$RESULTS_ROOT/$id.time")
   CPU_S=$(calc %.3f "$user + $sys") SERVED=$((s1 - s0 - 1))
 }
 
@@ -137,31 +137,30 @@ long=()
 if [ "$LONG" != 0 ]; then
   STUB=$BACKEND_STUB tick=$(getconf CLK_TCK)
   k6_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-  window() { # PID SECONDS: "ticks requests" at the start and end of SECONDS
+  window() { # PID SECONDS: k6's CPU µs per request nginx served over the next SECONDS
     local a b r0 r1; a=$(k6_ticks "$1"); r0=$(served); sleep "$2"; b=$(k6_ticks "$1"); r1=$(served)
     calc %.2f "($b - $a) * 1000000 / $tick / ($r1 - $r0 - 1)"
   }
-  long_run() { # ID CONNECTIONS: sets M1 M3 (µs per request), RSS_KB, REQS
-    local id=$1 pid=''
+  long_run() { # CONNECTIONS: one run, one row of the long-run table
+    local id=long-$1 pid='' m1 m3 rss reqs
     mkdir "$RESULTS_ROOT/$id"
     "${CLIENT[@]}" /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" \
-      env TARGET="$BACKEND" ENGINE=native DURATION="$LONG" CONNECTIONS="$2" TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
+      env TARGET="$BACKEND" ENGINE=native DURATION="$LONG" CONNECTIONS="$1" TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
       k6 run --quiet --no-color "$IB_ROOT/k6/rps.js" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" &
     local job=$!
     poll 10 pgrep -x k6 >/dev/null || true
     pid=$(pgrep -n -x k6) || die "$id: k6 did not start: $(tail -n1 "$RESULTS_ROOT/$id.log")"
     sleep 5 # setup and the first connections
-    M1=$(window "$pid" 60)
+    m1=$(window "$pid" 60)
     sleep $((lsecs - 5 - 60 - 60 - 5))
-    M3=$(window "$pid" 60)
+    m3=$(window "$pid" 60)
     wait "$job" || [ $? = 99 ] || die "$id failed: $(tail -n1 "$RESULTS_ROOT/$id.log")"
-    read -r _ _ _ RSS_KB < <(tail -n1 "$RESULTS_ROOT/$id.time")
-    REQS=$(jq '.result.requests' "$RESULTS_ROOT/$id/summary.json")
+    read -r _ _ _ rss < <(tail -n1 "$RESULTS_ROOT/$id.time")
+    reqs=$(jq '.result.requests' "$RESULTS_ROOT/$id/summary.json")
+    long+=("| native, $1 connections, $LONG | $(calc %.0f "$reqs / $lsecs") | $m1 | $m3 | $(calc %+.1f%% "100 * ($m3 - $m1) / $m1") | $(calc %.0f "$rss / 1024") |")
   }
-  long_run long-$C "$C"
-  long+=("| native, $C connections, $LONG | $(calc %.0f "$REQS / $lsecs") | $M1 | $M3 | $(calc %+.1f%% "100 * ($M3 - $M1) / $M1") | $(calc %.0f "$RSS_KB / 1024") |")
-  long_run long-$LC "$LC"
-  long+=("| native, $LC connections, $LONG | $(calc %.0f "$REQS / $lsecs") | $M1 | $M3 | $(calc %+.1f%% "100 * ($M3 - $M1) / $M1") | $(calc %.0f "$RSS_KB / 1024") |")
+  long_run "$C"
+  long_run "$LC"
 fi
 
 echo

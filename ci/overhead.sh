@@ -16,6 +16,8 @@ case "$P" in
   *) die "PLATFORM must be lab or local for the overhead benchmark, got '$P'" ;;
 esac
 [[ $N =~ ^[1-9][0-9]?$ ]] || die "ROUNDS must be a whole number from 1 to 99, got '$N'"
+# The scenario's own settings, checked before the first round takes monitoring down.
+DURATION=$D CONNECTIONS=$C k6_validate rps
 export RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results/overhead-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RESULTS_ROOT"
 

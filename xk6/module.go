@@ -158,7 +158,7 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 	if m.t == nil {
 		t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("ingressbench.run: %w", err)
 		}
 		m.t = t
 		for range int(opts.connections) {

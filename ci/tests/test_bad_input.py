@@ -122,18 +122,6 @@ def test_failed_variant_switch_on_a_running_lab_leaves_nothing(tmp_path):
         broken.rmdir()
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"ROUNDS": "x"}, "ROUNDS must be a whole number from 1 to 99, got 'x'"),
-    ({"PLATFORM": "external"}, "PLATFORM must be lab or local for the overhead benchmark, got 'external'"),
-    ({"VARIANT": "turbo"}, "unknown variant 'turbo'"),
-    ({"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
-])
-def test_overhead_benchmark_refuses_bad_input(env, message, lab_down, tmp_path):
-    r = sh("bash", "ci/overhead.sh", env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
-    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
-    assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
-
-
 @pytest.mark.parametrize("options, message", [
     ("{url: 'http://127.0.0.1:9/', conections: 5}", "ingressbench.run: unknown option 'conections' (known: "),
     ("{url: 'ftp://127.0.0.1/'}", "the native engine needs an http:// or https:// URL, got"),
@@ -152,17 +140,23 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
     assert len(errors) == 1 and message in errors[0], r.stderr
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"CASES": "http-1kb grpc"}, "unknown case 'grpc' (known: http-1kb https-1kb tls-handshakes throughput-1mb)"),
-    ({"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native)"),
-    ({"ROUNDS": "0"}, "ROUNDS must be a whole number from 1 to 99, got '0'"),
-    ({"DURATION": "1m"}, "DURATION must be whole seconds like 15s, got '1m'"),
-    ({"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),
-    ({"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number above 0, got 'lots'"),
-    ({"VARIANT": "turbo"}, "unknown variant 'turbo'"),
+@pytest.mark.parametrize("script, env, message", [
+    ("overhead", {"ROUNDS": "x"}, "ROUNDS must be a whole number from 1 to 99, got 'x'"),
+    ("overhead", {"PLATFORM": "external"}, "PLATFORM must be lab or local for the overhead benchmark, got 'external'"),
+    ("overhead", {"VARIANT": "turbo"}, "unknown variant 'turbo'"),
+    ("overhead", {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
+    ("calibrate", {"CASES": "http-1kb grpc"}, "unknown case 'grpc' (known: http-1kb https-1kb tls-handshakes throughput-1mb)"),
+    ("calibrate", {"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native)"),
+    ("calibrate", {"ROUNDS": "0"}, "ROUNDS must be a whole number from 1 to 99, got '0'"),
+    ("calibrate", {"DURATION": "1m"}, "DURATION must be whole seconds like 15s, got '1m'"),
+    ("calibrate", {"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),
+    ("calibrate", {"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number above 0, got 'lots'"),
+    ("calibrate", {"VARIANT": "turbo"}, "unknown variant 'turbo'"),
 ])
-def test_calibration_refuses_bad_input(env, message, lab_down, tmp_path):
-    r = sh("bash", "ci/calibrate.sh", env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
+def test_benchmark_scripts_refuse_bad_input(script, env, message, lab_down, tmp_path):
+    """The overhead and calibration benchmarks: one line, before anything is taken down,
+    started or written."""
+    r = sh("bash", f"ci/{script}.sh", env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
     assert not (tmp_path / "r").exists()
