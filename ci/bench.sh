@@ -10,9 +10,9 @@ set -euo pipefail
 SCENARIO=${1:-}
 SCENARIOS="rps tps throughput"
 [[ " $SCENARIOS " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: $SCENARIOS)"
-# The platform: the local cluster unless a TARGET is given, which the lab's rules then guard
-# (a lab address, or a user's host with ALLOW_EXTERNAL_TARGET=1).
-if [ -z "${PLATFORM:-}" ]; then PLATFORM=local; [ -z "${TARGET:-}" ] || PLATFORM=lab; fi
+# The platform (ci/lib.sh platform); a TARGET is guarded by the lab's rules (a lab address,
+# or a user's host with ALLOW_EXTERNAL_TARGET=1).
+PLATFORM=$(platform) || exit 1
 export PLATFORM
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
@@ -55,7 +55,6 @@ case "$PLATFORM" in
     [ -z "${TARGET:-}" ] || die "PLATFORM=external measures the overlay it deploys: unset TARGET"
     export SEGMENTS=${SEGMENTS:-1}
     exec bash "$IB_ROOT/ci/distributed.sh" "$SCENARIO" ;;
-  *) die "unknown PLATFORM '$PLATFORM' (known: local, external, lab)" ;;
 esac
 export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
 
@@ -138,8 +137,7 @@ meta=$(jq -nc \
   --arg knobs "$([ "$PLATFORM" = lab ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
   --arg backends "${LAB_BACKENDS:-2}" --arg platform "$PLATFORM" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
-  --arg engine "${ENGINE:-js}" \
-  '{git_revision: $git, engine: $engine, tools: {k6: $k6, nginx: $nginx}, host: {cpus: $cpus, kernel: $kernel},
+  '{git_revision: $git, tools: {k6: $k6, nginx: $nginx}, host: {cpus: $cpus, kernel: $kernel},
     knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end)}')
 
 before=$(stub)

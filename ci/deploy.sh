@@ -12,7 +12,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 OVERLAY=${VARIANT:-$DEFAULT_OVERLAY}
-PLATFORM=${PLATFORM:-local}
+PLATFORM=$(platform) || exit 1
 DEPLOY_TIMEOUT=${DEPLOY_TIMEOUT:-120}
 NS=ingress-bench                     # kustomize/base namespace
 HOST_HEADER=${HOST:-bench.ingress.test}

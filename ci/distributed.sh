@@ -13,8 +13,13 @@ SCENARIO=${1:-}
 [[ " rps tps throughput " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: rps tps throughput)"
 SEGMENTS=${SEGMENTS:-2}
 [[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
-export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM=${PLATFORM:-local}
+PLATFORM=$(platform) || exit 1
+export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM
 need_overlay "$VARIANT"
+# The pods load the ingress this run deploys, and what they receive is the registry's "pods"
+# settings: anything else given would be checked here and lost there.
+[ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
+settings_must_reach "the in-cluster k6 pods" pods distributed
 k6_validate "$SCENARIO"
 # Grafana's image is stock k6: the native engine is this project's build (ci/cluster/images.sh).
 [ "${ENGINE:-js}" != native ] || [ "$(image_set)" = local ] ||

@@ -1,6 +1,7 @@
 # Shared shell helpers: sourced by every script in ci/ and by ./task. Keep it free of side
 # effects beyond setting variables and PATH.
 IB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$IB_ROOT/ci/settings/settings.sh"
 # shellcheck source=ci/versions.env
 . "$IB_ROOT/ci/versions.env"
 IB_CACHE=${IB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-bench}
@@ -82,6 +83,14 @@ IB_OPERATOR_DIR=$IB_CACHE/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION
 IB_NODE_EXPORTER_DIR=$IB_CACHE/node_exporter-$NODE_EXPORTER_VERSION
 export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"
 
+# platform: the platform of this run, decided here and nowhere else: PLATFORM if given (one
+# of the registry's values), else the local cluster, unless a TARGET is given: a URL is
+# loaded where it is, the lab's way. Entry points export the result, so the scripts they
+# call and k6's tags see the same.
+platform() {
+  if [ -z "${PLATFORM:-}" ] && [ -n "${TARGET:-}" ]; then echo lab; else setting_enum PLATFORM local; fi
+}
+
 # Kubernetes platforms. The local cluster's state (and so its KUBECONFIG) lives here.
 IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
 IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
@@ -96,7 +105,7 @@ scenario_scheme() { if [ "$1" = tps ]; then echo https; else echo "${SCHEME:-htt
 # components/images-local). The local platform runs local builds; an external cluster
 # upstream images unless told otherwise (a cluster that was given our builds).
 image_set() {
-  local s=${IMAGE_SET:-$([ "${PLATFORM:-local}" = local ] && echo local || echo upstream)}
+  local s=${IMAGE_SET:-$([ "$(platform)" = local ] && echo local || echo upstream)}
   case $s in local|upstream) echo "$s" ;; *) die "IMAGE_SET must be local or upstream, got '$s'" ;; esac
 }
 k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }

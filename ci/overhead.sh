@@ -4,12 +4,13 @@
 # ROUNDS times (off-on, then on-off: drift of a noisy machine falls on both); medians, and
 # the cost in % of the off median. A benchmark: it prints what it measured and fails only
 # when a run fails.
-# Settings: PLATFORM (lab or local; default lab), VARIANT (the platform's default),
+# Settings: PLATFORM (lab or local; the default platform, ci/lib.sh), VARIANT (the platform's default),
 # DURATION (default 15s), CONNECTIONS (50), ROUNDS (5).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "the overhead benchmark"
-P=${PLATFORM:-lab} D=${DURATION:-15s} C=${CONNECTIONS:-50} N=${ROUNDS:-5}
+P=$(platform) || exit 1
+D=${DURATION:-15s} C=${CONNECTIONS:-50} N=${ROUNDS:-5}
 case "$P" in
   lab) V=${VARIANT:-seed002-nginx-lb-default}; variant_knob_files "$V" >/dev/null ;;
   local) V=${VARIANT:-$DEFAULT_OVERLAY}; need_overlay "$V" ;;

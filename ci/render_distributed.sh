@@ -8,7 +8,9 @@
 #   SEGMENTS  1-16 k6 pods          SCENARIO  rps, tps or throughput
 #   TARGET    the ingress's base URL (scheme://address)
 #   TESTID, VARIANT, PLATFORM       tags of the run, as in ci/bench.sh
-#   DURATION (10s), CONNECTIONS, RATE, ENGINE (js)   k6 settings, checked by k6/lib/config.js in the pods
+#   every other setting that reaches the pods (k6/lib/settings.js, reaches "pods"): each
+#             one set is written into the pods' environment (@K6_SETTINGS@), checked by
+#             k6/lib/config.js in the pods
 #   NAME      the object's name; distributed_name TESTID when unset
 # The k6 image is k6_image (ci/lib.sh: local build or Grafana's, by IMAGE_SET); the starter
 # is K6_OPERATOR_STARTER_IMAGE (ci/versions.env). A TestRun is checked against
@@ -44,6 +46,23 @@ validate_testrun() {
       s/problem validating schema\. Check JSON formatting: //; s/jsonschema validation failed with .[^ ]*. - //')"
 }
 
+# k6_settings_env: stdin with its "@K6_SETTINGS@" line replaced by one env entry, at its
+# indentation, for each setting reaching the pods that is set: the registry decides what
+# the pods receive, so a setting cannot be validated on the host and dropped on the way.
+k6_settings_env() {
+  local entries="" v
+  for v in $(setting_names pods); do [ -z "${!v:-}" ] || entries+="$v=${!v}"$'\n'; done
+  awk -v entries="$entries" '
+    /^ *@K6_SETTINGS@$/ {
+      indent = $0; sub(/@K6_SETTINGS@$/, "", indent)
+      n = split(entries, e, "\n")
+      for (i = 1; i < n; i++) { k = e[i]; sub(/=.*/, "", k); v = substr(e[i], length(k) + 2)
+        printf "%s- { name: %s, value: \"%s\" }\n", indent, k, v }
+      next
+    }
+    { print }'
+}
+
 # render_distributed FILE: FILE with its markers replaced, on stdout. Dies on a missing or
 # malformed value, or a marker left without one, before printing anything.
 render_distributed() {
@@ -53,14 +72,13 @@ render_distributed() {
   [[ " rps tps throughput " == *" ${SCENARIO:-} "* ]] || die "unknown scenario '${SCENARIO:-}' (known: rps tps throughput)"
   for v in TARGET TESTID VARIANT PLATFORM; do [ -n "${!v:-}" ] || die "$v must be set to render $(basename "$file")"; done
   # Values land in double-quoted YAML strings and in sed replacements.
-  for v in NAME TARGET DURATION CONNECTIONS RATE ENGINE TESTID VARIANT PLATFORM; do
+  for v in NAME $(setting_names pods); do
     [[ ${!v:-} != *[\"\\\|\&]* && ${!v:-} != *$'\n'* ]] || die "$v must not contain quotes, backslashes, '|', '&' or line breaks, got '${!v//$'\n'/\\n}'"
   done
   local name=${NAME:-$(distributed_name "$TESTID")} out marker
   out=$(sed -e "s|@NAME@|$name|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$(segment_sequence "$SEGMENTS")|g" \
-    -e "s|@SCENARIO@|$SCENARIO|g" -e "s|@IMAGE@|$(k6_image)|g" -e "s|@STARTER_IMAGE@|$K6_OPERATOR_STARTER_IMAGE|g" -e "s|@TARGET@|$TARGET|g" \
-    -e "s|@DURATION@|${DURATION:-10s}|g" -e "s|@CONNECTIONS@|${CONNECTIONS:-}|g" -e "s|@RATE@|${RATE:-}|g" -e "s|@ENGINE@|${ENGINE:-js}|g" \
-    -e "s|@TESTID@|$TESTID|g" -e "s|@VARIANT@|$VARIANT|g" -e "s|@PLATFORM@|$PLATFORM|g" "$file")
+    -e "s|@SCENARIO@|$SCENARIO|g" -e "s|@IMAGE@|$(k6_image)|g" -e "s|@STARTER_IMAGE@|$K6_OPERATOR_STARTER_IMAGE|g" "$file" |
+    k6_settings_env)
   # Upper case between two @ is a marker ("@@summary.json" in job.yaml is not).
   marker=$(grep -o -m1 '@[A-Z][A-Z_]*@' <<<"$out" | head -n1) || true
   [ -z "$marker" ] || die "$(basename "$file"): marker $marker has no value in ci/render_distributed.sh"

@@ -9,7 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-PLATFORM=${PLATFORM:-local}
+PLATFORM=$(platform) || exit 1
 case "$PLATFORM" in local|lab) ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac
 CGROUPS=$IB_ROOT/ci/monitoring/cgroups.sh
 LAB_STATE=/run/ingress-bench/monitoring-lab

@@ -113,3 +113,31 @@ def dashboard_query_gaps(run, dash=None):
         if not res and "TLS" not in where and "ropped" not in where:
             empty.append(where)
     return failed, empty
+
+
+def registry():
+    """The settings registry (k6/lib/settings.js) as k6's lib defines it, read with node."""
+    js = "import('./k6/lib/settings.js').then(m => console.log(JSON.stringify(m.SETTINGS)))"
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def examples(reach, **overrides):
+    """A non-default example value of every setting reaching REACH (the registry's own
+    examples), with OVERRIDES applied (None: leave that setting out)."""
+    given = {s["name"]: s["example"] for s in registry() if reach in s["reaches"]}
+    given.update(overrides)
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def task(*args, env=None, timeout=600):
+    """./task ARGS, as a user types it."""
+    return sh("./task", *args, env=env, timeout=timeout)
+
+
+def task_with(form, task_name, settings, env=None, timeout=600):
+    """./task TASK with SETTINGS given on the task line ('line') or in the environment ('env')."""
+    if form == "line":
+        return task(task_name, *(f"{k}={v}" for k, v in settings.items()), env=env, timeout=timeout)
+    return task(task_name, env={**(env or {}), **settings}, timeout=timeout)

@@ -1,5 +1,9 @@
 """Bad input: a one-line error, a non-zero exit, and nothing started or left running."""
 import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -95,9 +99,29 @@ def test_missing_go_says_what_to_do(tmp_path):
     assert r.stderr.strip().splitlines()[-1].startswith("error: building task v3.53.1 needs Go")
 
 
+@pytest.fixture(scope="module")
+def readable_checkout():
+    """The project's files in a directory every user may read: the checkout itself may be
+    under a 0700 home (a clone under /root), which an unprivileged user cannot even enter."""
+    top = tempfile.mkdtemp(prefix="ib-unprivileged-")
+    files = sh("git", "ls-files", "-co", "--exclude-standard").stdout.split()
+    for rel in files:
+        if (ROOT / rel).is_file():
+            (Path(top) / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, Path(top) / rel)
+    for d, _, names in os.walk(top):
+        os.chmod(d, 0o755)
+        for n in names:
+            os.chmod(os.path.join(d, n), 0o755)
+    yield Path(top)
+    shutil.rmtree(top)
+
+
 @pytest.mark.parametrize("command", [["ci/lab.sh", "up"], ["ci/lab.sh", "down"], ["ci/test.sh"]])
-def test_root_is_required_where_namespaces_are_made(command, lab_down):
-    r = sh("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", *command)
+def test_root_is_required_where_namespaces_are_made(command, lab_down, readable_checkout):
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", *command],
+                       cwd=readable_checkout, capture_output=True, text=True, timeout=60,
+                       env={"PATH": os.environ["PATH"], "HOME": "/nonexistent"})
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "needs root" in lines[0], r.stderr

@@ -1,11 +1,13 @@
-// Every setting a scenario reads, with its default and its validation, in one place.
-// Pure functions only (no k6 imports): node's test runner loads this file too.
+// Every setting a scenario reads: its type, default and rule come from the registry
+// (settings.js); the rules between settings (tps needs TLS, a target outside the lab needs
+// the opt-in) are here. Pure functions only (no k6 imports): node's test runner loads this file too.
+import { PAYLOADS, durationMs, received, setting } from './settings.js';
 
 // The lab's load balancer. Must match LB_IP in ci/lab.sh.
 export const LAB_LB_ADDRESS = '198.18.0.2';
 
 // Payloads every backend serves as /<name>.bin (must match PAYLOADS in ci/lab.sh).
-export const PAYLOADS = { '0kb': 0, '1kb': 1024, '4kb': 4096, '100kb': 102400, '1mb': 1048576 };
+export { PAYLOADS, durationMs };
 
 // Per-scenario defaults: what each of the seeds' three measurements means.
 export const PROFILES = {
@@ -20,43 +22,8 @@ export const PROFILES = {
 // The seed's TLS client settings (seed 002: RSA-2048, PFS, ECDHE-RSA-AES256-GCM-SHA384).
 export const TLS_CIPHER = 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384';
 
-const DURATION_RE = /^(\d+(ms|s|m|h))+$/;
-const UNIT_MS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
-
-export function durationMs(text) {
-  if (!DURATION_RE.test(text)) return NaN;
-  let total = 0;
-  for (const [, n, unit] of text.matchAll(/(\d+)(ms|s|m|h)/g)) total += Number(n) * UNIT_MS[unit];
-  return total;
-}
-
 function fail(message) {
   throw new Error(message);
-}
-
-function wholeNumber(env, name, fallback, min) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(String(raw).trim())) fail(`${name} must be a whole number, got '${raw}'`);
-  const n = Number(raw);
-  if (n < min) fail(`${name} must be at least ${min}, got ${n}`);
-  return n;
-}
-
-function positiveNumber(env, name, fallback) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!/^\d*\.?\d+(e-?\d+)?$/i.test(String(raw).trim()) || !Number.isFinite(n)) fail(`${name} must be a number, got '${raw}'`);
-  if (n < 0) fail(`${name} must not be negative, got ${raw}`);
-  return n;
-}
-
-function flag(env, name) {
-  const raw = env[name];
-  if (raw === undefined || raw === '' || raw === '0' || raw === 'false') return false;
-  if (raw === '1' || raw === 'true') return true;
-  return fail(`${name} must be 1/true or 0/false, got '${raw}'`);
 }
 
 // True for addresses the project may load: loopback and the RFC 2544 range it assigns.
@@ -77,8 +44,6 @@ export function parseTarget(text) {
   return { scheme: m[1], host: m[2], port, base: text.replace(/\/$/, '') };
 }
 
-// Turns the environment into a validated config; throws one readable Error on bad input.
-export const ENGINES = ['js', 'native'];
 
 // The native engine's closed model drives up to this many connections from one VU (a
 // goroutine each): k6 gives every VU its own JS runtime (~0.7 MB), so 1000 connections as
@@ -97,50 +62,47 @@ export function vuConnections(cfg, id) {
   return Math.floor(cfg.connections / vus) + (((id - 1) % vus) < cfg.connections % vus ? 1 : 0);
 }
 
+// Turns the environment into a validated config; throws one readable Error on bad input.
 export function parseConfig(env, scenario) {
   const profile = PROFILES[scenario];
   if (!profile) fail(`unknown scenario '${scenario}' (known: ${Object.keys(PROFILES).join(', ')})`);
 
-  const payload = env.PAYLOAD || profile.payload;
-  if (!(payload in PAYLOADS)) fail(`unknown PAYLOAD '${payload}' (known: ${Object.keys(PAYLOADS).join(', ')})`);
-
-  const scheme = env.SCHEME || profile.scheme;
-  if (scheme !== 'http' && scheme !== 'https') fail(`SCHEME must be http or https, got '${scheme}'`);
+  const payload = setting(env, 'PAYLOAD', profile.payload);
+  const scheme = setting(env, 'SCHEME', profile.scheme);
   if (scenario === 'tps' && scheme !== 'https') fail('the tps scenario measures TLS handshakes: SCHEME must be https');
 
   const target = parseTarget(env.TARGET || `${scheme}://${LAB_LB_ADDRESS}`);
   if (scenario === 'tps' && target.scheme !== 'https') fail('the tps scenario measures TLS handshakes: TARGET must be https://');
-  const allowExternal = flag(env, 'ALLOW_EXTERNAL_TARGET');
+  const allowExternal = setting(env, 'ALLOW_EXTERNAL_TARGET');
   if (!allowExternal && !isLabHost(target.host)) {
     fail(`TARGET ${target.base} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
   }
 
-  const duration = env.DURATION || '10s';
+  const duration = setting(env, 'DURATION');
   const ms = durationMs(duration);
-  if (Number.isNaN(ms)) fail(`DURATION must look like 30s, 3m or 1m30s, got '${duration}'`);
   if (ms <= 0) fail(`DURATION must be longer than zero, got '${duration}'`);
 
   // Like wrk -c: one keep-alive connection per VU. Default scales with the client's cores
-  // (the seed used 1000 connections from 44 cores).
-  const clientCpus = wholeNumber(env, 'CLIENT_CPUS', 2, 1);
-  const connections = wholeNumber(env, 'CONNECTIONS', Math.min(1000, 50 * clientCpus), 1);
-  const rate = wholeNumber(env, 'RATE', 0, 1); // 0: closed model
-  const reuse = profile.reuse && !flag(env, 'NO_REUSE');
+  // (the seed used 1000 connections from 44 cores). CLIENT_CPUS: set by ci/bench.sh.
+  const clientCpus = /^[1-9]\d*$/.test(env.CLIENT_CPUS || '') ? Number(env.CLIENT_CPUS) : 2;
+  const connections = setting(env, 'CONNECTIONS', Math.min(1000, 50 * clientCpus));
+  const rate = setting(env, 'RATE', 0); // 0: closed model
+  const reuse = profile.reuse && !setting(env, 'NO_REUSE');
   // The request loop: k6/http in JS (the reference) or the project's Go extension
   // (k6/x/ingressbench, xk6/), which costs the client a fraction of the CPU per request.
-  const engine = env.ENGINE || 'js';
-  if (!ENGINES.includes(engine)) fail(`unknown ENGINE '${engine}' (known: ${ENGINES.join(', ')})`);
+  const engine = setting(env, 'ENGINE');
   if (engine === 'native' && env.K6_HTTP_DEBUG) {
     fail('ENGINE=native does not support K6_HTTP_DEBUG (request dumps are k6/http\'s): use ENGINE=js to debug requests');
   }
 
-  const testid = env.TESTID || `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`;
-  if (!/^[A-Za-z0-9._-]+$/.test(testid)) fail(`TESTID may hold letters, digits, '.', '_' and '-' only, got '${testid}'`);
-  const variant = env.VARIANT || 'default';
-  const platform = env.PLATFORM || 'lab';
+  const testid = setting(env, 'TESTID', `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`);
+  const variant = setting(env, 'VARIANT', 'default');
+  // The tag of a run started by k6 alone (no ci/ entry point resolved a platform): it loads a
+  // URL, which is the lab platform's way.
+  const platform = setting(env, 'PLATFORM', 'lab');
 
   // Where the run's correlation comes from (ci/bench.sh passes the platform's Prometheus).
-  const prometheusUrl = (env.PROMETHEUS_URL || '').replace(/\/$/, '');
+  const prometheusUrl = (setting(env, 'PROMETHEUS_URL', '')).replace(/\/$/, '');
   if (prometheusUrl) {
     const p = /^https?:\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(prometheusUrl);
     if (!p) fail(`PROMETHEUS_URL must be a base URL like http://198.18.0.1:9090, got '${env.PROMETHEUS_URL}'`);
@@ -154,21 +116,23 @@ export function parseConfig(env, scenario) {
 
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
-    target: target.base, scheme: target.scheme, host: env.HOST || 'bench.ingress.test',
+    target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
     duration, durationMs: ms, connections, rate, reuse, engine, discardBodies: profile.discardBodies,
     thresholds: {
-      errorRate: positiveNumber(env, 'ERROR_RATE_MAX', 0.0001), // seed 003: errors under 1 in 10,000
-      p95: positiveNumber(env, 'P95_MS', profile.p95),
-      p99: positiveNumber(env, 'P99_MS', profile.p99),
-      rpsMin: positiveNumber(env, 'RPS_MIN', 0),
-      droppedMax: wholeNumber(env, 'DROPPED_MAX', 0, 0),
+      errorRate: setting(env, 'ERROR_RATE_MAX'), // seed 003: errors under 1 in 10,000
+      p95: setting(env, 'P95_MS', profile.p95),
+      p99: setting(env, 'P99_MS', profile.p99),
+      rpsMin: setting(env, 'RPS_MIN', 0),
+      droppedMax: setting(env, 'DROPPED_MAX'),
       // Server-side thresholds on the correlation (k6/lib/correlation.js); 0: none.
-      loadgenCpuMax: positiveNumber(env, 'LOADGEN_CPU_MAX', 0),
-      rpsPerCoreMin: positiveNumber(env, 'RPS_PER_CORE_MIN', 0),
+      loadgenCpuMax: setting(env, 'LOADGEN_CPU_MAX', 0),
+      rpsPerCoreMin: setting(env, 'RPS_PER_CORE_MIN', 0),
     },
     prometheusUrl,
     tags: { testid, variant, platform, scenario },
     resultsDir: env.RESULTS_DIR || `results/${testid}`,
     meta,
+    // What this k6 received of the registry's settings, as given: the summary records it.
+    settings: received(env),
   };
 }

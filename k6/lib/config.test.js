@@ -65,7 +65,7 @@ test('target syntax and scheme rules', () => {
   assert.throws(() => parseTarget('http://198.18.0.2:70000'), /port must be 1-65535/);
   bad({ TARGET: 'http://198.18.0.2' }, 'tps', /TARGET must be https/);
   bad({ SCHEME: 'http' }, 'tps', /SCHEME must be https/);
-  bad({ SCHEME: 'quic' }, 'rps', /SCHEME must be http or https/);
+  bad({ SCHEME: 'quic' }, 'rps', /unknown SCHEME 'quic' \(known: http, https\)/);
   assert.equal(parseConfig({ SCHEME: 'https' }, 'rps').url, 'https://198.18.0.2/1kb.bin');
 });
 
@@ -73,7 +73,7 @@ test('unknown names are refused and listed', () => {
   bad({}, 'latency', /unknown scenario 'latency' \(known: rps, tps, throughput\)/);
   bad({ PAYLOAD: '2kb' }, 'rps', /unknown PAYLOAD '2kb'/);
   bad({ NO_REUSE: 'yes' }, 'rps', /NO_REUSE must be 1\/true or 0\/false/);
-  bad({ TESTID: 'a/b' }, 'rps', /TESTID may hold/);
+  bad({ TESTID: 'a/b' }, 'rps', /TESTID must be letters, digits, '.', '_' and '-' only, got 'a\/b'/);
   bad({ BENCH_META: '{' }, 'rps', /BENCH_META is not JSON/);
 });
 

@@ -1,0 +1,69 @@
+# The settings registry as the shell sees it: ci/settings/settings.tsv, generated from
+# k6/lib/settings.js (ci/settings/generate.mjs). Sourced by ci/lib.sh; no side effects.
+IB_SETTINGS_TSV=$IB_ROOT/ci/settings/settings.tsv
+
+# setting_names [REACH]: the user settings' names (those reaching REACH if given), one a line.
+setting_names() {
+  awk -F'\t' -v r="${1:-}" '!/^#/ && $2 != "internal" && (r == "" || index("," $2 ",", "," r ",")) {print $1}' "$IB_SETTINGS_TSV"
+}
+
+# setting_enum NAME [DEFAULT]: NAME's value from the environment (else DEFAULT, else the
+# registry's default), checked against the enum's values; dies on another one.
+setting_enum() {
+  local values v
+  values=$(awk -F'\t' -v n="$1" '$1 == n {print $4}' "$IB_SETTINGS_TSV")
+  [ -n "$values" ] || die "$1 is not an enum setting in k6/lib/settings.js"
+  v=${!1:-${2:-$(awk -F'\t' -v n="$1" '$1 == n {print $3}' "$IB_SETTINGS_TSV")}}
+  [[ " $values " == *" $v "* ]] || die "unknown $1 '$v' (known: ${values// /, })"
+  echo "$v"
+}
+
+# setting_closest NAME: the user setting nearest to NAME (edit distance, case ignored).
+setting_closest() {
+  setting_names | awk -v w="$(tr '[:lower:]-' '[:upper:]_' <<<"$1")" '
+    function dist(a, b,   i, j, la, lb, d, c) {
+      la = length(a); lb = length(b)
+      for (i = 0; i <= la; i++) d[i, 0] = i
+      for (j = 0; j <= lb; j++) d[0, j] = j
+      for (i = 1; i <= la; i++) for (j = 1; j <= lb; j++) {
+        c = d[i-1, j-1] + (substr(a, i, 1) != substr(b, j, 1))
+        if (d[i-1, j] + 1 < c) c = d[i-1, j] + 1
+        if (d[i, j-1] + 1 < c) c = d[i, j-1] + 1
+        d[i, j] = c
+      }
+      return d[la, lb]
+    }
+    { n = dist(w, $1); if (best == "" || n < bestn) { best = $1; bestn = n } }
+    END { print best }'
+}
+
+# settings_from_args ARGS...: exports every NAME=value of a task line (before a "--") after
+# checking NAME against the registry, and leaves the other arguments in TASK_ARGS. Dies on
+# an unknown name, with the nearest one. go-task itself would drop a variable its Taskfile
+# does not name, silently: the wrapper hands settings over as the environment instead.
+settings_from_args() {
+  local a name rest=0
+  TASK_ARGS=()
+  for a in "$@"; do
+    if [ $rest = 0 ] && [[ $a =~ ^([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]]; then
+      name=${BASH_REMATCH[1]}
+      setting_names | grep -qx -- "$name" ||
+        die "unknown setting '$name' (did you mean $(setting_closest "$name")? every setting: README.md, Settings)"
+      export "$name=${BASH_REMATCH[2]}"
+    else
+      [ "$a" != -- ] || rest=1
+      TASK_ARGS+=("$a")
+    fi
+  done
+}
+
+# settings_must_reach WHERE REACH...: dies if a setting meant for k6 is set but reaches none
+# of REACH (the paths of the entry point WHERE): it would be validated, then dropped.
+settings_must_reach() {
+  local where=$1 v r ok; shift
+  for v in $(setting_names k6); do
+    [ -n "${!v:-}" ] || continue
+    ok=0; for r in "$@"; do setting_names "$r" | grep -qx -- "$v" && ok=1; done
+    [ $ok = 1 ] || die "$v does not reach $where (k6/lib/settings.js): unset it, or run on a platform it reaches"
+  done
+}

@@ -1,0 +1,134 @@
+"""The settings registry (k6/lib/settings.js) for real: every setting given as a user gives
+it, on the task line or in the environment, arrives in the environment of the k6 that ran
+(its meta.json and summary.json say what it received) or in the rendered TestRun's pods;
+the generated views of the registry fail CI when hand-edited; and `./task` exits with the
+codes the README documents. The in-cluster Job and the local platform's host k6: see
+test_cluster_e2e.py, which has the cluster."""
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT, examples, registry, sh, task, task_with
+from test_platform_configs import ENV_LINE, RUN
+
+
+def received(run_dir):
+    """What the run's k6 received, from each file it wrote."""
+    meta = json.loads((run_dir / "meta.json").read_text())["settings"]
+    summary = json.loads((run_dir / "summary.json").read_text())["settings"]
+    assert meta == summary
+    return meta
+
+
+def errors(r):
+    """The lines a user reads as errors: the script's, and any of go-task's (there must be none:
+    its "task: Failed to run task" would repeat the script's line). Progress lines aside."""
+    return [l for l in r.stderr.splitlines() if l.startswith(("error", "task:"))]
+
+
+def only_run(root):
+    dirs = [d for d in root.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def test_the_registry_is_complete_and_its_examples_valid():
+    """Every setting has what its consumers need, and its example is a non-default value."""
+    names = [s["name"] for s in registry()]
+    assert len(names) == len(set(names))
+    for s in registry():
+        assert s["meaning"] and s["reaches"] and "example" in s, s["name"]
+        assert s["example"] != s["default"], s["name"]
+
+
+@pytest.mark.parametrize("form", ["line", "env"])
+def test_every_setting_reaches_the_lab_k6(form, tmp_path):
+    """All the settings that reach the host's k6 at once, each a non-default value, through
+    `./task bench:rps` on the lab: k6 received every one, as given."""
+    root = tmp_path / "results"
+    given = examples("k6", RESULTS_ROOT=str(root), TESTID=f"settings-{form}")
+    r = task_with(form, "bench:rps", given)
+    assert r.returncode in (0, 99), r.stderr
+    got = received(only_run(root))
+    assert got == given
+    # And they took effect: the run is what they say.
+    meta = json.loads((only_run(root) / "meta.json").read_text())
+    assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == ("native", 50, 7, False)
+    assert meta["target"] == "https://198.18.0.2/4kb.bin" and meta["variant"] == "seed002-nginx-lb-tuned"
+
+
+@pytest.mark.parametrize("form", ["line", "env"])
+def test_every_pod_setting_reaches_the_rendered_testrun(form):
+    """The k6-operator TestRun's runner environment is written from the registry: every
+    setting that reaches the pods, given, is in it with its value; one that does not is not."""
+    given = examples("pods", PLATFORM="local", TARGET="http://198.18.64.5")
+    env = {**RUN, **{k: "" for k in given}, "LOADGEN_CPU_MAX": "5"}
+    if form == "line":  # what the ./task wrapper exports from the task line, then the render
+        line = " ".join(f"{k}={v}" for k, v in given.items())
+        r = sh("bash", "-c", f'. ci/lib.sh && settings_from_args {line} && ci/render_distributed.sh k6/distributed/testrun.yaml',
+               env=env)
+    else:
+        r = sh("bash", "ci/render_distributed.sh", "k6/distributed/testrun.yaml", env={**env, **given})
+    assert r.returncode == 0, r.stderr
+    pod_env = {k: v.strip('"') for k, v in ENV_LINE.findall(r.stdout)}
+    assert {k: v for k, v in pod_env.items() if k in given} == given
+    assert "LOADGEN_CPU_MAX" not in pod_env
+
+
+def test_generated_views_fail_ci_when_hand_edited(tmp_path):
+    """The check that `./task test` runs: clean now; a hand edit of either generated file, or
+    a registry edit without regenerating, fails with a line naming the file."""
+    assert sh("node", "ci/settings/generate.mjs", "--check").returncode == 0
+    for rel in ("ci/settings/generate.mjs", "k6/lib/settings.js", "ci/settings/settings.tsv", "README.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+
+    def check():
+        return sh("node", str(tmp_path / "ci/settings/generate.mjs"), "--check")
+    assert check().returncode == 0
+    tsv = tmp_path / "ci/settings/settings.tsv"
+    tsv.write_text(tsv.read_text().replace("ENGINE\tk6,pods", "ENGINE\tk6"))
+    r = check()
+    assert r.returncode == 1 and r.stderr.startswith("error: ci/settings/settings.tsv differ"), r.stderr
+    tsv.write_text((ROOT / "ci/settings/settings.tsv").read_text())
+    reg = tmp_path / "k6/lib/settings.js"
+    reg.write_text(reg.read_text().replace("meaning: 'protocol to the LB'", "meaning: 'protocol to the load balancer'"))
+    r = check()
+    assert r.returncode == 1 and "README.md differ" in r.stderr, r.stderr
+
+
+def test_unknown_setting_on_the_task_line_names_the_closest(tmp_path):
+    r = task("bench:rps", "ENGIN=native", f"RESULTS_ROOT={tmp_path}")
+    assert r.returncode == 1
+    assert r.stderr.strip() == "error: unknown setting 'ENGIN' (did you mean ENGINE? every setting: README.md, Settings)"
+    assert list(tmp_path.iterdir()) == []
+    r = task("bench:rps", "connections=5")
+    assert r.returncode == 1 and "unknown setting 'connections' (did you mean CONNECTIONS?" in r.stderr
+    # Values the scripts set for k6 are not settings.
+    assert "unknown setting 'BENCH_META'" in task("bench:rps", "BENCH_META={}").stderr
+
+
+def test_a_setting_that_does_not_reach_the_pods_is_refused():
+    r = task("bench:distributed", "LOADGEN_CPU_MAX=0.9")
+    assert r.returncode == 1
+    assert errors(r) == [
+        "error: LOADGEN_CPU_MAX does not reach the in-cluster k6 pods (k6/lib/settings.js): unset it, or run on a platform it reaches"]
+
+
+@pytest.mark.parametrize("form", ["line", "env"])
+def test_exit_codes_through_task(form, tmp_path):
+    """README, Exit codes: 0 pass, 99 a finished run that crossed a threshold, 1 anything else,
+    with the script's one line and nothing of go-task's."""
+    base = {"PLATFORM": "lab", "DURATION": "2s", "CONNECTIONS": "5", "MONITORING": "0"}
+    ok = task_with(form, "bench:rps", {**base, "RESULTS_ROOT": str(tmp_path / "ok")})
+    assert ok.returncode == 0, ok.stderr
+    crossed = task_with(form, "bench:rps", {**base, "P99_MS": "0.001", "RESULTS_ROOT": str(tmp_path / "crossed")})
+    assert crossed.returncode == 99, crossed.stderr
+    summary = json.loads((only_run(tmp_path / "crossed") / "summary.json").read_text())
+    assert not summary["result"]["passed"]
+    bad = task_with(form, "bench:rps", {**base, "CONNECTIONS": "many", "RESULTS_ROOT": str(tmp_path / "bad")})
+    assert bad.returncode == 1
+    assert errors(bad) == ["error: CONNECTIONS must be a whole number, got 'many'"]
+    assert not (tmp_path / "bad").exists()
+    assert task("no-such-task").returncode == 1

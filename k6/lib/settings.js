@@ -1,0 +1,185 @@
+// The settings registry: every setting a user can give, as data, in one place.
+// `k6/lib/config.js` validates the k6 ones from it; `node k6/lib/settings.gen.js` writes
+// from it the shell's view (ci/settings.tsv: the ./task wrapper's forwarding and its
+// unknown-name check, the in-cluster manifests' environment, the scripts' path checks) and
+// the README's settings table; `./task test` fails when either differs from this file.
+// Pure data and pure functions (no k6 imports): node loads this file too.
+//
+// Fields:
+//   name      the environment variable (and `./task ... NAME=value`)
+//   type      int (min, max), number (>= 0), flag (1/true, 0/false), enum (values),
+//             duration (k6's 30s / 3m / 1m30s), text (pattern, rule: what it must look like)
+//   default   the value when unset (null: unset means "none" or is decided at run time,
+//             which defaultText says)
+//   reaches   the paths the user's value is carried to:
+//               k6       the host's k6 (bench on the lab and the local cluster): config.js
+//               pods     the in-cluster k6 pods: the Indexed Job and the k6-operator TestRun
+//                        (ci/render_distributed.sh writes their environment from this list)
+//               lab, deploy, monitoring, distributed, calibrate, overhead, matrix, report:
+//                        the scripts of those tasks read it on the host
+//   example   a valid non-default value: the settings test gives it on every path the
+//             setting reaches and asserts it arrived
+//   meaning   the README's text
+export const PAYLOADS = { '0kb': 0, '1kb': 1024, '4kb': 4096, '100kb': 102400, '1mb': 1048576 };
+
+export const SETTINGS = [
+  { name: 'PLATFORM', type: 'enum', values: ['local', 'external', 'lab'], default: null,
+    defaultText: '`local` (`lab` when `TARGET` is set)', reaches: ['k6', 'pods', 'deploy', 'monitoring', 'distributed', 'overhead', 'matrix'],
+    example: 'lab', meaning: '`local`, `external`, `lab` (below)' },
+  { name: 'VARIANT', type: 'text', pattern: /^[a-z0-9-]+(\+[a-z0-9-]+)*$/, rule: 'an overlay name or knob names joined by +',
+    default: 'seed002-nginx-lb-default', reaches: ['k6', 'pods', 'lab', 'deploy', 'distributed', 'calibrate', 'overhead'],
+    example: 'seed002-nginx-lb-tuned', meaning: 'an overlay (`overlays/`); on the lab also knob names joined by `+` (below)' },
+  { name: 'ENGINE', type: 'enum', values: ['js', 'native'], default: 'js', reaches: ['k6', 'pods', 'distributed'], example: 'native',
+    meaning: 'the request loop: `js` (k6/http, the reference) or `native` (the project\'s Go extension `k6/x/ingressbench`, `xk6/`: ~13 µs of client CPU per keep-alive request, 1.2–1.3× wrk\'s, instead of k6/http\'s 55–90 µs; latency thresholds on its bounded-histogram Gauges `bench_http_req_duration_p95/p99`; see `xk6/README.md`)' },
+  { name: 'DURATION', type: 'duration', default: '10s', reaches: ['k6', 'pods', 'calibrate', 'overhead', 'matrix'], example: '2s',
+    meaning: 'k6 duration (`30s`, `3m`, `1m30s`); the seeds used `180s`' },
+  { name: 'CONNECTIONS', type: 'int', min: 1, default: null, defaultText: '50 per client CPU, at most 1000',
+    reaches: ['k6', 'pods', 'calibrate', 'overhead', 'matrix'], example: '7', meaning: 'VUs = connections (the seeds: 1000)' },
+  { name: 'RATE', type: 'int', min: 1, default: null, defaultText: 'unset (closed model)', reaches: ['k6', 'pods'], example: '50',
+    meaning: 'requests/s for the open model' },
+  { name: 'SCHEME', type: 'enum', values: ['http', 'https'], default: null, defaultText: '`http` (`https` for tps)',
+    reaches: ['k6', 'pods'], example: 'https', meaning: 'protocol to the LB' },
+  { name: 'PAYLOAD', type: 'enum', values: Object.keys(PAYLOADS), default: null, defaultText: 'per scenario',
+    reaches: ['k6', 'pods'], example: '4kb', meaning: 'the response body: `0kb`, `1kb`, `4kb`, `100kb`, `1mb`' },
+  { name: 'NO_REUSE', type: 'flag', default: '0', reaches: ['k6', 'pods'], example: '1', meaning: '`1`: a new connection per request' },
+  { name: 'HOST', type: 'text', pattern: /^[A-Za-z0-9.-]+(:\d+)?$/, rule: 'a host name', default: 'bench.ingress.test',
+    reaches: ['k6', 'pods'], example: 'other.ingress.test', meaning: 'Host header' },
+  { name: 'ERROR_RATE_MAX', type: 'number', default: '0.0001', reaches: ['k6', 'pods'], example: '0.5',
+    meaning: 'threshold: the share of failed requests (seed 003: under 1 in 10,000)' },
+  { name: 'P95_MS', type: 'number', default: null, defaultText: '250 (throughput 2000)', reaches: ['k6', 'pods'], example: '900',
+    meaning: 'threshold: p95 latency in ms' },
+  { name: 'P99_MS', type: 'number', default: null, defaultText: '500 (throughput 4000)', reaches: ['k6', 'pods'], example: '1900',
+    meaning: 'threshold: p99 latency in ms' },
+  { name: 'RPS_MIN', type: 'number', default: null, defaultText: 'unset', reaches: ['k6', 'pods'], example: '1',
+    meaning: 'threshold: a floor on requests/s' },
+  { name: 'DROPPED_MAX', type: 'int', min: 0, default: '0', reaches: ['k6', 'pods'], example: '3',
+    meaning: 'threshold: dropped iterations allowed in the open model' },
+  { name: 'LOADGEN_CPU_MAX', type: 'number', default: null, defaultText: 'unset', reaches: ['k6'], example: '5',
+    meaning: 'server-side threshold: the load generator\'s CPU utilization below this' },
+  { name: 'RPS_PER_CORE_MIN', type: 'number', default: null, defaultText: 'unset', reaches: ['k6'], example: '1',
+    meaning: 'server-side threshold: req/s per ingress core at least this' },
+  { name: 'TARGET', type: 'text', pattern: /^https?:\/\/\S+$/, rule: 'a base URL', default: null, defaultText: 'the lab LB',
+    reaches: ['k6', 'pods'], example: 'https://198.18.0.2',
+    meaning: 'base URL; outside 198.18.0.0/15 and loopback only with `ALLOW_EXTERNAL_TARGET=1` (the in-cluster pods get the deployed ingress\'s)' },
+  { name: 'ALLOW_EXTERNAL_TARGET', type: 'flag', default: '0', reaches: ['k6', 'pods'], example: '1',
+    meaning: '`1`: you own a target outside the lab\'s range and may load it' },
+  { name: 'STUB_STATUS_URL', type: 'text', pattern: /^https?:\/\/\S+$/, rule: 'a URL', default: null, defaultText: '—',
+    reaches: ['k6'], example: 'http://198.18.0.2:8080/stub_status', meaning: 'server-side counts for a target of your own' },
+  { name: 'TESTID', type: 'text', pattern: /^[A-Za-z0-9._-]+$/, rule: "letters, digits, '.', '_' and '-' only", default: null,
+    defaultText: 'timestamp-scenario-variant', reaches: ['k6', 'pods', 'distributed'], example: 'settings-test-run',
+    meaning: 'the run\'s id: its tag and its directory' },
+  { name: 'RESULTS_ROOT', type: 'text', pattern: /^\S+$/, rule: 'a directory', default: 'results/', reaches: ['k6', 'distributed', 'calibrate', 'overhead', 'matrix'],
+    example: '/tmp/ib-results', meaning: 'where runs are written (never overwritten)' },
+  { name: 'PROMETHEUS_URL', type: 'text', pattern: /^https?:\/\/\S+$/, rule: 'a base URL', default: null, defaultText: 'the platform\'s',
+    reaches: ['k6', 'report'], example: 'http://127.0.0.1:9', meaning: 'another Prometheus holding the bench:* rules' },
+  { name: 'MONITORING', type: 'flag', default: '1', reaches: ['k6', 'deploy', 'distributed'], example: '0',
+    meaning: '`0`: no Prometheus, no correlation, no sidecars' },
+  { name: 'LINK_CAPACITY', type: 'text', pattern: /^[0-9]+(\.[0-9]+)?[KMG]?$/, rule: 'like 10G, 1G or 100M', default: null,
+    defaultText: 'the overlay\'s bandwidth emulation, else `10G`', reaches: ['k6', 'monitoring'], example: '25G',
+    meaning: 'the NIC capacity utilization is judged against (`1G`, `25G`, ...)' },
+  { name: 'ALLOW_EXTERNAL_CLUSTER', type: 'flag', default: '0', reaches: ['deploy'], example: '1',
+    meaning: '`1` and `KUBECONFIG`: both required for `PLATFORM=external`' },
+  { name: 'KUBECONFIG', type: 'text', pattern: /^\S+$/, rule: 'a file', default: null, defaultText: '—', reaches: ['deploy'],
+    example: '/nonexistent/kubeconfig', meaning: 'the cluster of `PLATFORM=external`' },
+  { name: 'IMAGE_SET', type: 'enum', values: ['local', 'upstream'], default: null, defaultText: '`local` on the local platform, `upstream` elsewhere',
+    reaches: ['deploy', 'distributed'], example: 'upstream', meaning: 'the images a cluster runs: this machine\'s builds or the pinned registry images' },
+  { name: 'SEGMENTS', type: 'int', min: 1, max: 16, default: null, defaultText: '2 (`bench:distributed`), 1 (`PLATFORM=external`)',
+    reaches: ['distributed'], example: '3', meaning: 'in-cluster k6 pods, each an execution segment' },
+  { name: 'SCENARIO', type: 'enum', values: ['rps', 'tps', 'throughput'], default: 'rps', reaches: ['distributed'], example: 'tps',
+    meaning: '`bench:distributed`: the scenario the pods run' },
+  { name: 'DEPLOY_TIMEOUT', type: 'int', min: 1, default: '120', reaches: ['deploy'], example: '60',
+    meaning: 'seconds a deploy may take to become ready' },
+  { name: 'LAB_BACKENDS', type: 'int', min: 1, max: 99, default: '2', reaches: ['lab'], example: '3', meaning: 'backend servers in the lab' },
+  { name: 'LAB_CLIENT_CPUS', type: 'text', pattern: /^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$/, rule: 'a CPU list like 0 or 1-3', default: null,
+    defaultText: 'the first half of the CPUs', reaches: ['lab', 'calibrate'], example: '0', meaning: '`taskset` list for k6 on the lab' },
+  { name: 'LAB_SERVER_CPUS', type: 'text', pattern: /^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$/, rule: 'a CPU list like 0 or 1-3', default: null,
+    defaultText: 'the second half of the CPUs', reaches: ['lab', 'calibrate'], example: '1', meaning: '`taskset` list for all the lab\'s nginx processes' },
+  { name: 'ROUNDS', type: 'int', min: 1, max: 99, default: null, defaultText: '3 (`bench:overhead` 5)', reaches: ['calibrate', 'overhead', 'matrix'],
+    example: '2', meaning: 'rounds of a comparison, alternated; medians reported' },
+  { name: 'CASES', type: 'text', pattern: /^[a-z0-9 -]+$/, rule: 'case names separated by spaces', default: 'http-1kb https-1kb tls-handshakes throughput-1mb',
+    reaches: ['calibrate'], example: 'http-1kb', meaning: '`calibrate`: the cases measured' },
+  { name: 'CLIENTS', type: 'text', pattern: /^[a-z ]+$/, rule: 'client names separated by spaces', default: 'wrk js native', reaches: ['calibrate'],
+    example: 'wrk native', meaning: '`calibrate`: the clients compared' },
+  { name: 'LONG', type: 'text', pattern: /^(0|[1-9][0-9]*s)$/, rule: 'whole seconds like 180s, or 0', default: '180s', reaches: ['calibrate'], example: '0',
+    meaning: '`calibrate`: the native engine\'s long run (`0` skips the long runs)' },
+  { name: 'LONG_CONNECTIONS', type: 'int', min: 1, default: '1000', reaches: ['calibrate'], example: '200',
+    meaning: '`calibrate`: connections of the peak-RSS run' },
+  { name: 'RUN', type: 'text', pattern: /^\S+$/, rule: 'a directory', default: null, defaultText: '—', reaches: ['report'], example: 'results/x',
+    meaning: '`task report`: one run\'s directory' },
+  { name: 'RUNS', type: 'text', pattern: /\S/, rule: 'directories', default: null, defaultText: '—', reaches: ['report'], example: 'results/x results/y',
+    meaning: '`task report`: several runs\' directories (tables)' },
+];
+
+// Set by the scripts for k6, never by users: the wrapper refuses them on the task line.
+export const INTERNAL = ['CLIENT_CPUS', 'RESULTS_DIR', 'BENCH_META'];
+
+export const BY_NAME = Object.fromEntries(SETTINGS.map((s) => [s.name, s]));
+
+const DURATION_RE = /^(\d+(ms|s|m|h))+$/;
+const UNIT_MS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
+
+export function durationMs(text) {
+  if (!DURATION_RE.test(text)) return NaN;
+  let total = 0;
+  for (const [, n, unit] of text.matchAll(/(\d+)(ms|s|m|h)/g)) total += Number(n) * UNIT_MS[unit];
+  return total;
+}
+
+function fail(message) {
+  throw new Error(message);
+}
+
+// check(setting, raw) -> the typed value of a given (non-empty) raw string, or one readable
+// Error: the same rule for every setting of a type.
+function check(s, raw) {
+  const text = String(raw).trim();
+  switch (s.type) {
+    case 'int': {
+      if (!/^\d+$/.test(text)) fail(`${s.name} must be a whole number, got '${raw}'`);
+      const n = Number(text);
+      if (s.min !== undefined && n < s.min) fail(`${s.name} must be at least ${s.min}, got ${n}`);
+      if (s.max !== undefined && n > s.max) fail(`${s.name} must be at most ${s.max}, got ${n}`);
+      return n;
+    }
+    case 'number': {
+      const n = Number(text);
+      if (!/^\d*\.?\d+(e-?\d+)?$/i.test(text) || !Number.isFinite(n)) fail(`${s.name} must be a number, got '${raw}'`);
+      return n;
+    }
+    case 'flag':
+      if (text === '0' || text === 'false') return false;
+      if (text === '1' || text === 'true') return true;
+      return fail(`${s.name} must be 1/true or 0/false, got '${raw}'`);
+    case 'enum':
+      if (!s.values.includes(text)) fail(`unknown ${s.name} '${raw}' (known: ${s.values.join(', ')})`);
+      return text;
+    case 'duration': {
+      const ms = durationMs(text);
+      if (Number.isNaN(ms)) fail(`${s.name} must look like 30s, 3m or 1m30s, got '${raw}'`);
+      return text;
+    }
+    case 'text':
+      if (!s.pattern.test(text)) fail(`${s.name} must be ${s.rule}, got '${raw}'`);
+      return text;
+    default:
+      return fail(`setting ${s.name} has an unknown type '${s.type}' in k6/lib/settings.js`);
+  }
+}
+
+// setting(env, name, fallback) -> the validated value of NAME in env, or `fallback` (else the
+// registry's default, typed) when it is unset or empty.
+export function setting(env, name, fallback) {
+  const s = BY_NAME[name] || fail(`${name} is not in the settings registry (k6/lib/settings.js)`);
+  const raw = env[name];
+  if (raw === undefined || raw === '') {
+    if (fallback !== undefined) return fallback;
+    return s.default === null ? undefined : check(s, s.default);
+  }
+  return check(s, raw);
+}
+
+// The values of the given settings a run received, for its summary: what k6 actually saw.
+export function received(env, reach = 'k6') {
+  return Object.fromEntries(SETTINGS.filter((s) => s.reaches.includes(reach) && env[s.name] !== undefined && env[s.name] !== '')
+    .map((s) => [s.name, String(env[s.name])]));
+}
