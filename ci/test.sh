@@ -9,6 +9,8 @@ cd "$IB_ROOT"
 say test "unit: k6/lib (node --test)"
 node --test k6/lib/ >/tmp/ingress-bench-unit.log 2>&1 || { cat /tmp/ingress-bench-unit.log; die "k6 lib unit tests failed"; }
 grep -E '^# (pass|fail)' /tmp/ingress-bench-unit.log | paste -sd' ' >&2
+say test "generated: the settings registry's views (ci/settings/generate.mjs --check)"
+node "$IB_ROOT/ci/settings/generate.mjs" --check || exit 1
 say test "unit: xk6, the native engine (go test)"
 (cd xk6 && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./... >/tmp/ingress-bench-go-unit.log 2>&1) ||
   { cat /tmp/ingress-bench-go-unit.log; die "xk6 unit tests failed"; }

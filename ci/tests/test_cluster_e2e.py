@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import LOG_FIELDS, ROOT, Run, dashboard_query_gaps, sh, within
+from conftest import LOG_FIELDS, ROOT, Run, dashboard_query_gaps, examples, sh, task_with, within
 
 KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
 SYSCTLS = ["kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "net.ipv4.conf.all.route_localnet",
@@ -230,6 +230,43 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"], summary
     assert all(s["rps"] > 0 for s in summary["per_segment"]), summary["per_segment"]
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
+
+
+@pytest.mark.parametrize("form", ["line", "env"])
+def test_every_setting_reaches_the_local_platforms_k6(form, tmp_path):
+    """All the settings that reach the host's k6, each a non-default value, through `./task
+    bench:rps` on the local cluster (less the lab's TARGET and stub_status, which it refuses
+    or replaces): k6 received each one as given (test_settings.py has the lab's)."""
+    root = tmp_path / "results"
+    given = examples("k6", PLATFORM="local", TARGET=None, STUB_STATUS_URL=None, RESULTS_ROOT=str(root),
+                     TESTID=f"settings-local-{form}")
+    r = task_with(form, "bench:rps", given)
+    assert r.returncode in (0, 99), r.stderr
+    (run_dir,) = root.iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["settings"] == json.loads((run_dir / "summary.json").read_text())["settings"] == given
+    assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == ("native", 50, 7, False)
+    assert meta["target"].startswith("https://198.18.") and meta["target"].endswith("/4kb.bin")
+
+
+@pytest.mark.parametrize("form", ["line", "env"])
+def test_every_pod_setting_reaches_the_indexed_jobs_pods(form, tmp_path):
+    """All the settings that reach the pods, through `./task bench:distributed`: each is in
+    the environment of the k6 pods that ran (their spec, read from the cluster) and in what
+    each pod's k6 received (its summary)."""
+    given = examples("pods", PLATFORM="local", TARGET=None, TESTID=f"settings-pods-{form}")
+    r = task_with(form, "bench:distributed", {**given, "SEGMENTS": "2", "RESULTS_ROOT": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    pods = json.loads(kubectl("-n", "ingress-bench", "get", "pods", "-l", "job-name=k6-settings-pods-" + form,
+                              "-o", "json").stdout)["items"]
+    assert len(pods) == 2
+    for pod in pods:
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert {k: env.get(k) for k in given} == given
+        assert env["TARGET"].startswith("https://198.18.")  # the deployed ingress, TLS as SCHEME asks
+    for part in sorted(tmp_path.glob("*/segment-*.json")):
+        got = json.loads(part.read_text())["settings"]
+        assert {k: got.get(k) for k in given} == given, part
 
 
 def test_distributed_bad_segments():
