@@ -167,7 +167,8 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
 @pytest.mark.parametrize("script, env, message", [
     ("overhead", {"ROUNDS": "x"}, "ROUNDS must be a whole number from 1 to 99, got 'x'"),
     ("overhead", {"PLATFORM": "external"}, "PLATFORM must be lab or local for the overhead benchmark, got 'external'"),
-    ("overhead", {"VARIANT": "turbo"}, "unknown variant 'turbo'"),
+    ("overhead", {"PLATFORM": "lab", "VARIANT": "turbo"}, "unknown variant 'turbo'"),
+    ("overhead", {"VARIANT": "turbo"}, "unknown overlay 'turbo'"),  # the default platform: local
     ("overhead", {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
     ("calibrate", {"CASES": "http-1kb grpc"}, "unknown case 'grpc' (known: http-1kb https-1kb tls-handshakes throughput-1mb)"),
     ("calibrate", {"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native)"),
