@@ -17,9 +17,7 @@ export PLATFORM
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 
-# The lab's addresses: must match ci/lab.sh.
-LAB_CLIENT_NS=ibench-client
-LAB_STUB=http://198.18.0.2:8080/stub_status
+LAB_CLIENT_NS=ibench-client # ci/lab.sh's client namespace; the lab's addresses: ci/platforms/lab.env
 
 # Each platform decides, before anything starts: the variant, how k6 is run and pinned, and
 # which stub_status counts the server side.
@@ -36,7 +34,7 @@ case "$PLATFORM" in
       read -r CLIENT_CPU_LIST SERVER_CPU_LIST <<<"$(lab_cpus)"
       RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPU_LIST")
       STUB=$LAB_STUB
-      [ -n "${TARGET:-}" ] && [ "$target_host" != 198.18.0.2 ] && STUB=${STUB_STATUS_URL:-}
+      [ -n "${TARGET:-}" ] && [ "$target_host" != "$LAB_LB_IP" ] && STUB=${STUB_STATUS_URL:-}
     else
       RUN=()
       STUB=${STUB_STATUS_URL:-} # a user's target: server-side counts only if they expose stub_status
@@ -112,7 +110,7 @@ stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothi
 # --out on the command line replaces K6_OUT: a user's own output is passed on beside ours.
 K6_ARGS=(); [ -z "${K6_OUT:-}" ] || K6_ARGS+=(--out "$K6_OUT")
 dash=127.0.0.1:${K6_WEB_DASHBOARD_PORT:-5665}
-[ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ] && dash=198.18.0.3:${dash#*:} # LAB client address (ci/lab.sh CLIENT_IP)
+[ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ] && dash=$LAB_CLIENT_IP:${dash#*:}
 K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST="${dash%:*}" K6_WEB_DASHBOARD_PORT="${dash#*:}")
 if [ "$MONITORING" = 1 ]; then
   PROMETHEUS_URL=${PROMETHEUS_URL:-$(bash "$IB_ROOT/ci/monitoring/monitoring.sh" url)} || exit 1

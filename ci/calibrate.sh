@@ -34,9 +34,9 @@ read -r CLIENT_LIST SERVER_LIST <<<"$(lab_cpus)"
 CPU=${CLIENT_LIST%%[-,]*} # one core: a per-request cost, not how well a client spreads
 # The target: plain HTTP goes to a backend itself (nginx serving from memory, no proxy hop),
 # so the client, not the server's core, is the limit; TLS to the LB, the lab's TLS endpoint.
-# Each is counted by its own stub_status (ci/lab.sh backend_ip 1, LB_IP and LB_STATUS_PORT).
-BACKEND=http://198.18.0.11 BACKEND_STUB=http://198.18.0.11/stub_status
-LB=https://198.18.0.2 LB_STUB=http://198.18.0.2:8080/stub_status
+# Each is counted by its own stub_status (ci/platforms/lab.env).
+BACKEND=http://$(lab_backend_ip 1) BACKEND_STUB=http://$(lab_backend_ip 1)/stub_status
+LB=https://$LAB_LB_IP LB_STUB=$LAB_STUB
 served() { stub_counts "$STUB" | cut -d' ' -f2; }
 CLIENT=(ip netns exec ibench-client taskset -c "$CPU")
 

@@ -15,15 +15,13 @@ VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
 LAB_BACKENDS=${LAB_BACKENDS:-2}
 STATE=${IB_LAB_STATE:-/run/ingress-bench/lab}
 BRIDGE=ibench0
-LAB_RANGE=198.18.0.0/15
 NS_PREFIX=ibench-
-HOST_IP=198.18.0.1
-LB_IP=198.18.0.2          # must match LAB_LB_ADDRESS in k6/lib/config.js
-CLIENT_IP=198.18.0.3
-LB_STATUS_PORT=8080       # must match the stub_status server in nginx.conf.tmpl
-backend_ip() { echo "198.18.0.$((10 + $1))"; }
-# name=bytes; must match PAYLOADS in k6/lib/config.js.
-PAYLOADS="0kb=0 1kb=1024 4kb=4096 100kb=102400 1mb=1048576"
+# Addresses: ci/platforms/lab.env (through ci/lib.sh).
+HOST_IP=$LAB_HOST_IP LB_IP=$LAB_LB_IP CLIENT_IP=$LAB_CLIENT_IP LB_STATUS_PORT=$LAB_STATUS_PORT
+backend_ip() { lab_backend_ip "$1"; }
+# name=bytes: the PAYLOAD setting's values (k6/lib/settings.js), sized by their unit.
+PAYLOADS=$(for p in $(setting_values PAYLOAD); do
+  n=${p%[km]b}; [[ $p == *mb ]] && echo "$p=$((n * 1048576))" || echo "$p=$((n * 1024))"; done | paste -sd' ')
 
 nginx_pids() { # every nginx master/worker started from our state dir (also strays of a crashed up)
   pgrep -f "nginx: .* -p $STATE/" || true

@@ -2,6 +2,9 @@
 # effects beyond setting variables and PATH.
 IB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$IB_ROOT/ci/settings/settings.sh"
+. "$IB_ROOT/ci/platforms/lab.env"
+lab_backend_ip() { echo "$LAB_BACKEND_NET.$((LAB_BACKEND_OCTET0 + $1))"; }
+LAB_STUB=http://$LAB_LB_IP:$LAB_STATUS_PORT/stub_status
 # shellcheck source=ci/versions.env
 . "$IB_ROOT/ci/versions.env"
 IB_CACHE=${IB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-bench}

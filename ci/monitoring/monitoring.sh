@@ -13,7 +13,7 @@ PLATFORM=$(platform) || exit 1
 case "$PLATFORM" in local|lab) ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac
 CGROUPS=$IB_ROOT/ci/monitoring/cgroups.sh
 LAB_STATE=/run/ingress-bench/monitoring-lab
-LAB_PROM_ADDR=198.18.0.1:9090   # the lab bridge's host address (HOST_IP in ci/lab.sh)
+LAB_PROM_ADDR=$LAB_HOST_IP:$LAB_PROMETHEUS_PORT # on the lab bridge's host address
 LOCAL_TEXTFILE=$IB_CLUSTER_STATE/textfile # must match node-exporter's hostPath (monitoring/local)
 MON_IMAGES="prometheus-$PROMETHEUS_VERSION prometheus-operator-$PROMETHEUS_OPERATOR_VERSION prometheus-config-reloader-$PROMETHEUS_OPERATOR_VERSION node-exporter-$NODE_EXPORTER_VERSION nginx-prometheus-exporter-${NGINX_EXPORTER_IMAGE##*:}"
 
@@ -90,7 +90,7 @@ lab_up() {
   # A marker argument names every process here, so down finds exactly these.
   local m=--ingress-bench-lab-monitoring
   setsid bash -c 'exec -a "prometheus-node-exporter '"$m"'" prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults --collector.cpu --collector.netdev --collector.textfile --collector.textfile.directory="$1"' _ "$LAB_STATE/textfile" >"$LAB_STATE/node-exporter.log" 2>&1 </dev/null &
-  setsid bash -c 'exec -a "prometheus-nginx-exporter '"$m"'" prometheus-nginx-exporter -web.listen-address=127.0.0.1:19113 -nginx.scrape-uri=http://198.18.0.2:8080/stub_status' >"$LAB_STATE/nginx-exporter.log" 2>&1 </dev/null &
+  setsid bash -c 'exec -a "prometheus-nginx-exporter '"$m"'" prometheus-nginx-exporter -web.listen-address=127.0.0.1:19113 -nginx.scrape-uri='"$LAB_STUB"'' >"$LAB_STATE/nginx-exporter.log" 2>&1 </dev/null &
   setsid bash -c 'exec -a "prometheus '"$m"'" "$1" --config.file="$2/prometheus.yml" --storage.tsdb.path="$2/data" --storage.tsdb.retention.time=1d --web.listen-address='"$LAB_PROM_ADDR"' --web.enable-remote-write-receiver --enable-feature=native-histograms' _ "$IB_PROMETHEUS_DIR/prometheus" "$LAB_STATE" >"$LAB_STATE/prometheus.log" 2>&1 </dev/null &
   poll 30 ready "http://$LAB_PROM_ADDR" || die "the lab's Prometheus did not become ready: $(tail -n1 "$LAB_STATE/prometheus.log")"
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at http://$LAB_PROM_ADDR (lab), node-exporter and nginx-prometheus-exporter on loopback"

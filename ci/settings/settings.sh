@@ -7,11 +7,14 @@ setting_names() {
   awk -F'\t' -v r="${1:-}" '!/^#/ && $2 != "internal" && (r == "" || index("," $2 ",", "," r ",")) {print $1}' "$IB_SETTINGS_TSV"
 }
 
+# setting_values NAME: an enum setting's values, separated by spaces.
+setting_values() { awk -F'\t' -v n="$1" '$1 == n {print $4}' "$IB_SETTINGS_TSV"; }
+
 # setting_enum NAME [DEFAULT]: NAME's value from the environment (else DEFAULT, else the
 # registry's default), checked against the enum's values; dies on another one.
 setting_enum() {
   local values v
-  values=$(awk -F'\t' -v n="$1" '$1 == n {print $4}' "$IB_SETTINGS_TSV")
+  values=$(setting_values "$1")
   [ -n "$values" ] || die "$1 is not an enum setting in k6/lib/settings.js"
   v=${!1:-${2:-$(awk -F'\t' -v n="$1" '$1 == n {print $3}' "$IB_SETTINGS_TSV")}}
   [[ " $values " == *" $v "* ]] || die "unknown $1 '$v' (known: ${values// /, })"

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "dashboards"))
 import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
 LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
-STUB = "http://198.18.0.2:8080/stub_status"  # ci/lab.sh LB_IP and LB_STATUS_PORT
+# The lab's addresses, from the one file that defines them.
+LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "ci/platforms/lab.env").read_text(), re.M))
+STUB = f"http://{LAB['LAB_LB_IP']}:{LAB['LAB_STATUS_PORT']}/stub_status"
 
 
 class Run:

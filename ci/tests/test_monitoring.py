@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, dashboard_query_gaps, lint, sh
+from conftest import LAB, ROOT, dashboard_query_gaps, lint, sh
 
 PROMTOOL = Path(os.path.expanduser("~/.cache/ingress-bench/prometheus-v3.5.0/promtool"))  # ci/lib.sh IB_PROMETHEUS_DIR
-LAB_PROM = "http://198.18.0.1:9090"  # ci/monitoring/monitoring.sh LAB_PROM_ADDR
+LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # ci/monitoring/monitoring.sh LAB_PROM_ADDR
 LAB_MON_STATE = Path("/run/ingress-bench/monitoring-lab")
 CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/monitoring/cgroups.sh, role loadgen
 

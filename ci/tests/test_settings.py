@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, examples, registry, sh, task, task_with
+from conftest import LAB, LAB_STATE, ROOT, examples, registry, sh, task, task_with
 from test_platform_configs import ENV_LINE, RUN
 
 
@@ -132,3 +132,16 @@ def test_exit_codes_through_task(form, tmp_path):
     assert errors(bad) == ["error: CONNECTIONS must be a whole number, got 'many'"]
     assert not (tmp_path / "bad").exists()
     assert task("no-such-task").returncode == 1
+
+
+def test_the_lab_is_defined_once():
+    """k6's default target for a bare run is the lab's LB of ci/platforms/lab.env, and the lab
+    serves every payload the PAYLOAD setting names, at its size (lab.sh sizes them by unit)."""
+    js = "import('./k6/lib/config.js').then(m => console.log(JSON.stringify([m.LAB_LB_ADDRESS, m.PAYLOADS])))"
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    address, payloads = json.loads(r.stdout)
+    assert address == LAB["LAB_LB_IP"]
+    assert sh("bash", "ci/lab.sh", "up").returncode == 0
+    served = {p.stem: p.stat().st_size for p in (LAB_STATE / "payloads").glob("*.bin")}
+    assert served == payloads

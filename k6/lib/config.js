@@ -3,7 +3,8 @@
 // the opt-in) are here. Pure functions only (no k6 imports): node's test runner loads this file too.
 import { PAYLOADS, durationMs, received, setting } from './settings.js';
 
-// The lab's load balancer. Must match LB_IP in ci/lab.sh.
+// The lab's load balancer: a bare k6 run's default target (the ci/ entry points pass their
+// own). LAB_LB_IP in ci/platforms/lab.env, checked by ci/tests/test_settings.py.
 export const LAB_LB_ADDRESS = '198.18.0.2';
 
 // Payloads every backend serves as /<name>.bin (must match PAYLOADS in ci/lab.sh).
