@@ -3,6 +3,7 @@ package ingressbench
 import (
 	"context"
 	"math/bits"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,26 +64,36 @@ var runLatency histogram
 
 func (h *histogram) add(d time.Duration) { h.counts[bucketOf(int64(d))].Add(1) }
 
-// percentiles in milliseconds, for each of ps (ascending, in (0, 1]).
+// percentiles in milliseconds, for each of ps (in [0, 1]), by the rule of k6's Trend: the
+// value at 0-based rank p*(n-1) of the sorted values, interpolated linearly between the two
+// ranks around it. The Gauges then state the same statistic as the summary's p(95) and p(99)
+// (and as a Trend threshold on the JS path): at the tail of a short run, one rank apart can
+// be several percent. Each of the two ranks is read as the middle of its bucket, within
+// 1/256 of the value there.
 func (h *histogram) percentiles(ps ...float64) []float64 {
-	var snap [nBuckets]uint64
+	// cum[i]: the values in buckets 0..i, so the value of 0-based rank r is in the first
+	// bucket whose cum exceeds r.
+	var cum [nBuckets]uint64
 	var total uint64
-	for i := range snap {
-		snap[i] = h.counts[i].Load()
-		total += snap[i]
+	for i := range cum {
+		total += h.counts[i].Load()
+		cum[i] = total
 	}
 	out := make([]float64, len(ps))
 	if total == 0 {
 		return out
 	}
-	var seen uint64
-	j := 0
-	for i := 0; i < nBuckets && j < len(ps); i++ {
-		seen += snap[i]
-		for j < len(ps) && float64(seen) >= ps[j]*float64(total) {
-			out[j] = bucketValue(i) / float64(time.Millisecond)
-			j++
+	at := func(rank uint64) float64 {
+		return bucketValue(sort.Search(nBuckets, func(i int) bool { return cum[i] > rank }))
+	}
+	for j, p := range ps {
+		r := p * (float64(total) - 1) // k6's expression, so the same float rounding
+		lo := uint64(r)
+		v := at(lo)
+		if f := r - float64(lo); f > 0 { // then lo+1 < total
+			v += (at(lo+1) - v) * f
 		}
+		out[j] = v / float64(time.Millisecond)
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 """End to end on the real lab: real nginx LB and backends in network namespaces, real k6.
 Each run is short (3 s); assertions are on measured counts and server-side evidence."""
+import csv
 import json
+import math
 import os
 
 import pytest
@@ -19,6 +21,56 @@ def engine(request):
         os.environ.pop("ENGINE")
     else:
         os.environ["ENGINE"] = before
+
+
+@pytest.fixture
+def clean_bench(bench, tmp_path_factory):
+    """bench() for the runs assert_clean_run judges: a native run also writes every sample
+    (k6's CSV output, passed on by ci/bench.sh beside its own), so that its percentile Gauges
+    can be held to the exact ranks of the requests they summarize."""
+    def run(scenario, **env):
+        samples = None
+        if os.environ["ENGINE"] == "native":
+            samples = tmp_path_factory.mktemp("samples") / "samples.csv"
+            env = {"K6_OUT": f"csv={samples}", **env}
+        r = bench(scenario, **env)
+        r.samples = samples
+        return r
+    return run
+
+
+def load_durations(path):
+    """The http_req_duration of every request of the load, sorted: not setup's readiness GET
+    nor the teardown's Prometheus query (k6 tags them with the groups ::setup, ::teardown)."""
+    with open(path, newline="") as f:
+        return sorted(float(row["metric_value"]) for row in csv.DictReader(f)
+                      if row["metric_name"] == "http_req_duration" and not row["group"].startswith("::"))
+
+
+def assert_percentile_gauges(run, r):
+    """The native engine's latency thresholds judge bench_http_req_duration_p95/p99, the
+    run-wide percentiles of its bounded histogram (xk6/latency.go). Its promise: k6's Trend
+    rule (rank p*(n-1) of the sorted values, interpolated between the two ranks around it),
+    each rank read within its bucket's half-width, 1/256 of the value. The summary's Trend is
+    no reference for that: it also holds setup's readiness request (a new connection) and the
+    teardown's Prometheus query, which the histogram never sees. In a run of 1,200 requests
+    they are often among the dozen slowest (7.9 ms against a p99 of 2.6 ms), and there one
+    rank is several percent: they moved the Trend's p99 7% off the histogram's. So the
+    reference is every request of the load, raw."""
+    assert run.samples, "a native run judged by assert_clean_run needs its samples: clean_bench"
+    d = load_durations(run.samples)
+    # Every request of the load, none of the others: the rest of http_reqs is setup's one GET.
+    assert len(d) == r["requests"] - 1, (len(d), r["requests"])
+    for p in (95, 99):
+        gauge = run.metric(f"bench_http_req_duration_p{p}")["value"]
+        rank = p / 100 * (len(d) - 1)  # k6's expression, the same float
+        lo, hi = d[math.floor(rank)], d[min(math.floor(rank) + 1, len(d) - 1)]
+        exact = lo + (hi - lo) * (rank - math.floor(rank))
+        # So the Gauge lies between the two ranks, and within 1/256 of the point k6 puts
+        # between them (1e-9 ms: float rounding; the CSV's six decimals of a millisecond are
+        # whole nanoseconds, what the engine measures). A Gauge two buckets away misses by more.
+        assert abs(gauge - exact) <= exact / 256 + 1e-9, \
+            (f"p{p}", gauge, f"{(gauge / exact - 1) * 100:+.2f}% from", exact, "ranks", lo, hi)
 
 
 def assert_clean_run(run, scenario, body_bytes):
@@ -41,30 +93,26 @@ def assert_clean_run(run, scenario, body_bytes):
         assert (run.dir / name).exists()
     assert json.loads((run.dir / "meta.json").read_text())["engine"] == os.environ["ENGINE"]
     if os.environ["ENGINE"] == "native":
-        # Its latency thresholds judge the run-wide percentiles of a bounded histogram: they
-        # must agree with the exact ones of the http_req_duration Trend (every value kept).
-        for p in ("95", "99"):
-            gauge, exact = run.metric(f"bench_http_req_duration_p{p}")["value"], r[f"p{p}_ms"]
-            assert abs(gauge - exact) <= 0.03 * exact + 0.02, (p, gauge, exact)
+        assert_percentile_gauges(run, r)
 
 
-def test_rps_http(bench):
-    run = bench("rps")
+def test_rps_http(clean_bench):
+    run = clean_bench("rps")
     assert_clean_run(run, "rps", 1024)
     # Keep-alive: one connection per VU (20), plus setup's and the stub_status read, plus
     # one more each time nginx closes a connection at keepalive_requests (1000, default).
     assert run.summary["server"]["connections_accepted"] <= 20 + 2 + run.result["requests"] // 1000 + 1
 
 
-def test_rps_https(bench):
-    run = bench("rps", SCHEME="https")
+def test_rps_https(clean_bench):
+    run = clean_bench("rps", SCHEME="https")
     assert_clean_run(run, "rps", 1024)
     assert run.metric("http_req_tls_handshaking")["max"] > 0
 
 
-def test_rps_open_model(bench):
+def test_rps_open_model(clean_bench):
     # Spare VUs: on this VM a steal-time spike would otherwise make k6 drop iterations.
-    run = bench("rps", RATE="400", CONNECTIONS="100")
+    run = clean_bench("rps", RATE="400", CONNECTIONS="100")
     assert_clean_run(run, "rps", 1024)
     assert run.result["dropped_iterations"] == 0
     assert within(run.result["requests"], 400 * 3, 0.05), run.result["requests"]
@@ -89,7 +137,7 @@ def test_lab_variant_is_an_overlay_read_through_its_knob_files():
     assert "variant seed002-nginx-lb-tuned" in sh("bash", "ci/lab.sh", "status").stdout
 
 
-def test_tps_every_request_is_a_full_new_handshake(bench):
+def test_tps_every_request_is_a_full_new_handshake(clean_bench):
     """Server-side proof: one connection accepted per request, and nginx's log shows each
     request alone on its connection, TLS 1.2 with the seed cipher, session not reused."""
     assert sh("bash", "ci/lab.sh", "up").returncode == 0  # the variant bench runs by default
@@ -98,7 +146,7 @@ def test_tps_every_request_is_a_full_new_handshake(bench):
     assert sh("bash", "ci/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
     log = LAB_STATE / "lb/logs/access.log"
     offset = log.stat().st_size
-    run = bench("tps", MONITORING="0")
+    run = clean_bench("tps", MONITORING="0")
     assert_clean_run(run, "tps", 0)
     r, server = run.result, run.summary["server"]
     assert server["connections_accepted"] == server["requests"], server
@@ -113,8 +161,8 @@ def test_tps_every_request_is_a_full_new_handshake(bench):
     print(f"\ntps: {r['rps']:.0f} handshakes/s, {len(lines)} requests on {len(lines)} new TLS connections")
 
 
-def test_throughput_reports_gbits(bench):
-    run = bench("throughput", CONNECTIONS="10")
+def test_throughput_reports_gbits(clean_bench):
+    run = clean_bench("throughput", CONNECTIONS="10")
     assert_clean_run(run, "throughput", 1048576)
     assert run.result["gbit_per_s"] > 0
     assert "Gbit/s" in run.out
