@@ -5,8 +5,8 @@ IB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$IB_ROOT/ci/platforms/lab.env"
 lab_backend_ip() { echo "$LAB_BACKEND_NET.$((LAB_BACKEND_OCTET0 + $1))"; }
 LAB_STUB=http://$LAB_LB_IP:$LAB_STATUS_PORT/stub_status
-# shellcheck source=ci/versions.env
-. "$IB_ROOT/ci/versions.env"
+# shellcheck source=ci/tools/versions.env
+. "$IB_ROOT/ci/tools/versions.env"
 IB_CACHE=${IB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-bench}
 IB_GOCACHE_DIRS="$IB_CACHE/go"
 # Version-keyed install directories: PATH is composed from the pins, so two checkouts with
@@ -15,12 +15,12 @@ IB_GOCACHE_DIRS="$IB_CACHE/go"
 # edit there builds a new binary beside the old one (its tests are not part of it).
 IB_K6_EXT=$(cd "$IB_ROOT/xk6" 2>/dev/null && cat go.mod $(ls -- *.go | grep -v '_test\.go$') 2>/dev/null | sha256sum | cut -c1-12)
 IB_K6_DIR=$IB_CACHE/k6-$K6_VERSION-xk6-$IB_K6_EXT
-K6_LOCAL_TAG=$K6_VERSION-xk6-$IB_K6_EXT # the local k6 image (ci/cluster/images.sh)
+K6_LOCAL_TAG=$K6_VERSION-xk6-$IB_K6_EXT # the local k6 image (ci/platforms/local/images.sh)
 IB_KUSTOMIZE_DIR=$IB_CACHE/kustomize-$KUSTOMIZE_VERSION
 IB_KUBECONFORM_DIR=$IB_CACHE/kubeconform-$KUBECONFORM_VERSION
 IB_TASK_DIR=$IB_CACHE/task-$TASK_VERSION
-# One venv per content of ci/requirements.txt: a changed pin builds a new one beside the old.
-IB_VENV=$IB_CACHE/venv-$(sha256sum "$IB_ROOT/ci/requirements.txt" | cut -c1-12)
+# One venv per content of ci/tools/requirements.txt: a changed pin builds a new one beside the old.
+IB_VENV=$IB_CACHE/venv-$(sha256sum "$IB_ROOT/ci/tools/requirements.txt" | cut -c1-12)
 export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_VENV/bin:$PATH"
 # k6 1.8 would otherwise phone home, or ask a remote build service for unknown k6/x modules.
 export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
@@ -104,7 +104,7 @@ need_overlay() { [ -f "$IB_ROOT/overlays/$1/kustomization.yaml" ] || die "unknow
 # scenario_scheme SCENARIO: http unless SCHEME says otherwise; tps is TLS by definition.
 scenario_scheme() { if [ "$1" = tps ]; then echo https; else echo "${SCHEME:-http}"; fi; }
 # IMAGE_SET: which images a cluster runs. "upstream": the pins of components/images and
-# K6_IMAGE_UPSTREAM, from their registries; "local": this machine's builds (ci/cluster/images.sh,
+# K6_IMAGE_UPSTREAM, from their registries; "local": this machine's builds (ci/platforms/local/images.sh,
 # components/images-local). The local platform runs local builds; an external cluster
 # upstream images unless told otherwise (a cluster that was given our builds).
 image_set() {
@@ -132,7 +132,7 @@ ingress_cpuset() {
   # The first container that is not the metrics sidecar (components/monitoring).
   cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o json 2>/dev/null |
     jq -r '[.items[0].status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID')
-  # ibench: the kubelet's cgroupRoot (CGROUP_ROOT in ci/cluster/cluster.sh); Guaranteed pods
+  # ibench: the kubelet's cgroupRoot (CGROUP_ROOT in ci/platforms/local/cluster.sh); Guaranteed pods
   # sit directly below kubepods, the others one QoS level deeper.
   cat /sys/fs/cgroup/cpuset/ibench/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
     /sys/fs/cgroup/cpuset/ibench/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true

@@ -8,7 +8,7 @@
 
 Prometheus is read only through the signal contract (monitoring/README.md: the bench:* rules
 and k6's own series), never raw metrics. Bad input: one line `error: ...` and exit 2; a page
-that fails `check` exits 1. Only the standard library and matplotlib (ci/requirements.txt)."""
+that fails `check` exits 1. Only the standard library and matplotlib (ci/tools/requirements.txt)."""
 import argparse
 import html
 import json

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The bench:* rules as one Prometheus rule file, for what loads files rather than
-PrometheusRule objects: the lab's host Prometheus (ci/monitoring/monitoring.sh) and promtool
+PrometheusRule objects: the lab's host Prometheus (ci/platforms/monitoring/monitoring.sh) and promtool
 in the tests. One source: the component's PrometheusRules (rules.yaml, link-capacity.yaml)
 and the ratios its derived.yaml patch appends to the signals group.
 

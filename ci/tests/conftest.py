@@ -1,5 +1,5 @@
-"""Shared helpers for the end-to-end suite: every test drives the real scripts (ci/bench.sh,
-ci/lab.sh) against the real lab: nginx processes in network namespaces, real k6."""
+"""Shared helpers for the end-to-end suite: every test drives the real scripts (ci/run/bench.sh,
+ci/platforms/lab.sh) against the real lab: nginx processes in network namespaces, real k6."""
 import json
 import os
 import re
@@ -46,12 +46,12 @@ def sh(*args, env=None, timeout=300):
 
 @pytest.fixture
 def bench(tmp_path):
-    """bench(scenario, **env) -> Run: one ci/bench.sh run with results under tmp_path."""
+    """bench(scenario, **env) -> Run: one ci/run/bench.sh run with results under tmp_path."""
     def run(scenario, **env):
         root = tmp_path / f"results-{len(list(tmp_path.iterdir()))}"
         # The lab unless a test names the platform (the tool's default is the local cluster).
         env = {"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "3s", "CONNECTIONS": "20", **env}
-        return Run(sh("bash", "ci/bench.sh", scenario, env=env), root)
+        return Run(sh("bash", "ci/run/bench.sh", scenario, env=env), root)
     return run
 
 
@@ -83,7 +83,7 @@ def stub():
 @pytest.fixture(scope="session", autouse=True)
 def lab_is_removed_after_the_suite():
     yield
-    sh("bash", "ci/lab.sh", "down")
+    sh("bash", "ci/platforms/lab.sh", "down")
     left = lab_leftovers()
     assert not left, f"lab leftovers after the suite: {left}"
 

@@ -12,7 +12,7 @@ from conftest import ROOT, k6_running, lab_leftovers, sh
 
 @pytest.fixture
 def lab_down():
-    sh("bash", "ci/lab.sh", "down")
+    sh("bash", "ci/platforms/lab.sh", "down")
     assert lab_leftovers() == []
     yield
     assert not k6_running()
@@ -51,7 +51,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_refused_before_anything_starts(case, lab_down, tmp_path):
     args, env, message = CASES[case]
-    r = sh("bash", "ci/bench.sh", *args, env={"PLATFORM": "lab", "RESULTS_ROOT": str(tmp_path / "r"), **env})
+    r = sh("bash", "ci/run/bench.sh", *args, env={"PLATFORM": "lab", "RESULTS_ROOT": str(tmp_path / "r"), **env})
     assert r.returncode != 0
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: "), r.stderr
@@ -61,7 +61,7 @@ def test_bad_input_is_refused_before_anything_starts(case, lab_down, tmp_path):
 
 def test_missing_tool_says_what_to_do(lab_down, tmp_path):
     env = {"IB_CACHE": str(tmp_path / "empty-cache"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    r = sh("bash", "ci/bench.sh", "rps", env=env)
+    r = sh("bash", "ci/run/bench.sh", "rps", env=env)
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == [f"error: k6 {os.environ.get('K6_VERSION', 'v1.8.1')} is not installed: run './task tools'"]
 
@@ -70,7 +70,7 @@ def test_missing_tool_says_what_to_do(lab_down, tmp_path):
 def test_unreachable_target_is_one_line(engine, tmp_path):
     # In the lab's range but no host holds it: loaded from the lab's client namespace (never
     # from the host, whose default route would take it off the machine); setup() refuses.
-    r = sh("bash", "ci/bench.sh", "rps", env={"TARGET": "http://198.18.0.250", "RESULTS_ROOT": str(tmp_path), "ENGINE": engine})
+    r = sh("bash", "ci/run/bench.sh", "rps", env={"TARGET": "http://198.18.0.250", "RESULTS_ROOT": str(tmp_path), "ENGINE": engine})
     assert r.returncode != 0
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert len(errors) == 1, r.stderr
@@ -81,20 +81,20 @@ def test_unreachable_target_is_one_line(engine, tmp_path):
 
 def test_lab_up_failing_half_way_leaves_nothing(lab_down, tmp_path):
     """Backends are up when the failpoint fires; the rollback must remove them."""
-    r = sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "lab", "LAB_FAILPOINT": "after-backends", "RESULTS_ROOT": str(tmp_path / "r")})
+    r = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "LAB_FAILPOINT": "after-backends", "RESULTS_ROOT": str(tmp_path / "r")})
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["error: failpoint after-backends reached (LAB_FAILPOINT is set)"]
 
 
 def test_bad_lab_backend_count(lab_down):
-    r = sh("bash", "ci/lab.sh", "up", env={"LAB_BACKENDS": "0"})
+    r = sh("bash", "ci/platforms/lab.sh", "up", env={"LAB_BACKENDS": "0"})
     assert r.returncode != 0
     assert r.stderr.strip() == "error: LAB_BACKENDS must be a whole number from 1 to 99, got '0'"
 
 
 def test_missing_go_says_what_to_do(tmp_path):
     """A fresh machine without Go: the first tool to build names the fix."""
-    r = sh("bash", "ci/tools.sh", env={"IB_CACHE": str(tmp_path / "cache"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    r = sh("bash", "ci/tools/tools.sh", env={"IB_CACHE": str(tmp_path / "cache"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     assert r.returncode != 0
     assert r.stderr.strip().splitlines()[-1].startswith("error: building task v3.53.1 needs Go")
 
@@ -117,7 +117,7 @@ def readable_checkout():
     shutil.rmtree(top)
 
 
-@pytest.mark.parametrize("command", [["ci/lab.sh", "up"], ["ci/lab.sh", "down"], ["ci/test.sh"]])
+@pytest.mark.parametrize("command", [["ci/platforms/lab.sh", "up"], ["ci/platforms/lab.sh", "down"], ["ci/tests/run.sh"]])
 def test_root_is_required_where_namespaces_are_made(command, lab_down, readable_checkout):
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", *command],
                        cwd=readable_checkout, capture_output=True, text=True, timeout=60,
@@ -134,8 +134,8 @@ def test_failed_variant_switch_on_a_running_lab_leaves_nothing(tmp_path):
     broken.mkdir()
     try:
         (broken / "nginx.env").write_text("WORKER_CONNECTIONS=lots\n")
-        assert sh("bash", "ci/lab.sh", "up").returncode == 0
-        r = sh("bash", "ci/lab.sh", "up", env={"VARIANT": "test-broken"})
+        assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
+        r = sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": "test-broken"})
         assert r.returncode != 0
         errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
         assert len(errors) == 1 and "nginx config for lb is invalid" in errors[0] and "lots" in errors[0], r.stderr

@@ -25,7 +25,7 @@ def machine_state():
         "routes": sh("ip", "route").stdout,
         "netns": sh("ip", "netns", "list").stdout,
         "mounts": [l for l in open("/proc/mounts") if "ingress-bench" in l or "kubelet" in l],
-        # The kubelet's root, and the host k6's group (ci/monitoring/cgroups.sh).
+        # The kubelet's root, and the host k6's group (ci/platforms/monitoring/cgroups.sh).
         "cgroups": sh("find", "/sys/fs/cgroup", "-maxdepth", "2", "(", "-name", "ibench", "-o", "-name", "ingress-bench", ")").stdout,
         "sysctls": {k: sh("sysctl", "-n", k).stdout.strip() for k in SYSCTLS},
         # Zombies are dead already; this machine's PID 1 reaps them late.
@@ -35,13 +35,13 @@ def machine_state():
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    sh("bash", "ci/cluster/cluster.sh", "down")
-    sh("bash", "ci/lab.sh", "down")
+    sh("bash", "ci/platforms/local/cluster.sh", "down")
+    sh("bash", "ci/platforms/lab.sh", "down")
     before = machine_state()
-    up = sh("bash", "ci/cluster/cluster.sh", "up", timeout=600)
+    up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
     assert up.returncode == 0, up.stderr
     yield
-    down = sh("bash", "ci/cluster/cluster.sh", "down")
+    down = sh("bash", "ci/platforms/local/cluster.sh", "down")
     assert down.returncode == 0, down.stderr
     assert machine_state() == before, "cluster:down must leave the machine as it found it"
 
@@ -51,7 +51,7 @@ def kubectl(*args):
 
 
 def test_node_ready_and_coredns_serves():
-    assert sh("bash", "ci/cluster/cluster.sh", "status").returncode == 0
+    assert sh("bash", "ci/platforms/local/cluster.sh", "status").returncode == 0
     pods = json.loads(kubectl("-n", "kube-system", "get", "pods", "-o", "json").stdout)["items"]
     assert [p["status"]["phase"] for p in pods if p["metadata"]["name"].startswith("coredns")] == ["Running"]
 
@@ -90,7 +90,7 @@ def test_tps_full_handshakes_in_the_cluster(bench):
     cipher, session not reused. (stub_status accepts also count the kubelet's TCP probes.)"""
     # Without monitoring: the exporter sidecar's stub_status reads would count as requests
     # the access log (off on the status server) does not show.
-    assert sh("bash", "ci/deploy.sh", env={"VARIANT": "seed002-nginx-lb-default", "MONITORING": "0"}).returncode == 0
+    assert sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-default", "MONITORING": "0"}).returncode == 0
     seen = len(lb_log())
     run = bench("tps", PLATFORM="local", VARIANT="seed002-nginx-lb-default", MONITORING="0")
     assert_clean_k8s_run(run, "tps", "seed002-nginx-lb-default")
@@ -119,7 +119,7 @@ def link_1g_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("link-1g")
     env = {"PLATFORM": "local", "VARIANT": "seed002-nginx-lb-tuned-link-1g", "RESULTS_ROOT": str(root),
            "DURATION": "30s", "CONNECTIONS": "10"}
-    return Run(sh("bash", "ci/bench.sh", "throughput", env=env), root)
+    return Run(sh("bash", "ci/run/bench.sh", "throughput", env=env), root)
 
 
 def test_throughput_through_a_1g_link_is_judged_nic_bound(link_1g_run):
@@ -146,7 +146,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
     shows where every request went: each pod's address (headless Service, resolved once the
     backends were ready), the Service's ClusterIP, or the node's NodePort."""
     variant = f"seed003-lb-{path}-10pods"
-    assert sh("bash", "ci/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
+    assert sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
     seen = len(lb_log())
     run = bench("rps", PLATFORM="local", VARIANT=variant, PAYLOAD="100kb" if path == "pods" else "4kb")
     r = assert_clean_k8s_run(run, "rps", variant)
@@ -156,7 +156,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
                           "-o", "jsonpath={.items[*].status.podIP}").stdout.split())
     cluster_ip = kubectl("-n", "ingress-bench", "get", "svc", "backend", "-o", "jsonpath={.spec.clusterIP}").stdout
     expected = {"pods": {f"{ip}:80" for ip in pod_ips}, "clusterip": {f"{cluster_ip}:80"},
-                "nodeport": {"198.18.64.1:30080"}}[path]  # ci/cluster/cluster.sh node address
+                "nodeport": {"198.18.64.1:30080"}}[path]  # ci/platforms/local/cluster.sh node address
     assert len(pod_ips) == 10 and addrs == expected, (addrs, expected)
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
@@ -169,7 +169,7 @@ def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
     r = assert_clean_k8s_run(run, "rps", variant)
     listening = [l.split()[3] for l in sh("ss", "-Hltn").stdout.splitlines()]
     for port in ("80", "443", "8080"):
-        assert f"198.18.64.1:{port}" in listening  # ci/cluster/cluster.sh node address
+        assert f"198.18.64.1:{port}" in listening  # ci/platforms/local/cluster.sh node address
         assert f"0.0.0.0:{port}" not in listening and f"*:{port}" not in listening, listening
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
@@ -180,7 +180,7 @@ def test_external_platform_runs_k6_inside_the_cluster(tmp_path):
     from outside); nginx's count, read through the API server, agrees."""
     env = {"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
            "VARIANT": "seed002-nginx-lb-tuned", "DURATION": "4s", "CONNECTIONS": "20", "RESULTS_ROOT": str(tmp_path)}
-    r = sh("bash", "ci/bench.sh", "rps", env=env, timeout=300)
+    r = sh("bash", "ci/run/bench.sh", "rps", env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["platform"] == "external" and summary["segments"] == 1
@@ -192,7 +192,7 @@ def test_external_cluster_that_does_not_answer(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
                           "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
-    err = one_error(sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1",
+    err = one_error(sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1",
                                                           "KUBECONFIG": str(kubeconfig), "RESULTS_ROOT": str(tmp_path / "r")}))
     assert f"the cluster of KUBECONFIG={kubeconfig} does not answer" in err
     assert not (tmp_path / "r").exists()
@@ -201,7 +201,7 @@ def test_external_cluster_that_does_not_answer(tmp_path):
 def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     """Two k6 pods, each its execution segment of an open-model run at 400 req/s: each does
     half, the parts add up to the rate asked for, and nginx counted exactly their sum."""
-    r = sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "2", "RATE": "400", "DURATION": "5s",
+    r = sh("bash", "ci/run/distributed.sh", "rps", env={"SEGMENTS": "2", "RATE": "400", "DURATION": "5s",
                                                      "CONNECTIONS": "100", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
@@ -223,7 +223,7 @@ def test_native_engine_on_the_local_platform(bench):
 def test_native_engine_in_the_indexed_job(tmp_path):
     """The project's k6 image carries the extension: two pods, a closed-model native run of 30
     connections (two VUs of 15, one per execution segment), counted exactly by nginx."""
-    r = sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "2", "ENGINE": "native", "DURATION": "5s",
+    r = sh("bash", "ci/run/distributed.sh", "rps", env={"SEGMENTS": "2", "ENGINE": "native", "DURATION": "5s",
                                                      "CONNECTIONS": "30", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
@@ -274,7 +274,7 @@ def test_every_pod_setting_reaches_the_indexed_jobs_pods(form, tmp_path):
 
 
 def test_distributed_bad_segments():
-    err = one_error(sh("bash", "ci/distributed.sh", "rps", env={"SEGMENTS": "0"}))
+    err = one_error(sh("bash", "ci/run/distributed.sh", "rps", env={"SEGMENTS": "0"}))
     assert "SEGMENTS must be a whole number from 1 to 16, got '0'" in err
 
 
@@ -283,11 +283,11 @@ def test_the_lab_works_beside_the_cluster(bench):
     run = bench("rps", PLATFORM="lab", DURATION="2s")
     assert run.rc == 0, run.err
     assert run.result["requests"] > 0 and run.result["errors"] == 0
-    assert sh("bash", "ci/lab.sh", "down").returncode == 0
+    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
 
 
 def test_every_overlay_passes_server_side_dry_run():
-    r = sh("bash", "ci/validate.sh", timeout=600)
+    r = sh("bash", "ci/checks/validate.sh", timeout=600)
     assert r.returncode == 0, r.stderr
     overlays = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").exists())
     lines = [l for l in r.stderr.splitlines() if "server dry-run on the local cluster" in l]
@@ -306,20 +306,20 @@ def deployed_variant():
 
 def test_unknown_overlay_is_refused_before_anything_is_applied():
     before = deployed_variant()
-    err = one_error(sh("bash", "ci/deploy.sh", env={"VARIANT": "seed999-nope"}))
+    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed999-nope"}))
     assert "unknown overlay 'seed999-nope'" in err and "seed002-nginx-lb-default" in err
     assert deployed_variant() == before
 
 
 def test_overlay_whose_image_is_not_local_is_refused_before_apply():
     before = deployed_variant()
-    err = one_error(sh("bash", "ci/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
+    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
     assert "image docker.io/nginx/nginx-ingress:5.6.1" in err and "not on the local node" in err
     assert deployed_variant() == before
 
 
 def test_external_platform_needs_the_opt_in():
-    err = one_error(sh("bash", "ci/deploy.sh", env={"PLATFORM": "external", "KUBECONFIG": KUBECONFIG}))
+    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"PLATFORM": "external", "KUBECONFIG": KUBECONFIG}))
     assert "ALLOW_EXTERNAL_CLUSTER=1" in err
 
 
@@ -338,7 +338,7 @@ def test_deploy_that_never_becomes_ready_names_the_reason():
         (overlay / "kustomization.yaml").write_text(
             "resources: [../../kustomize/base]\ncomponents:\n  - ../../kustomize/components/nginx-lb\n"
             "  - ../../kustomize/components/tuning-test-broken\n  - ../../kustomize/components/images\n")
-        err = one_error(sh("bash", "ci/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
+        err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
         assert "deployment.apps/nginx-lb not ready after 15s" in err
         assert any(reason in err for reason in ("CrashLoopBackOff", "Error")), err
     finally:
@@ -348,7 +348,7 @@ def test_deploy_that_never_becomes_ready_names_the_reason():
 
 def test_cluster_not_up_is_one_line():
     """Last: takes the cluster down (the module fixture's down is then a no-op)."""
-    assert sh("bash", "ci/cluster/cluster.sh", "down").returncode == 0
-    err = one_error(sh("bash", "ci/deploy.sh"))
+    assert sh("bash", "ci/platforms/local/cluster.sh", "down").returncode == 0
+    err = one_error(sh("bash", "ci/platforms/deploy.sh"))
     assert "the local cluster is not up: run './task cluster:up'" in err
-    assert sh("bash", "ci/cluster/cluster.sh", "status").returncode == 1
+    assert sh("bash", "ci/platforms/local/cluster.sh", "status").returncode == 1

@@ -14,9 +14,9 @@ import yaml
 from conftest import LAB, ROOT, dashboard_query_gaps, lint, sh
 
 PROMTOOL = Path(os.path.expanduser("~/.cache/ingress-bench/prometheus-v3.5.0/promtool"))  # ci/lib.sh IB_PROMETHEUS_DIR
-LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # ci/monitoring/monitoring.sh LAB_PROM_ADDR
+LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # ci/platforms/monitoring/monitoring.sh LAB_PROM_ADDR
 LAB_MON_STATE = Path("/run/ingress-bench/monitoring-lab")
-CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/monitoring/cgroups.sh, role loadgen
+CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/platforms/monitoring/cgroups.sh, role loadgen
 
 
 def rule_file(tmp_path, platform, *args):
@@ -29,7 +29,7 @@ def rule_file(tmp_path, platform, *args):
 
 
 def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
-    assert sh("bash", "ci/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
+    assert sh("bash", "ci/platforms/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
     files = [rule_file(tmp_path, "cluster"), rule_file(tmp_path, "lab", "1e9")]
     r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -60,7 +60,7 @@ def lab_run(tmp_path_factory):
     """One monitored rps run on the lab, shared by the assertions below."""
     root = tmp_path_factory.mktemp("mon")
     from conftest import Run
-    r = Run(sh("bash", "ci/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "12s", "CONNECTIONS": "20"}), root)
+    r = Run(sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "12s", "CONNECTIONS": "20"}), root)
     assert r.rc == 0, r.err
     return r
 
@@ -126,7 +126,7 @@ def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
     Kubernetes CPU limit does): it uses all it may, and the verdict names the ingress from
     its own share, k6 having headroom."""
     variant = "seed002-nginx-lb-default"
-    assert sh("bash", "ci/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
+    assert sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
     quota = CPU_CG.parent / "ingress/cpu.cfs_quota_us"
     try:
         quota.write_text("25000")  # of cpu.cfs_period_us 100000
@@ -141,8 +141,8 @@ def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
 
 
 def test_rules_missing_are_named_in_the_summary(bench):
-    assert sh("bash", "ci/lab.sh", "up").returncode == 0
-    assert sh("bash", "ci/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0
+    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
+    assert sh("bash", "ci/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0
     for f in (LAB_MON_STATE / "rules").glob("*.yaml"):
         f.unlink()
     pid = sh("pgrep", "-f", "prometheus --ingress-bench-lab-monitoring").stdout.split()[0]
@@ -152,12 +152,12 @@ def test_rules_missing_are_named_in_the_summary(bench):
     missing = run.summary["correlation"]["missing"]
     assert len(missing) == 15
     assert all("rules not loaded" in why for why in missing.values()), missing
-    sh("bash", "ci/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+    sh("bash", "ci/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
 
 
 def test_monitoring_down_twice_leaves_nothing():
     for _ in range(2):
-        r = sh("bash", "ci/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+        r = sh("bash", "ci/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
         assert r.returncode == 0, r.stderr
     assert not LAB_MON_STATE.exists()
     assert not sh("pgrep", "-f", "ingress-bench-lab-monitoring").stdout.strip()
@@ -167,6 +167,6 @@ def test_monitoring_down_twice_leaves_nothing():
 
 
 def test_lab_monitoring_refused_without_the_lab():
-    sh("bash", "ci/lab.sh", "down")
-    r = sh("bash", "ci/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"})
+    sh("bash", "ci/platforms/lab.sh", "down")
+    r = sh("bash", "ci/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"})
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: the lab is not up")

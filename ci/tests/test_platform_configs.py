@@ -1,7 +1,7 @@
 """Platform configurations that cannot run on the project's machines, validated offline: the
-k6-operator TestRun (k6/distributed/testrun.yaml, rendered by ci/render_distributed.sh and
+k6-operator TestRun (k6/distributed/testrun.yaml, rendered by ci/run/render_distributed.sh and
 checked with kubeconform against k6/distributed/testrun.schema.json) and the kind cluster
-config (ci/kind/cluster.yaml, checked by ci/kind/validate.sh on kind's own types). Each check
+config (ci/platforms/kind/cluster.yaml, checked by ci/platforms/kind/validate.sh on kind's own types). Each check
 is also shown to fail on a broken input, so a pass means something."""
 import re
 
@@ -18,7 +18,7 @@ ENV_LINE = re.compile(r"^\s*- \{ name: (\S+), value: (.*) \}$", re.M)
 
 
 def render(template, **env):
-    return sh("bash", "ci/render_distributed.sh", f"k6/distributed/{template}", env={**RUN, **env})
+    return sh("bash", "ci/run/render_distributed.sh", f"k6/distributed/{template}", env={**RUN, **env})
 
 
 def field(text, name):
@@ -29,8 +29,8 @@ def field(text, name):
 
 
 def versions():
-    """ci/versions.env as a dict: the pins both manifests and the kind config must follow."""
-    return dict(re.findall(r"^([A-Z0-9_]+)=(\S*)", (ROOT / "ci/versions.env").read_text(), re.M))
+    """ci/tools/versions.env as a dict: the pins both manifests and the kind config must follow."""
+    return dict(re.findall(r"^([A-Z0-9_]+)=(\S*)", (ROOT / "ci/tools/versions.env").read_text(), re.M))
 
 
 def error_lines(r):
@@ -118,21 +118,21 @@ def test_testrun_schema_rejects(case, tmp_path):
     assert good.returncode == 0 and old in good.stdout, good.stderr
     path = tmp_path / "testrun.yaml"
     path.write_text(good.stdout.replace(old, new, 1))
-    r = sh("bash", "-c", '. ci/render_distributed.sh && validate_testrun "$1"', "_", str(path))
+    r = sh("bash", "-c", '. ci/run/render_distributed.sh && validate_testrun "$1"', "_", str(path))
     assert r.returncode != 0
     lines = error_lines(r)
     assert len(lines) == 1 and lines[0].startswith("error: testrun.yaml: ") and reason in lines[0], r.stderr
 
 
 def cluster_value(name):
-    """NAME=value in ci/cluster/cluster.sh, where the local cluster's addresses are set."""
-    m = re.search(rf"^{name}=(\S+)", (ROOT / "ci/cluster/cluster.sh").read_text(), re.M)
-    assert m, f"no {name}= in ci/cluster/cluster.sh"
+    """NAME=value in ci/platforms/local/cluster.sh, where the local cluster's addresses are set."""
+    m = re.search(rf"^{name}=(\S+)", (ROOT / "ci/platforms/local/cluster.sh").read_text(), re.M)
+    assert m, f"no {name}= in ci/platforms/local/cluster.sh"
     return m.group(1)
 
 
 def test_kind_config_has_the_local_clusters_shape():
-    r = sh("bash", "ci/kind/validate.sh", timeout=600)
+    r = sh("bash", "ci/platforms/kind/validate.sh", timeout=600)
     assert r.returncode == 0, r.stderr
     summary = r.stderr.strip().splitlines()[-1]
     assert f"pods {cluster_value('POD_CIDR')}, services {cluster_value('SERVICE_CIDR')}," in summary, summary
@@ -140,7 +140,7 @@ def test_kind_config_has_the_local_clusters_shape():
     assert f"kindest/node:{kube_minor}." in summary, summary
     assert "kube-proxy iptables" in summary and "cpuManagerPolicy static" in summary, summary
     # The same unsafe sysctls as the local cluster's kubelet allows (for the nginx-lb pod).
-    kubelet = (ROOT / "ci/cluster/kubelet.yaml").read_text()
+    kubelet = (ROOT / "ci/platforms/local/kubelet.yaml").read_text()
     local = re.search(r"^allowedUnsafeSysctls: \[(.*)\]$", kubelet, re.M).group(1)
     sysctls = ",".join(s.strip(' "') for s in local.split(","))
     assert f"unsafe sysctls {sysctls}," in summary, summary
@@ -165,11 +165,11 @@ BROKEN_KIND = {
 @pytest.mark.parametrize("case", BROKEN_KIND)
 def test_kind_validation_rejects(case, tmp_path):
     (old, new), reason = BROKEN_KIND[case]
-    text = (ROOT / "ci/kind/cluster.yaml").read_text()
+    text = (ROOT / "ci/platforms/kind/cluster.yaml").read_text()
     assert old in text
     path = tmp_path / "cluster.yaml"
     path.write_text(text.replace(old, new, 1))
-    r = sh("bash", "ci/kind/validate.sh", str(path), timeout=600)
+    r = sh("bash", "ci/platforms/kind/validate.sh", str(path), timeout=600)
     assert r.returncode != 0
     lines = error_lines(r)
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and reason in lines[0], r.stderr

@@ -1,4 +1,4 @@
-"""The report (ci/report.py): a real run's files (ci/test_fixtures/report/, copied from results/)
+"""The report (ci/report.py): a real run's files (ci/tests/fixtures/report/, copied from results/)
 with the end-of-run correlation and verdict added as bench.sh writes them, rendered and then
 opened in a real browser (headless Chromium). No lab, cluster or Prometheus: fetch is tested
 against an address that refuses and against a stand-in speaking Prometheus' HTTP API.
@@ -22,7 +22,7 @@ import matplotlib.image
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "ci/test_fixtures/report"
+FIXTURES = ROOT / "ci/tests/fixtures/report"
 RUN = FIXTURES / "20261121T155928Z-rps-seed002-nginx-lb-default"  # README's example run: 4,658 req/s
 SERIES = ["client_rps", "p50_ms", "p95_ms", "p99_ms", "ingress_cpu_cores", "ingress_cpu_utilization",
           "nic_utilization", "server_rps", "loadgen_cpu_utilization"]

@@ -66,10 +66,10 @@ def test_every_pod_setting_reaches_the_rendered_testrun(form):
     env = {**RUN, **{k: "" for k in given}, "LOADGEN_CPU_MAX": "5"}
     if form == "line":  # what the ./task wrapper exports from the task line, then the render
         line = " ".join(f"{k}={v}" for k, v in given.items())
-        r = sh("bash", "-c", f'. ci/lib.sh && settings_from_args {line} && ci/render_distributed.sh k6/distributed/testrun.yaml',
+        r = sh("bash", "-c", f'. ci/lib.sh && settings_from_args {line} && ci/run/render_distributed.sh k6/distributed/testrun.yaml',
                env=env)
     else:
-        r = sh("bash", "ci/render_distributed.sh", "k6/distributed/testrun.yaml", env={**env, **given})
+        r = sh("bash", "ci/run/render_distributed.sh", "k6/distributed/testrun.yaml", env={**env, **given})
     assert r.returncode == 0, r.stderr
     pod_env = {k: v.strip('"') for k, v in ENV_LINE.findall(r.stdout)}
     assert {k: v for k, v in pod_env.items() if k in given} == given
@@ -142,6 +142,6 @@ def test_the_lab_is_defined_once():
     assert r.returncode == 0, r.stderr
     address, payloads = json.loads(r.stdout)
     assert address == LAB["LAB_LB_IP"]
-    assert sh("bash", "ci/lab.sh", "up").returncode == 0
+    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
     served = {p.stem: p.stat().st_size for p in (LAB_STATE / "payloads").glob("*.bin")}
     assert served == payloads

@@ -7,7 +7,7 @@ import { PAYLOADS, durationMs, received, setting } from './settings.js';
 // own). LAB_LB_IP in ci/platforms/lab.env, checked by ci/tests/test_settings.py.
 export const LAB_LB_ADDRESS = '198.18.0.2';
 
-// Payloads every backend serves as /<name>.bin (must match PAYLOADS in ci/lab.sh).
+// Payloads every backend serves as /<name>.bin (must match PAYLOADS in ci/platforms/lab.sh).
 export { PAYLOADS, durationMs };
 
 // Per-scenario defaults: what each of the seeds' three measurements means.
@@ -84,7 +84,7 @@ export function parseConfig(env, scenario) {
   if (ms <= 0) fail(`DURATION must be longer than zero, got '${duration}'`);
 
   // Like wrk -c: one keep-alive connection per VU. Default scales with the client's cores
-  // (the seed used 1000 connections from 44 cores). CLIENT_CPUS: set by ci/bench.sh.
+  // (the seed used 1000 connections from 44 cores). CLIENT_CPUS: set by ci/run/bench.sh.
   const clientCpus = /^[1-9]\d*$/.test(env.CLIENT_CPUS || '') ? Number(env.CLIENT_CPUS) : 2;
   const connections = setting(env, 'CONNECTIONS', Math.min(1000, 50 * clientCpus));
   const rate = setting(env, 'RATE', 0); // 0: closed model
@@ -102,7 +102,7 @@ export function parseConfig(env, scenario) {
   // URL, which is the lab platform's way.
   const platform = setting(env, 'PLATFORM', 'lab');
 
-  // Where the run's correlation comes from (ci/bench.sh passes the platform's Prometheus).
+  // Where the run's correlation comes from (ci/run/bench.sh passes the platform's Prometheus).
   const prometheusUrl = (setting(env, 'PROMETHEUS_URL', '')).replace(/\/$/, '');
   if (prometheusUrl) {
     const p = /^https?:\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(prometheusUrl);

@@ -14,7 +14,7 @@
 //   reaches   the paths the user's value is carried to:
 //               k6       the host's k6 (bench on the lab and the local cluster): config.js
 //               pods     the in-cluster k6 pods: the Indexed Job and the k6-operator TestRun
-//                        (ci/render_distributed.sh writes their environment from this list)
+//                        (ci/run/render_distributed.sh writes their environment from this list)
 //               lab, deploy, monitoring, distributed, calibrate, overhead, matrix, report:
 //                        the scripts of those tasks read it on the host
 //   example   a valid non-default value: the settings test gives it on every path the

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# ci/platforms/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
+# cluster and wait until its ingress answers. Prints the ingress address (IP, or IP:PORT for
+# a NodePort) on stdout for ci/run/bench.sh.
+#   PLATFORM=local     the cluster of ci/platforms/local/cluster.sh
+#   PLATFORM=external  the cluster of $KUBECONFIG, only with ALLOW_EXTERNAL_CLUSTER=1
+#   IMAGE_SET          local (this machine's builds; the local platform's default) or upstream
+#                      (the pinned registry images; the external default), see ci/lib.sh
+# Switching overlays removes the previous one's objects first, so two controllers never
+# share the namespace.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+OVERLAY=${VARIANT:-$DEFAULT_OVERLAY}
+PLATFORM=$(platform) || exit 1
+DEPLOY_TIMEOUT=${DEPLOY_TIMEOUT:-120}
+NS=ingress-bench                     # kustomize/base namespace
+HOST_HEADER=${HOST:-bench.ingress.test}
+
+need_overlay "$OVERLAY"
+[[ $DEPLOY_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "DEPLOY_TIMEOUT must be a whole number of seconds, got '$DEPLOY_TIMEOUT'"
+images=$(image_set) || exit 1
+case "$PLATFORM" in
+  local)
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
+  external)
+    [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external deploys into the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
+    [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
+    kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer" ;;
+  *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
+esac
+
+MONITORING=${MONITORING:-1}
+case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (deploy the monitoring component) or 0, got '$MONITORING'" ;; esac
+[ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
+if [ "$MONITORING" = 1 ] && ! kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1; then
+  die "the cluster has no Prometheus Operator CRDs for the monitoring component: run './task monitoring:up' (local) or install kube-prometheus-stack, or set MONITORING=0"
+fi
+
+# Render: the overlay as it is, plus monitoring (its sidecars, PodMonitors, rules) and the
+# platform's image override, which must come last to see the sidecars' images.
+extra=()
+[ "$MONITORING" = 1 ] && extra+=("$IB_ROOT/kustomize/components/monitoring")
+[ "$images" = upstream ] || extra+=("$IB_ROOT/kustomize/components/images-local")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+render() { # [LINK_CAPACITY_BITS]
+  {
+    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    echo "kind: Kustomization"
+    echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
+    [ ${#extra[@]} = 0 ] || echo "components: [$(for c in "${extra[@]}"; do realpath --relative-to="$work" "$c"; done | paste -sd,)]"
+    # The link capacity NIC utilization is judged against (bench:link_capacity:bits).
+    [ -z "${1:-}" ] || printf 'patches:\n  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
+  } >"$work/kustomization.yaml"
+  kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.yaml" 2>"$work/err" ||
+    die "overlay $OVERLAY does not build: $(head -n1 "$work/err")"
+}
+render
+# The overlay's bandwidth emulation (components/link-1g), if any.
+shaped=$(awk '$1 == "kubernetes.io/egress-bandwidth:" {print $2; exit}' "$work/manifest.yaml" | tr -d '"')
+if [ "$MONITORING" = 1 ]; then
+  # Declared: LINK_CAPACITY, else the overlay's bandwidth emulation, else the rule's default.
+  capacity=${LINK_CAPACITY:-$shaped}
+  [ -z "$capacity" ] || render "$(link_capacity_bits "$capacity")"
+fi
+
+# No registry here: every image must already be in the node's containerd, or the pods would
+# sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
+if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
+  have=$(local_images)
+  for img in $(awk '$1 == "image:" || $1 == "-" && $2 == "image:" {print $NF}' "$work/manifest.yaml" | tr -d '"' | sort -u); do
+    grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
+      die "image $img of overlay $OVERLAY is not on the local node and no registry is reachable: it validates ('./task lint') but cannot run here"
+  done
+fi
+
+# A previous overlay's objects go first (its controller would otherwise serve too).
+# (With or without monitoring counts as another overlay: the sidecars come and go.)
+deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"
+current=$(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null || true)
+if [ -n "$current" ] && [ "$current" != "$deployed" ]; then
+  say deploy "removing overlay $current"
+  kinds=all,configmap,ingress,serviceaccount,role,rolebinding
+  kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 && kinds+=,podmonitor,prometheusrule
+  kubectl delete "$kinds" -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
+  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current% +monitoring}" >/dev/null 2>&1 || true
+fi
+
+# The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
+# generated here for each new namespace, never committed.
+kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
+if ! kubectl -n "$NS" get secret ingress-tls >/dev/null 2>&1; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=$HOST_HEADER" -addext "subjectAltName=DNS:$HOST_HEADER" \
+    -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+  kubectl -n "$NS" create secret tls ingress-tls --cert="$work/tls.crt" --key="$work/tls.key" >/dev/null
+fi
+say deploy "overlay $OVERLAY → $PLATFORM"
+# Ready, or the reason a pod is not: one line.
+rollout() { # SELECTOR: wait for the matching Deployments
+  local d; for d in $(kubectl -n "$NS" get deploy -l "$1" -o name); do
+    kubectl -n "$NS" rollout status "$d" --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1 ||
+      die "$d not ready after ${DEPLOY_TIMEOUT}s: $(pod_problem "$NS" "${d#*/}")"
+  done
+}
+apply() { # [SELECTOR]
+  kubectl apply ${1:+-l "$1"} -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
+}
+# Backends first, the ingress once they serve: an LB that resolves its upstreams when it
+# starts (components/path-lb-pods) then sees every backend pod.
+apply 'app.kubernetes.io/component!=ingress'
+kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" >/dev/null
+rollout 'app.kubernetes.io/component!=ingress'
+apply
+rollout app.kubernetes.io/component=ingress
+
+# The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
+# (512 MiB): after 4 s idle the first 512 MB pass at full speed, and a 20 s run read 1.16
+# Gbit/s through a "1 Gbit/s" link. A NIC has no such allowance: on our own node the burst
+# becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only shaped pods have
+# tbf qdiscs here. (On users' clusters the burst stays: see components/link-1g.)
+if [ "$PLATFORM" = local ] && [ -n "$shaped" ]; then
+  while read -r dev rate; do
+    tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
+      die "could not set the link emulation's burst on $dev"
+  done < <(tc qdisc show | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $5, $(i + 1)}')
+fi
+
+# The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,
+# nginx-lb's, or a NodePort of an exposure path). Its address for the load: ClusterIP, or
+# node address:nodePort for a NodePort Service.
+svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.name}')
+[ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress"
+if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort ]; then
+  addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].nodePort}')
+else
+  addr=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
+fi
+poll 10 http_ok "http://$addr/1kb.bin" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
+say deploy "ingress $svc answering at http://$addr/"
+echo "$addr"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the local cluster's pinned binaries into $IB_CACHE (a no-op when they are there):
+# Kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy,
+# kubectl) from k8s.io/kubernetes on the module proxy, and etcd from Debian's package.
+set -euo pipefail
+. "$(dirname "$0")/../../lib.sh"
+
+KUBE_BINS="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
+
+build_kube() {
+  local b missing=
+  for b in $KUBE_BINS; do [ -x "$IB_KUBE_DIR/$b" ] || missing=1; done
+  [ -z "$missing" ] && return 0
+  command -v go >/dev/null || die "building Kubernetes $KUBE_VERSION needs Go (1.24 or newer)"
+  local src=$IB_CACHE/src/kubernetes-$KUBE_VERSION minor=${KUBE_VERSION#v1.} minor_only
+  minor_only=${minor%%.*}
+  mkdir -p "$src"
+  # k8s.io/kubernetes points its staging modules at ./staging; outside its repository each
+  # must be replaced by its published version (v0.<minor>.<patch>). sample-* are examples.
+  local mod; mod=$(GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | jq -r .GoMod) ||
+    die "the module proxy did not serve k8s.io/kubernetes@$KUBE_VERSION"
+  {
+    echo "module ingress-bench/kubernetes-build"
+    echo "go $(awk '$1 == "go" {print $2; exit}' "$mod")"
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    awk -v v="v0.$minor" '$2 == "=>" && $3 ~ /^\.\/staging/ && $1 !~ /sample-/ {print "replace " $1 " => " $1 " " v}' "$mod"
+  } >"$src/go.mod"
+  say cluster "building Kubernetes $KUBE_VERSION ($KUBE_BINS) with $(go env GOVERSION): cold ~10 min, cached after"
+  (
+    cd "$src"
+    for b in $KUBE_BINS; do GOTOOLCHAIN=local GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION" >/dev/null 2>&1; done
+    # The version Kubernetes' own build stamps in (hack/lib/version.sh): without it every
+    # binary reports v0.0.0-master, which `kubectl version` and version-skew checks reject.
+    local v=k8s.io/component-base/version c=k8s.io/client-go/pkg/version f ldflags=
+    for f in "gitVersion=$KUBE_VERSION" gitMajor=1 "gitMinor=$minor_only" gitTreeState=clean; do ldflags+=" -X $v.$f -X $c.$f"; done
+    for b in $KUBE_BINS; do
+      [ -x "$IB_KUBE_DIR/$b" ] && continue
+      say cluster "  go build $b"
+      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$src/bin/$b" "k8s.io/kubernetes/cmd/$b" >"$src/build-$b.log" 2>&1 ||
+        { tail -n 5 "$src/build-$b.log" >&2; die "go build of $b failed (log: $src/build-$b.log)"; }
+      mkdir -p "$IB_KUBE_DIR" && mv "$src/bin/$b" "$IB_KUBE_DIR/$b"
+    done
+  )
+}
+
+# etcd from Debian's package, unpacked into the cache: installing it would start a service.
+etcd_from_debian() {
+  [ -x "$IB_ETCD_DIR/etcd" ] && return 0
+  say cluster "etcd: Debian's etcd-server, unpacked"
+  local tmp; tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq etcd-server >/dev/null 2>&1) || { rm -rf "$tmp"; die "apt-get download etcd-server failed"; }
+  dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"
+  mkdir -p "$IB_ETCD_DIR" && cp "$tmp/root/usr/bin/etcd" "$IB_ETCD_DIR/etcd" && rm -rf "$tmp"
+}
+
+build_kube
+etcd_from_debian

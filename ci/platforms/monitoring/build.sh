@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the monitoring binaries into $IB_CACHE, keyed by version (a no-op when present):
+# Prometheus + promtool (the lab's host Prometheus, the rule tests, the cluster's image) and
+# prometheus-operator + prometheus-config-reloader (the local cluster's operator).
+set -euo pipefail
+. "$(dirname "$0")/../../lib.sh"
+
+# wrapper_build DIR MODULE VERSION PKG... : `go build` each PKG (a path inside MODULE) into DIR.
+# The wrapper module requires MODULE and copies its non-local replace directives, which is
+# what `go install MODULE/cmd/x@v` refuses to do; local ones (./pkg/...) become requires of
+# the same version, published as their own modules.
+wrapper_build() {
+  local dir=$1 mod=$2 ver=$3; shift 3
+  local p missing=
+  for p in "$@"; do [ -x "$dir/$(basename "$p")" ] || missing=1; done
+  [ -z "$missing" ] && return 0
+  command -v go >/dev/null || die "building $mod $ver needs Go (1.24 or newer)"
+  local src=$IB_CACHE/src/$(basename "$mod")-$ver gomod
+  mkdir -p "$src"
+  gomod=$(GOTOOLCHAIN=local go mod download -json "$mod@$ver" | jq -r .GoMod) ||
+    die "the module proxy did not serve $mod@$ver"
+  {
+    echo "module ingress-bench/$(basename "$mod")-build"
+    echo "go $(awk '$1 == "go" {print $2; exit}' "$gomod")"
+    echo "require $mod $ver"
+    # single-line and block replace forms: "replace a v => b v2" / "a v => b v2"
+    sed -nE 's/^(replace[[:space:]]+)?[[:space:]]*([^ ()]+)( [^ ]+)? => (\.\/[^ ]+)$/\2/p' "$gomod" | sed "s|.*|require & $ver|"
+    sed -nE 's/^(replace[[:space:]]+)?[[:space:]]*([^ ()]+( [^ ]+)? => [^. ][^ ]* [^ ]+)$/replace \2/p' "$gomod"
+  } >"$src/go.mod"
+  say monitoring "building $(basename "$mod") $ver ($(for p in "$@"; do basename "$p"; done | paste -sd' ')) with $(go env GOVERSION): cold 3-5 min, cached after"
+  (
+    cd "$src"
+    GOTOOLCHAIN=local GOFLAGS=-mod=mod go get "$mod@$ver" >"$src/get.log" 2>&1 || { tail -n 5 "$src/get.log" >&2; die "go get $mod@$ver failed (log: $src/get.log)"; }
+    for p in "$@"; do
+      local b; b=$(basename "$p")
+      [ -x "$dir/$b" ] && continue
+      say monitoring "  go build $b"
+      # Version stamped the way Prometheus' own build does (promu), so `--version` is honest.
+      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+        -ldflags="-s -X github.com/prometheus/common/version.Version=${VERSION_STAMP:-${ver#v}} -X github.com/prometheus/common/version.Branch=release" \
+        -o "$src/bin/$b" "$p" >"$src/build-$b.log" 2>&1 ||
+        { tail -n 5 "$src/build-$b.log" >&2; die "go build of $b failed (log: $src/build-$b.log)"; }
+      mkdir -p "$dir" && mv "$src/bin/$b" "$dir/$b"
+    done
+  )
+}
+
+VERSION_STAMP=${PROMETHEUS_VERSION#v} wrapper_build "$IB_PROMETHEUS_DIR" github.com/prometheus/prometheus "$PROMETHEUS_MODULE_VERSION" \
+  github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+[ "${1:-all}" = prometheus ] && exit 0
+wrapper_build "$IB_OPERATOR_DIR" github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" \
+  github.com/prometheus-operator/prometheus-operator/cmd/operator github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The platform's monitoring: Prometheus with the bench:* rules, the exporters, and the cgroup
+# sampler for processes outside Kubernetes.
+#   PLATFORM=local (default): the local cluster's stack (monitoring/local: prometheus-operator,
+#     a Prometheus, node-exporter, kubelet cAdvisor) plus the monitoring component's CRDs.
+#   PLATFORM=lab: Prometheus, node-exporter and nginx-prometheus-exporter on the host, for
+#     the bare-metal lab (monitoring/lab), listening on the lab bridge and loopback only.
+# ci/platforms/monitoring/monitoring.sh up|down|status|url ; up and down are idempotent.
+set -euo pipefail
+. "$(dirname "$0")/../../lib.sh"
+
+PLATFORM=$(platform) || exit 1
+case "$PLATFORM" in local|lab) ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac
+CGROUPS=$IB_ROOT/ci/platforms/monitoring/cgroups.sh
+LAB_STATE=/run/ingress-bench/monitoring-lab
+LAB_PROM_ADDR=$LAB_HOST_IP:$LAB_PROMETHEUS_PORT # on the lab bridge's host address
+LOCAL_TEXTFILE=$IB_CLUSTER_STATE/textfile # must match node-exporter's hostPath (monitoring/local)
+MON_IMAGES="prometheus-$PROMETHEUS_VERSION prometheus-operator-$PROMETHEUS_OPERATOR_VERSION prometheus-config-reloader-$PROMETHEUS_OPERATOR_VERSION node-exporter-$NODE_EXPORTER_VERSION nginx-prometheus-exporter-${NGINX_EXPORTER_IMAGE##*:}"
+
+# The sampler runs while monitoring is up; its pid file sits beside what it writes.
+sampler_start() { # DIR
+  sampler_stop "$1"; mkdir -p "$1"
+  setsid bash "$CGROUPS" sample "$1" >/dev/null 2>&1 </dev/null &
+  echo $! >"$1/.sampler.pid"
+}
+sampler_alive() { [ -f "$1/.sampler.pid" ] && kill -0 "$(cat "$1/.sampler.pid")" 2>/dev/null; }
+sampler_stop() { # DIR
+  [ -f "$1/.sampler.pid" ] && kill "$(cat "$1/.sampler.pid")" 2>/dev/null || true
+  rm -f "$1/.sampler.pid"
+}
+
+ready() { curl -fsS --max-time 2 "$1/-/ready" >/dev/null 2>&1; }
+
+# The operator's CRDs, from the module the operator is built from.
+crd_dir() {
+  local d; d=$(GOTOOLCHAIN=local go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | jq -r .Dir) ||
+    die "the module proxy did not serve prometheus-operator $PROMETHEUS_OPERATOR_VERSION (its CRDs)"
+  echo "$d/example/prometheus-operator-crd"
+}
+
+local_url() {
+  local ip; ip=$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.clusterIP}' 2>/dev/null) || return 1
+  [ -n "$ip" ] && echo "http://$ip:9090"
+}
+
+local_up() {
+  export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+  bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
+  local url; url=$(local_url) && ready "$url" && sampler_alive "$LOCAL_TEXTFILE" && { say monitoring "up: $url"; return 0; }
+  local t0=$SECONDS b sock=$IB_CLUSTER_STATE/containerd/containerd.sock
+  bash "$IB_ROOT/ci/platforms/local/images.sh" monitoring
+  for b in $MON_IMAGES; do
+    ctr -a "$sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null || die "ctr could not import image $b"
+  done
+  # Four of the CRDs exceed the client-side apply annotation limit: server-side apply.
+  kubectl apply --server-side --force-conflicts -f "$(crd_dir)" >/dev/null || die "the prometheus-operator CRDs did not apply"
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null || die "the prometheus-operator CRDs are not established"
+  kustomize build "$IB_ROOT/monitoring/local" | kubectl apply -f - >/dev/null || die "monitoring/local did not apply"
+  kubectl -n monitoring rollout status deploy/prometheus-operator --timeout=90s >/dev/null 2>&1 ||
+    die "prometheus-operator not ready: $(pod_problem monitoring prometheus-operator)"
+  sampler_start "$LOCAL_TEXTFILE"
+  poll 120 eval 'url=$(local_url) && ready "$url"' || die "Prometheus not ready after 120 s: $(pod_problem monitoring prometheus)"
+  say monitoring "up: Prometheus $PROMETHEUS_VERSION at $url, operator $PROMETHEUS_OPERATOR_VERSION, in $((SECONDS - t0)) s"
+}
+
+local_down() {
+  export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+  sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE"
+  if bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1; then
+    kubectl delete ns monitoring --ignore-not-found --wait --timeout=90s >/dev/null 2>&1 || true
+    kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/part-of=ingress-bench-monitoring --ignore-not-found >/dev/null 2>&1 || true
+    # The CRDs last: deleting them removes every PodMonitor and PrometheusRule with them.
+    kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
+  fi
+}
+
+lab_pids() { pgrep -f -- "--ingress-bench-lab-monitoring" || true; }
+
+lab_up() {
+  need_root "monitoring:up on the lab"
+  # (Not a pipe into grep -q: under pipefail, grep's early exit fails the pipeline.)
+  [[ $(ip -o addr show 2>/dev/null) == *" ${LAB_PROM_ADDR%:*}/"* ]] || die "the lab is not up: run './task lab:up' (its Prometheus listens on the lab bridge)"
+  ready "http://$LAB_PROM_ADDR" && [ -n "$(lab_pids)" ] && sampler_alive "$LAB_STATE/textfile" && { say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
+  lab_down
+  bash "$IB_ROOT/ci/platforms/monitoring/build.sh" prometheus
+  mkdir -p "$LAB_STATE/rules" "$LAB_STATE/data" "$LAB_STATE/textfile"
+  cp "$IB_ROOT/monitoring/lab/prometheus.yml" "$LAB_STATE/"
+  "$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" lab "$(link_capacity_bits "${LINK_CAPACITY:-10G}")" >"$LAB_STATE/rules/bench.yaml"
+  sampler_start "$LAB_STATE/textfile"
+  # A marker argument names every process here, so down finds exactly these.
+  local m=--ingress-bench-lab-monitoring
+  setsid bash -c 'exec -a "prometheus-node-exporter '"$m"'" prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults --collector.cpu --collector.netdev --collector.textfile --collector.textfile.directory="$1"' _ "$LAB_STATE/textfile" >"$LAB_STATE/node-exporter.log" 2>&1 </dev/null &
+  setsid bash -c 'exec -a "prometheus-nginx-exporter '"$m"'" prometheus-nginx-exporter -web.listen-address=127.0.0.1:19113 -nginx.scrape-uri='"$LAB_STUB"'' >"$LAB_STATE/nginx-exporter.log" 2>&1 </dev/null &
+  setsid bash -c 'exec -a "prometheus '"$m"'" "$1" --config.file="$2/prometheus.yml" --storage.tsdb.path="$2/data" --storage.tsdb.retention.time=1d --web.listen-address='"$LAB_PROM_ADDR"' --web.enable-remote-write-receiver --enable-feature=native-histograms' _ "$IB_PROMETHEUS_DIR/prometheus" "$LAB_STATE" >"$LAB_STATE/prometheus.log" 2>&1 </dev/null &
+  poll 30 ready "http://$LAB_PROM_ADDR" || die "the lab's Prometheus did not become ready: $(tail -n1 "$LAB_STATE/prometheus.log")"
+  say monitoring "up: Prometheus $PROMETHEUS_VERSION at http://$LAB_PROM_ADDR (lab), node-exporter and nginx-prometheus-exporter on loopback"
+}
+
+lab_down() {
+  local pid
+  sampler_stop "$LAB_STATE/textfile"
+  for pid in $(lab_pids); do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 50); do [ -z "$(lab_pids)" ] && break; sleep 0.1; done
+  for pid in $(lab_pids); do kill -KILL "$pid" 2>/dev/null || true; done
+  rm -rf "$LAB_STATE"
+}
+
+# wait_loaded URL: until Prometheus has the bench rules and scrapes an ingress (the operator
+# and the kubelet take seconds to hand it a new deploy's PodMonitors and rules); a warning,
+# not an error, after 90 s: the run's summary then says which signals are missing.
+wait_loaded() {
+  loaded() {
+    curl -fsS --max-time 2 "$1/api/v1/rules" | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
+      curl -fsS --max-time 2 "$1/api/v1/query" --data-urlencode 'query=up{role="ingress"} == 1' | jq -e '.data.result | length > 0' >/dev/null 2>&1
+  }
+  # Then two scrapes more: a rate needs two samples before the run's first second counts.
+  poll 90 loaded "$1" && sleep 4 || { echo "warning: Prometheus at $1 has not loaded the bench rules or an ingress target after 90 s: the correlation will miss them" >&2; return 0; }
+}
+
+case "${1:-}" in
+  wait) wait_loaded "$("$0" url)" ;;
+  up) "${PLATFORM}_up" ;;
+  down)
+    need_root "monitoring:down"
+    "${PLATFORM}_down"; bash "$CGROUPS" remove
+    say monitoring "down ($PLATFORM)" ;;
+  url)
+    case "$PLATFORM" in
+      local) KUBECONFIG=$IB_CLUSTER_KUBECONFIG local_url || die "monitoring is not up on the local cluster: run './task monitoring:up'" ;;
+      lab) ready "http://$LAB_PROM_ADDR" || die "monitoring is not up on the lab: run './task monitoring:up PLATFORM=lab'"; echo "http://$LAB_PROM_ADDR" ;;
+    esac ;;
+  status) url=$("$0" url) && ready "$url" && echo "monitoring ($PLATFORM): Prometheus at $url ready" ;;
+  *) die "usage: ci/platforms/monitoring/monitoring.sh up|down|status|url" ;;
+esac

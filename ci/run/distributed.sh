@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# ci/run/distributed.sh SCENARIO: the scenario split over SEGMENTS k6 pods (an Indexed Job,
+# k6/distributed/job.yaml) against the overlay VARIANT, in the cluster: the local one
+# (PLATFORM=local, the default) or the user's (PLATFORM=external, see ci/platforms/deploy.sh; there the
+# load always runs in-cluster, as a ClusterIP is not reachable from outside). The parts'
+# request counts are summed and checked against the ingress's stub_status, read through the
+# API server's service proxy (it works wherever kubectl does).
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+. "$IB_ROOT/ci/run/render_distributed.sh"
+
+SCENARIO=${1:-}
+[[ " rps tps throughput " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: rps tps throughput)"
+SEGMENTS=${SEGMENTS:-2}
+[[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
+PLATFORM=$(platform) || exit 1
+export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM
+need_overlay "$VARIANT"
+# The pods load the ingress this run deploys, and what they receive is the registry's "pods"
+# settings: anything else given would be checked here and lost there.
+[ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
+settings_must_reach "the in-cluster k6 pods" pods distributed
+k6_validate "$SCENARIO"
+# Grafana's image is stock k6: the native engine is this project's build (ci/platforms/local/images.sh).
+[ "${ENGINE:-js}" != native ] || [ "$(image_set)" = local ] ||
+  die "ENGINE=native needs k6 built with k6/x/ingressbench, which $K6_IMAGE_UPSTREAM is not: use IMAGE_SET=local (the project's k6 image) or ENGINE=js"
+case "$PLATFORM" in
+  local)
+    need_root "distributed runs on the local cluster"
+    bash "$IB_ROOT/ci/platforms/local/cluster.sh" up || exit 1
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    # deploy adds the monitoring component by default (MONITORING=1), which needs the stack's
+    # CRDs: up as for bench (the k6 pods' CPU is then scraped as the load generator's).
+    if [ "${MONITORING:-1}" = 1 ]; then bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" up || exit 1; fi ;;
+  external) ;; # ci/platforms/deploy.sh checks the opt-in and the cluster before anything is applied
+  *) die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: local, external)" ;;
+esac
+addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
+[[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
+scheme=$(scenario_scheme "$SCENARIO")
+
+testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
+dir=${RESULTS_ROOT:-$IB_ROOT/results}/$testid
+mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"
+
+# The scenarios and their lib, as the pods see them (tests of the lib stay out).
+kubectl -n ingress-bench create configmap k6-scenarios --from-file="$IB_ROOT/k6/rps.js" --from-file="$IB_ROOT/k6/tps.js" \
+  --from-file="$IB_ROOT/k6/throughput.js" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n ingress-bench create configmap k6-lib $(for f in "$IB_ROOT"/k6/lib/*.js; do [[ $f == *.test.js ]] || printf -- '--from-file=%s ' "$f"; done) \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n ingress-bench delete job -l app.kubernetes.io/component=load-generator --wait >/dev/null 2>&1 || true
+
+name=$(distributed_name "$testid")
+TARGET=$scheme://$addr TESTID=$testid NAME=$name SCENARIO=$SCENARIO SEGMENTS=$SEGMENTS \
+  render_distributed "$IB_ROOT/k6/distributed/job.yaml" >"$dir/job.yaml"
+
+# nginx-lb's status port (the Service port named status): via the API server, so the count
+# works for a cluster whose addresses this host cannot reach.
+stub() {
+  kubectl get --raw "/api/v1/namespaces/ingress-bench/services/http:nginx-lb:status/proxy/stub_status" 2>/dev/null |
+    stub_parse | cut -d' ' -f2 || true # no count is reported after the run, not fatal here
+}
+before=$(stub)
+kubectl apply -f "$dir/job.yaml" >/dev/null
+say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
+secs=$(( $(k6_duration_seconds "${DURATION:-10s}") + 90 ))
+if ! kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${secs}s" >/dev/null 2>&1; then
+  die "job $name did not complete: $(kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{range .items[*]}{.status.phase} {end}')"
+fi
+after=$(stub)
+
+for i in $(seq 0 $((SEGMENTS - 1))); do
+  pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
+  kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,$p' | tail -n +2 >"$dir/segment-$i.json"
+done
+[ -n "$before" ] && [ -n "$after" ] || die "no stub_status from the ingress of $VARIANT: the request count cannot be checked (results in $dir/)"
+jq -s --argjson server "$((after - before - 1))" --arg testid "$testid" --arg variant "$VARIANT" --arg platform "$PLATFORM" '{
+    testid: $testid, variant: $variant, platform: $platform, segments: length,
+    requests: (map(.result.requests) | add), rps: (map(.result.rps) | add),
+    errors: (map(.result.errors) | add), passed: (map(.result.passed) | all),
+    per_segment: map({requests: .result.requests, rps: .result.rps, connections: .result.connections}),
+    server: {requests: $server}} | .server.client_over_server = (.requests / .server.requests)' \
+  "$dir"/segment-*.json >"$dir/summary.json"
+jq -r '"k6 \(.segments) segments → \(.rps | round) req/s in all (\(.per_segment | map(.rps | round | tostring) | join(" + "))), \(.requests) requests, errors \(.errors)\nserver        \(.server.requests) requests counted by nginx (client/server \(.server.client_over_server * 1000 | round / 1000))"' "$dir/summary.json"
+say results "$dir/"
