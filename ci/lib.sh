@@ -3,6 +3,7 @@
 IB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$IB_ROOT/ci/settings/settings.sh"
 . "$IB_ROOT/ci/platforms/lab.env"
+. "$IB_ROOT/ci/platforms/driver.sh"
 lab_backend_ip() { echo "$LAB_BACKEND_NET.$((LAB_BACKEND_OCTET0 + $1))"; }
 LAB_STUB=http://$LAB_LB_IP:$LAB_STATUS_PORT/stub_status
 # shellcheck source=ci/tools/versions.env
@@ -101,6 +102,11 @@ DEFAULT_OVERLAY=seed002-nginx-lb-default
 known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
 # need_overlay NAME: dies unless NAME is an overlay (overlays/NAME/kustomization.yaml).
 need_overlay() { [ -f "$IB_ROOT/overlays/$1/kustomization.yaml" ] || die "unknown overlay '$1' (known: $(known_overlays))"; }
+# need_scenario NAME: dies unless NAME is a scenario (the SCENARIO setting's values, each a
+# k6/NAME.js with its profile in k6/lib/config.js).
+need_scenario() {
+  [[ " $(setting_values SCENARIO) " == *" $1 "* ]] || die "unknown scenario '$1' (known: $(setting_values SCENARIO | sed 's/ /, /g'))"
+}
 # scenario_scheme SCENARIO: http unless SCHEME says otherwise; tps is TLS by definition.
 scenario_scheme() { if [ "$1" = tps ]; then echo https; else echo "${SCHEME:-http}"; fi; }
 # IMAGE_SET: which images a cluster runs. "upstream": the pins of components/images and

@@ -1,4 +1,4 @@
-// rps: see PROFILES.rps in lib/config.js for what it measures; settings are read there too.
+// rps: see PROFILES.rps in lib/settings.js for what it measures; settings are read there too.
 import { scenario } from './lib/scenario.js';
 
 const s = scenario('rps');

@@ -1,4 +1,4 @@
-// throughput: see PROFILES.throughput in lib/config.js for what it measures; settings are read there too.
+// throughput: see PROFILES.throughput in lib/settings.js for what it measures; settings are read there too.
 import { scenario } from './lib/scenario.js';
 
 const s = scenario('throughput');

@@ -1,4 +1,4 @@
-// tps: see PROFILES.tps in lib/config.js for what it measures; settings are read there too.
+// tps: see PROFILES.tps in lib/settings.js for what it measures; settings are read there too.
 import { scenario } from './lib/scenario.js';
 
 const s = scenario('tps');

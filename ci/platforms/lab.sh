@@ -15,7 +15,7 @@ VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
 LAB_BACKENDS=${LAB_BACKENDS:-2}
 STATE=${IB_LAB_STATE:-/run/ingress-bench/lab}
 BRIDGE=ibench0
-NS_PREFIX=ibench-
+NS_PREFIX=$LAB_NS_PREFIX
 # Addresses: ci/platforms/lab.env (through ci/lib.sh).
 HOST_IP=$LAB_HOST_IP LB_IP=$LAB_LB_IP CLIENT_IP=$LAB_CLIENT_IP LB_STATUS_PORT=$LAB_STATUS_PORT
 backend_ip() { lab_backend_ip "$1"; }

@@ -8,98 +8,29 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
 SCENARIO=${1:-}
-SCENARIOS="rps tps throughput"
-[[ " $SCENARIOS " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: $SCENARIOS)"
-# The platform (ci/lib.sh platform); a TARGET is guarded by the lab's rules (a lab address,
-# or a user's host with ALLOW_EXTERNAL_TARGET=1).
-PLATFORM=$(platform) || exit 1
-export PLATFORM
+need_scenario "$SCENARIO"
+# The platform (ci/lib.sh platform), through its driver (ci/platforms/driver.sh): the
+# variant, the target's rules, how k6 is run and pinned, which stub_status counts the
+# server side; all decided before anything starts.
+load_platform
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
-
-LAB_CLIENT_NS=ibench-client # ci/platforms/lab.sh's client namespace; the lab's addresses: ci/platforms/lab.env
-
-# Each platform decides, before anything starts: the variant, how k6 is run and pinned, and
-# which stub_status counts the server side.
-target_host=$(printf '%s' "${TARGET:-}" | sed -E 's|^[a-z]+://||; s|[:/].*||')
-case "$PLATFORM" in
-  lab)
-    export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
-    # A target in the project's range (or none: the lab's LB) is only ever loaded from the
-    # lab's client namespace: from the host, an address of 198.18.0.0/15 that no lab host
-    # holds would follow the default route off the machine. Loopback and opted-in external
-    # targets run here.
-    if [ -z "${TARGET:-}" ] || [[ $target_host =~ ^198\.1[89]\. ]]; then
-      "$IB_ROOT/ci/platforms/lab.sh" check
-      read -r CLIENT_CPU_LIST SERVER_CPU_LIST <<<"$(lab_cpus)"
-      RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPU_LIST")
-      STUB=$LAB_STUB
-      [ -n "${TARGET:-}" ] && [ "$target_host" != "$LAB_LB_IP" ] && STUB=${STUB_STATUS_URL:-}
-    else
-      RUN=()
-      STUB=${STUB_STATUS_URL:-} # a user's target: server-side counts only if they expose stub_status
-    fi ;;
-  local)
-    export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
-    need_overlay "$VARIANT"
-    [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
-    image_set >/dev/null
-    # The kubelet keeps one CPU out of exclusive use (ci/platforms/local/kubelet.yaml) and pins the
-    # ingress to others: k6 goes on the CPUs the ingress does not have (known after deploy).
-    CLIENT_CPUS=${CLIENT_CPUS:-$(($(nproc) - 1))} ;;
-  external)
-    # A user's cluster: its ClusterIPs are not reachable from here, so k6 runs inside it, as
-    # the in-cluster Job of ci/run/distributed.sh (SEGMENTS pods, default 1); results there.
-    [ -z "${TARGET:-}" ] || die "PLATFORM=external measures the overlay it deploys: unset TARGET"
-    export SEGMENTS=${SEGMENTS:-1}
-    exec bash "$IB_ROOT/ci/run/distributed.sh" "$SCENARIO" ;;
-esac
-export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
-
-# Monitoring (Prometheus + the bench:* rules, ci/platforms/monitoring/monitoring.sh): on by default on
-# the platforms that have it. PROMETHEUS_URL names another Prometheus (a user's lab target).
+# Monitoring (Prometheus + the bench:* rules, ci/platforms/monitoring/monitoring.sh): on by
+# default on the platforms that have it. PROMETHEUS_URL names another Prometheus (a user's
+# lab target).
 MONITORING=${MONITORING:-1}
 case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (correlate the run with Prometheus) or 0, got '$MONITORING'" ;; esac
-[ "$PLATFORM" = lab ] && [ ${#RUN[@]} = 0 ] && [ -z "${PROMETHEUS_URL:-}" ] && MONITORING=0 # a user's own target
+pf_check "$SCENARIO"
+# A user's cluster runs k6 in its pods: the in-cluster Job (SEGMENTS pods, default 1).
+[ "$IN_CLUSTER" = 0 ] || SEGMENTS=${SEGMENTS:-1} exec bash "$IB_ROOT/ci/run/distributed.sh" "$SCENARIO"
+
 export MONITORING
 [ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
 
 # (On the local platform TARGET is unset here: its address is known only after deploy.)
 k6_validate "$SCENARIO"
 
-case "$PLATFORM" in
-  lab)
-    if [ ${#RUN[@]} -gt 0 ]; then
-      need_root "bench on the lab"
-      "$IB_ROOT/ci/platforms/lab.sh" up || exit 1 # its one-line error is said; a failed up removes what it made
-      if [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; then
-        PLATFORM=lab bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" up || exit 1
-        PLATFORM=lab bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait
-      fi
-    fi ;;
-  local)
-    need_root "bench on the local cluster"
-    bash "$IB_ROOT/ci/tools/tools.sh" cluster >/dev/null
-    bash "$IB_ROOT/ci/platforms/local/cluster.sh" up || exit 1
-    if [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; then
-      bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" up || exit 1
-    fi
-    addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
-    [ "$MONITORING" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ] && bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait
-    scheme=$(scenario_scheme "$SCENARIO")
-    if [[ $addr == *:* ]]; then
-      # A NodePort straight to the backends: plain HTTP, counted by the backend's stub_status.
-      [ "$scheme" = http ] || die "overlay $VARIANT exposes plain HTTP only (no TLS without an ingress): use rps or throughput"
-      STUB=http://$addr/stub_status
-    else
-      STUB=http://$addr:8080/stub_status # nginx-lb's status port; one replica, so exact counts
-    fi
-    export TARGET=$scheme://$addr
-    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    SERVER_CPU_LIST=$(ingress_cpuset)
-    CLIENT_CPU_LIST=$(cpus_except "$SERVER_CPU_LIST")
-    RUN=(taskset -c "$CLIENT_CPU_LIST") ;;
-esac
+pf_up "$SCENARIO"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
 

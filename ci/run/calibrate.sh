@@ -29,16 +29,21 @@ k6 version | grep -q 'k6/x/ingressbench' || die "this k6 lacks the native engine
 
 export RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results/calibrate-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$RESULTS_ROOT"
-VARIANT=$V "$IB_ROOT/ci/platforms/lab.sh" up
-read -r CLIENT_LIST SERVER_LIST <<<"$(lab_cpus)"
-CPU=${CLIENT_LIST%%[-,]*} # one core: a per-request cost, not how well a client spreads
+# The lab through its driver (ci/platforms/drivers/lab.sh), without monitoring: the
+# calibration measures the clients alone. Its own targets, never a TARGET given.
+PLATFORM=lab VARIANT=$V MONITORING=0
+unset TARGET
+. "$IB_ROOT/ci/platforms/drivers/lab.sh"
+pf_check rps
+pf_up rps
+CPU=${CLIENT_CPU_LIST%%[-,]*} # one core: a per-request cost, not how well a client spreads
 # The target: plain HTTP goes to a backend itself (nginx serving from memory, no proxy hop),
 # so the client, not the server's core, is the limit; TLS to the LB, the lab's TLS endpoint.
 # Each is counted by its own stub_status (ci/platforms/lab.env).
 BACKEND=http://$(lab_backend_ip 1) BACKEND_STUB=http://$(lab_backend_ip 1)/stub_status
 LB=https://$LAB_LB_IP LB_STUB=$LAB_STUB
 served() { stub_counts "$STUB" | cut -d' ' -f2; }
-CLIENT=(ip netns exec ibench-client taskset -c "$CPU")
+CLIENT=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CPU")
 
 # wrk speaks what OpenSSL offers (TLS 1.3 here); held to the seed's TLS 1.2 and cipher, as
 # k6 is (k6/lib/options.js), so both pay for the same handshake.
@@ -164,7 +169,7 @@ if [ "$LONG" != 0 ]; then
 fi
 
 echo
-echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); $C connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk)"
+echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_CPU_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); $C connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk)"
 echo
 echo "| case | client | req/s | client CPU µs/request | CPU vs wrk | req/s vs wrk | peak RSS MiB | client/server count | |"
 echo "|---|---|---|---|---|---|---|---|---|"

@@ -10,31 +10,23 @@ set -euo pipefail
 . "$IB_ROOT/ci/run/render_distributed.sh"
 
 SCENARIO=${1:-}
-[[ " rps tps throughput " == *" $SCENARIO "* ]] || die "unknown scenario '$SCENARIO' (known: rps tps throughput)"
+need_scenario "$SCENARIO"
 SEGMENTS=${SEGMENTS:-2}
 [[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
-PLATFORM=$(platform) || exit 1
-export VARIANT=${VARIANT:-$DEFAULT_OVERLAY} PLATFORM
-need_overlay "$VARIANT"
+load_platform
+[ "$PLATFORM" != lab ] || die "unknown PLATFORM 'lab' for in-cluster load (known: local, external)"
 # The pods load the ingress this run deploys, and what they receive is the registry's "pods"
 # settings: anything else given would be checked here and lost there.
 [ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
+pf_check "$SCENARIO"
 settings_must_reach "the in-cluster k6 pods" pods distributed
 k6_validate "$SCENARIO"
 # Grafana's image is stock k6: the native engine is this project's build (ci/platforms/local/images.sh).
 [ "${ENGINE:-js}" != native ] || [ "$(image_set)" = local ] ||
   die "ENGINE=native needs k6 built with k6/x/ingressbench, which $K6_IMAGE_UPSTREAM is not: use IMAGE_SET=local (the project's k6 image) or ENGINE=js"
-case "$PLATFORM" in
-  local)
-    need_root "distributed runs on the local cluster"
-    bash "$IB_ROOT/ci/platforms/local/cluster.sh" up || exit 1
-    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    # deploy adds the monitoring component by default (MONITORING=1), which needs the stack's
-    # CRDs: up as for bench (the k6 pods' CPU is then scraped as the load generator's).
-    if [ "${MONITORING:-1}" = 1 ]; then bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" up || exit 1; fi ;;
-  external) ;; # ci/platforms/deploy.sh checks the opt-in and the cluster before anything is applied
-  *) die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: local, external)" ;;
-esac
+# The cluster and (deploy adds the monitoring component by default, which needs the stack's
+# CRDs) its monitoring, as for bench; the k6 pods' CPU is then scraped as the load generator's.
+pf_cluster_up
 addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
 [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
 scheme=$(scenario_scheme "$SCENARIO")
@@ -44,8 +36,8 @@ dir=${RESULTS_ROOT:-$IB_ROOT/results}/$testid
 mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"
 
 # The scenarios and their lib, as the pods see them (tests of the lib stay out).
-kubectl -n ingress-bench create configmap k6-scenarios --from-file="$IB_ROOT/k6/rps.js" --from-file="$IB_ROOT/k6/tps.js" \
-  --from-file="$IB_ROOT/k6/throughput.js" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n ingress-bench create configmap k6-scenarios $(for s in $(setting_values SCENARIO); do printf -- '--from-file=%s ' "$IB_ROOT/k6/$s.js"; done) \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n ingress-bench create configmap k6-lib $(for f in "$IB_ROOT"/k6/lib/*.js; do [[ $f == *.test.js ]] || printf -- '--from-file=%s ' "$f"; done) \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n ingress-bench delete job -l app.kubernetes.io/component=load-generator --wait >/dev/null 2>&1 || true

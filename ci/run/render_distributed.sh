@@ -5,7 +5,7 @@
 #   . ci/run/render_distributed.sh          defines the functions below (ci/run/distributed.sh)
 #   ci/run/render_distributed.sh FILE       prints FILE rendered from the environment
 # Values (environment variables, or shell variables when sourced):
-#   SEGMENTS  1-16 k6 pods          SCENARIO  rps, tps or throughput
+#   SEGMENTS  1-16 k6 pods          SCENARIO  a scenario (the SCENARIO setting's values)
 #   TARGET    the ingress's base URL (scheme://address)
 #   TESTID, VARIANT, PLATFORM       tags of the run, as in ci/run/bench.sh
 #   every other setting that reaches the pods (k6/lib/settings.js, reaches "pods"): each
@@ -69,7 +69,7 @@ render_distributed() {
   local file=$1 v
   [ -f "$file" ] || die "no manifest template at $file"
   [[ ${SEGMENTS:-} =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '${SEGMENTS:-}'"
-  [[ " rps tps throughput " == *" ${SCENARIO:-} "* ]] || die "unknown scenario '${SCENARIO:-}' (known: rps tps throughput)"
+  need_scenario "${SCENARIO:-}"
   for v in TARGET TESTID VARIANT PLATFORM; do [ -n "${!v:-}" ] || die "$v must be set to render $(basename "$file")"; done
   # Values land in double-quoted YAML strings and in sed replacements.
   for v in NAME $(setting_names pods); do

@@ -3,9 +3,9 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, sh
+from conftest import ROOT, registry, sh
 
-SCENARIOS = ["rps", "tps", "throughput"]
+SCENARIOS = next(s["values"] for s in registry() if s["name"] == "SCENARIO")
 KNOBS = sorted(p.name[len("tuning-"):] for p in (ROOT / "kustomize/components").glob("tuning-*"))
 
 

@@ -1,24 +1,15 @@
 // Every setting a scenario reads: its type, default and rule come from the registry
 // (settings.js); the rules between settings (tps needs TLS, a target outside the lab needs
 // the opt-in) are here. Pure functions only (no k6 imports): node's test runner loads this file too.
-import { PAYLOADS, durationMs, received, setting } from './settings.js';
+import { PAYLOADS, PROFILES, durationMs, received, setting } from './settings.js';
 
 // The lab's load balancer: a bare k6 run's default target (the ci/ entry points pass their
 // own). LAB_LB_IP in ci/platforms/lab.env, checked by ci/tests/test_settings.py.
 export const LAB_LB_ADDRESS = '198.18.0.2';
 
 // Payloads every backend serves as /<name>.bin (must match PAYLOADS in ci/platforms/lab.sh).
-export { PAYLOADS, durationMs };
+export { PAYLOADS, PROFILES, durationMs };
 
-// Per-scenario defaults: what each of the seeds' three measurements means.
-export const PROFILES = {
-  // Seed 002 RPS: 1 KB over keep-alive connections (wrk -c N).
-  rps: { payload: '1kb', scheme: 'http', reuse: true, discardBodies: false, p95: 250, p99: 500 },
-  // Seed 002 TPS: a new TLS connection per request, Connection: close, 0 KB response.
-  tps: { payload: '0kb', scheme: 'https', reuse: false, discardBodies: false, p95: 250, p99: 500 },
-  // Seed 002 throughput: 1 MB responses; bodies discarded so 1000 VUs do not hold 1000 MB.
-  throughput: { payload: '1mb', scheme: 'http', reuse: true, discardBodies: true, p95: 2000, p99: 4000 },
-};
 
 // The seed's TLS client settings (seed 002: RSA-2048, PFS, ECDHE-RSA-AES256-GCM-SHA384).
 export const TLS_CIPHER = 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384';

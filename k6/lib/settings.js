@@ -1,6 +1,6 @@
 // The settings registry: every setting a user can give, as data, in one place.
-// `k6/lib/config.js` validates the k6 ones from it; `node k6/lib/settings.gen.js` writes
-// from it the shell's view (ci/settings.tsv: the ./task wrapper's forwarding and its
+// `k6/lib/config.js` validates the k6 ones from it; `node ci/settings/generate.mjs` writes
+// from it the shell's view (ci/settings/settings.tsv: the ./task wrapper's forwarding and its
 // unknown-name check, the in-cluster manifests' environment, the scripts' path checks) and
 // the README's settings table; `./task test` fails when either differs from this file.
 // Pure data and pure functions (no k6 imports): node loads this file too.
@@ -21,6 +21,17 @@
 //             setting reaches and asserts it arrived
 //   meaning   the README's text
 export const PAYLOADS = { '0kb': 0, '1kb': 1024, '4kb': 4096, '100kb': 102400, '1mb': 1048576 };
+
+// The scenarios, each k6/<name>.js, and their defaults: what each of the seeds' three
+// measurements means. The SCENARIO setting's values, and so every script's list, are its keys.
+export const PROFILES = {
+  // Seed 002 RPS: 1 KB over keep-alive connections (wrk -c N).
+  rps: { payload: '1kb', scheme: 'http', reuse: true, discardBodies: false, p95: 250, p99: 500 },
+  // Seed 002 TPS: a new TLS connection per request, Connection: close, 0 KB response.
+  tps: { payload: '0kb', scheme: 'https', reuse: false, discardBodies: false, p95: 250, p99: 500 },
+  // Seed 002 throughput: 1 MB responses; bodies discarded so 1000 VUs do not hold 1000 MB.
+  throughput: { payload: '1mb', scheme: 'http', reuse: true, discardBodies: true, p95: 2000, p99: 4000 },
+};
 
 export const SETTINGS = [
   { name: 'PLATFORM', type: 'enum', values: ['local', 'external', 'lab'], default: null,
@@ -85,7 +96,7 @@ export const SETTINGS = [
     reaches: ['deploy', 'distributed'], example: 'upstream', meaning: 'the images a cluster runs: this machine\'s builds or the pinned registry images' },
   { name: 'SEGMENTS', type: 'int', min: 1, max: 16, default: null, defaultText: '2 (`bench:distributed`), 1 (`PLATFORM=external`)',
     reaches: ['distributed'], example: '3', meaning: 'in-cluster k6 pods, each an execution segment' },
-  { name: 'SCENARIO', type: 'enum', values: ['rps', 'tps', 'throughput'], default: 'rps', reaches: ['distributed'], example: 'tps',
+  { name: 'SCENARIO', type: 'enum', values: Object.keys(PROFILES), default: 'rps', reaches: ['distributed'], example: 'tps',
     meaning: '`bench:distributed`: the scenario the pods run' },
   { name: 'DEPLOY_TIMEOUT', type: 'int', min: 1, default: '120', reaches: ['deploy'], example: '60',
     meaning: 'seconds a deploy may take to become ready' },

@@ -1,0 +1,26 @@
+# The platform driver interface. Entry points (ci/run/bench.sh, calibrate.sh, distributed.sh,
+# and the matrices through bench.sh) know a platform only through these functions, which
+# ci/platforms/drivers/<PLATFORM>.sh defines; a new platform is one driver file plus its
+# value in the PLATFORM setting (k6/lib/settings.js).
+#   pf_check SCENARIO   before anything starts: the variant, the target rules, what is known of
+#                       the CPU placement (CLIENT_CPU_LIST, SERVER_CPU_LIST, CLIENT_CPUS), how
+#                       k6 is run (RUN: a command prefix; none: on the host; IN_CLUSTER=1: pods)
+#                       and which stub_status counts the server side (STUB)
+#   pf_up SCENARIO      the platform and its monitoring up, the variant deployed; exports
+#                       TARGET when the platform decides it, completes STUB and the placement
+#   pf_prometheus       the platform's Prometheus URL (fails when it has none up)
+#   pf_down             removes what pf_up made (safe to run twice)
+# Sourced after ci/lib.sh.
+
+# load_platform: PLATFORM resolved (platform(), the one place) and exported, its driver loaded.
+load_platform() {
+  PLATFORM=$(platform) || exit 1
+  export PLATFORM
+  . "$IB_ROOT/ci/platforms/drivers/$PLATFORM.sh"
+  RUN=() STUB='' IN_CLUSTER=0
+}
+
+# The cluster drivers' shared part: the platform's Prometheus, through the monitoring script.
+pf_prometheus() { bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" url; }
+# monitoring_up: the platform's own stack, unless the run was given another Prometheus.
+own_monitoring() { [ "${MONITORING:-1}" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; }

@@ -1,0 +1,25 @@
+# The user's cluster (interface: ci/platforms/driver.sh): the cluster of $KUBECONFIG, only
+# with ALLOW_EXTERNAL_CLUSTER=1 (ci/platforms/deploy.sh checks both before anything is
+# applied). Its ClusterIPs are not reachable from here, so k6 always runs inside it, as the
+# in-cluster Job of ci/run/distributed.sh (SEGMENTS pods). kind is this platform with its
+# config (ci/platforms/kind/cluster.yaml).
+
+pf_check() {
+  export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
+  need_overlay "$VARIANT"
+  [ -z "${TARGET:-}" ] || die "PLATFORM=external measures the overlay it deploys: unset TARGET"
+  IN_CLUSTER=1
+}
+
+pf_cluster_up() { :; } # the user's cluster is theirs: never brought up or down here
+
+pf_up() {
+  INGRESS_ADDR=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
+}
+
+# What pf_up made: the overlay's namespace and its cluster-scoped objects (labelled as ours);
+# the cluster and its monitoring stay.
+pf_down() {
+  kubectl delete namespace ingress-bench --ignore-not-found --wait >/dev/null
+  kubectl delete clusterrole,clusterrolebinding,ingressclass -l app.kubernetes.io/part-of=ingress-bench >/dev/null
+}
