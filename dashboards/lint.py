@@ -17,10 +17,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import yaml
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "monitoring"))
+import signals as contract  # noqa: E402  (monitoring/signals.py: the signal contract)
+
 DATASOURCE_VARIABLE = {"${datasource}", "$datasource"}
 
 # Grafana's three variable forms: ${name} or ${name:format}, $name, [[name]] (deprecated).
@@ -37,20 +38,9 @@ _RUN_FILTER = re.compile(r'\btestid\s*=~?\s*"[^"]*\$testid\b')
 
 
 def contract_rules(root=ROOT):
-    """The bench:* names a dashboard may read: the contract's table (monitoring/README.md),
-    narrowed, once the cluster's PrometheusRules exist (kustomize/components/monitoring), to the
-    names they record, with the ratios its patch (derived.yaml) appends. Their helper records
-    (bench:pod_role:info, ...) stay out: not every platform has them."""
-    rows = re.findall(r"^\|([^|]*)", (root / "monitoring/README.md").read_text(), re.M)
-    names = {n for cell in rows for n in re.findall(r"`(bench:[\w:]+)`", cell)}
-    docs = [d for f in sorted((root / "kustomize/components/monitoring").glob("*.yaml"))
-            for d in yaml.safe_load_all(f.read_text()) if d]
-    rules = [r for d in docs if isinstance(d, dict) and d.get("kind") == "PrometheusRule"
-             for g in d["spec"]["groups"] for r in g["rules"]]
-    rules += [op["value"] for d in docs if isinstance(d, list) for op in d if op.get("op") == "add"]
-    if rules:
-        names &= {r.get("record") for r in rules}
-    return names
+    """The bench:* names a dashboard may read: the signals of the contract (monitoring/signals.yaml),
+    which every platform records. Its internal helpers stay out: not every platform has them."""
+    return set(contract.public(contract.load(root)))
 
 
 def variables_in(text):
@@ -98,7 +88,7 @@ def _check_expr(expr, allowed, defined, run_filter):
     for name, matchers in selectors(expr):
         if not name.startswith("k6_") and name not in allowed:
             problems.append(f"{name} is neither a bench:* rule of the contract nor a k6_* series "
-                            "(monitoring/README.md)")
+                            "(monitoring/signals.yaml)")
         elif name.startswith("k6_") and run_filter and not _RUN_FILTER.search(matchers):
             problems.append(f'{name} is not filtered on the selected run (testid=~"$testid")')
     return problems

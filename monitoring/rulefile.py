@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The bench:* rules as one Prometheus rule file, for what loads files rather than
 PrometheusRule objects: the lab's host Prometheus (ci/platforms/monitoring/monitoring.sh) and promtool
-in the tests. One source: the component's PrometheusRules (rules.yaml, link-capacity.yaml)
-and the ratios its derived.yaml patch appends to the signals group.
+in the tests. Both read the files monitoring/generate.py writes from the signal contract
+(monitoring/signals.yaml): the lab's rule file, and the component's PrometheusRules.
 
-  monitoring/rulefile.py lab BITS   the lab's: monitoring/lab/rules.yaml + the ratios, link capacity BITS
+  monitoring/rulefile.py lab BITS   the lab's: monitoring/lab/rules.yaml, link capacity BITS
   monitoring/rulefile.py cluster    the cluster's, as the component deploys them
 """
 import sys
@@ -14,6 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENT = ROOT / "kustomize/components/monitoring"
+LINK = "bench:link_capacity:bits"
 
 
 def _groups(path):
@@ -21,25 +22,15 @@ def _groups(path):
     return [g for d in yaml.safe_load_all(path.read_text()) if d for g in d["spec"]["groups"]]
 
 
-def derived():
-    """The rules derived.yaml's patch operations append."""
-    return [op["value"] for op in yaml.safe_load((COMPONENT / "derived.yaml").read_text())]
-
-
-def _with_ratios_and_link(groups, bits=None):
-    groups[0]["rules"] += derived()
-    link = _groups(COMPONENT / "link-capacity.yaml")
-    if bits:
-        link[0]["rules"][0]["expr"] = f"vector({bits})"
-    return groups + link
-
-
 def cluster():
-    return _with_ratios_and_link(_groups(COMPONENT / "rules.yaml"))
+    return _groups(COMPONENT / "rules.yaml") + _groups(COMPONENT / "link-capacity.yaml")
 
 
 def lab(bits):
-    return _with_ratios_and_link(yaml.safe_load((ROOT / "monitoring/lab/rules.yaml").read_text())["groups"], bits)
+    groups = yaml.safe_load((ROOT / "monitoring/lab/rules.yaml").read_text())["groups"]
+    (rule,) = [r for g in groups for r in g["rules"] if r["record"] == LINK]
+    rule["expr"] = f"vector({bits})"
+    return groups
 
 
 def records(groups):

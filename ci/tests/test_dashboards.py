@@ -96,17 +96,19 @@ def test_lint_fails_on_a_broken_copy(breakage, dashboard, tmp_path):
     assert [line for line in r.stdout.splitlines() if problem in line], r.stdout
 
 
-def test_contract_rules_come_from_the_readme_until_the_rule_files_exist(tmp_path):
+def test_contract_rules_are_the_contracts_signals_without_its_helpers(tmp_path):
+    """From monitoring/signals.yaml, not from a table in a README."""
     (tmp_path / "monitoring").mkdir()
-    (tmp_path / "monitoring/README.md").write_text(
-        "| rule | unit |\n|---|---|\n| `bench:a:rate` `{pod}` | cores, not `bench:b:rate` |\n")
-    assert lint.contract_rules(tmp_path) == {"bench:a:rate"}
-    rules = tmp_path / "kustomize/components/monitoring"
-    rules.mkdir(parents=True)
-    (rules / "rules.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": {"name": "r"},
-        "spec": {"groups": [{"name": "g", "rules": [{"record": "bench:helper:info", "expr": "up"}]}]}}))
-    assert lint.contract_rules(tmp_path) == set()  # promised by the README but recorded by no rule
+    (tmp_path / "monitoring/signals.yaml").write_text(yaml.safe_dump({
+        "window": "6s", "groups": [{"name": "g", "interval": "2s", "prometheusrule": "r", "file": "r.yaml"}],
+        "platforms": {"cluster": "x", "lab": "y"},
+        "signals": [
+            {"record": "bench:a:info", "internal": True, "meaning": "a helper", "expr": "up"},
+            {"record": "bench:b:rate", "unit": "req/s", "meaning": "b", "source": "b", "expr": "sum(bench:a:info)"},
+        ]}, allow_unicode=True))
+    assert lint.contract_rules(tmp_path) == {"bench:b:rate"}
+    assert lint.contract_rules() == {s["record"] for s in yaml.safe_load(
+        (ROOT / "monitoring/signals.yaml").read_text())["signals"] if not s.get("internal")}
 
 
 def test_kustomize_builds_the_configmap_grafana_loads(dashboard):

@@ -1,7 +1,8 @@
 """Monitoring for real on the lab: the host Prometheus with the bench:* rules, the exporters
 and the cgroup sampler; a run's end-of-run correlation, verdict and report; every dashboard
 query answered by the live Prometheus; the faults (Prometheus unreachable, rules missing, a
-starved client, monitoring:down twice). The rules themselves: promtool check and test."""
+starved client, monitoring:down twice). The rules themselves: promtool check and test, on
+both platforms."""
 import json
 import os
 import subprocess
@@ -12,6 +13,9 @@ import pytest
 import yaml
 
 from conftest import LAB, ROOT, dashboard_query_gaps, lint, sh
+
+sys.path.insert(0, str(ROOT / "monitoring"))
+import signals as contract  # noqa: E402  (monitoring/signals.py)
 
 PROMTOOL = Path(os.path.expanduser("~/.cache/ingress-bench/prometheus-v3.5.0/promtool"))  # ci/lib.sh IB_PROMETHEUS_DIR
 LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # ci/platforms/monitoring/monitoring.sh LAB_PROM_ADDR
@@ -29,15 +33,20 @@ def rule_file(tmp_path, platform, *args):
 
 
 def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
+    """Each platform's rule file passes promtool's check, and its unit test
+    (monitoring/tests/<platform>.test.yaml: an expectation for every signal, which
+    monitoring/generate.py --check demands)."""
     assert sh("bash", "ci/platforms/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
-    files = [rule_file(tmp_path, "cluster"), rule_file(tmp_path, "lab", "1e9")]
-    r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files)], capture_output=True, text=True)
+    files = {"cluster": rule_file(tmp_path, "cluster"), "lab": rule_file(tmp_path, "lab", "1e9")}
+    r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files.values())], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    test = yaml.safe_load((ROOT / "monitoring/tests/cluster.test.yaml").read_text())
-    test["rule_files"] = [str(files[0])]
-    (tmp_path / "t.yaml").write_text(yaml.safe_dump(test))
-    r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "t.yaml")], capture_output=True, text=True)
-    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    for platform, rules in files.items():
+        test = yaml.safe_load((ROOT / f"monitoring/tests/{platform}.test.yaml").read_text())
+        test["rule_files"] = [str(rules)]
+        (tmp_path / f"{platform}.test.yaml").write_text(yaml.safe_dump(test))
+        r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / f"{platform}.test.yaml")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "SUCCESS" in r.stdout, platform + ": " + r.stdout + r.stderr
 
 
 def test_both_platforms_record_the_same_contract(tmp_path):
@@ -47,6 +56,10 @@ def test_both_platforms_record_the_same_contract(tmp_path):
     helpers = {"bench:pod_role:info", "bench:container_cpu_cores:rate", "bench:container_cpu_limit:cores"}
     assert set(cluster) - helpers == set(lab)
     assert lint.contract_rules() <= set(lab)
+    # The contract's cluster-only helpers are these, and no signal consumers read is one.
+    c = contract.load()
+    assert {s["record"] for s in c["signals"] if not contract.per_platform(s["expr"])["lab"]} == helpers
+    assert lint.contract_rules() == set(contract.public(c)) and not helpers & lint.contract_rules()
     # The ratios come after what they divide, in one group: evaluated at the same timestamp.
     ratio = cluster.index("bench:ingress_cpu_utilization:ratio")
     assert ratio > cluster.index("bench:ingress_cpu_cores:rate") and ratio > cluster.index("bench:ingress_cpu_limit:cores")
