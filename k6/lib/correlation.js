@@ -2,32 +2,16 @@
 // run, read from Prometheus' bench:* rules (monitoring/README.md), and the verdict on what
 // limited it. Pure: the request is made by the scenario's teardown; unit-tested under node.
 
-// Summary key -> recording rule. The keys are the k6 Gauges `bench_<key>` (usable in
-// thresholds) and the fields of summary.json's `correlation.signals`.
-export const SIGNALS = {
-  ingress_cpu_cores: 'bench:ingress_cpu_cores:rate',
-  ingress_cpu_limit_cores: 'bench:ingress_cpu_limit:cores',
-  ingress_cpu_utilization: 'bench:ingress_cpu_utilization:ratio',
-  rps_per_ingress_core: 'bench:rps_per_ingress_core:ratio',
-  server_rps: 'bench:server_requests:rate',
-  ingress_connections: 'bench:ingress_connections:active',
-  nic_transmit_bits: 'bench:nic_transmit_bits:rate',
-  nic_receive_bits: 'bench:nic_receive_bits:rate',
-  link_capacity_bits: 'bench:link_capacity:bits',
-  nic_utilization: 'bench:nic_utilization:ratio',
-  nic_drops: 'bench:nic_drops:rate',
-  backend_cpu_cores: 'bench:backend_cpu_cores:rate',
-  backend_cpu_utilization: 'bench:backend_cpu_utilization:ratio',
-  loadgen_cpu_cores: 'bench:loadgen_cpu_cores:rate',
-  loadgen_cpu_utilization: 'bench:loadgen_cpu_utilization:ratio',
-};
+// The signal contract (monitoring/signals.yaml): the summary keys and their rules, the rules'
+// window, the verdict's saturation levels and order. signals.js is generated from it by
+// monitoring/generate.py; SIGNALS, SATURATION and RULE_WINDOW_S are re-exported for the lib.
+import { LIMITS, RULE_WINDOW_S, SATURATION, SIGNALS } from './signals.js';
 
-// The rules' rate window ([6s] in the rule files): a rule's value at t covers (t-6s, t], so
-// the first 6 s of a run still average in the idle time before it.
-export const RULE_WINDOW_S = 6;
+export { RULE_WINDOW_S, SATURATION, SIGNALS };
 
 // The averaging window for a run from start to end (unix seconds): the run minus the rules'
-// warm-up, or the whole run when it is too short to drop that much.
+// warm-up (a rule's value at t covers the RULE_WINDOW_S before t, so the first seconds of a run
+// still average in the idle time before it), or the whole run when it is too short to drop that much.
 export function windowSeconds(start, end) {
   const run = Math.max(1, Math.floor(end - start));
   return run >= RULE_WINDOW_S + 2 ? run - RULE_WINDOW_S : run;
@@ -52,24 +36,11 @@ export function parseSignals(body) {
   return out;
 }
 
-// Saturation levels the verdict applies. NIC at 85%: a shaped or real link rarely carries
-// more than ~90-95% as goodput; CPU at 90%: the scrape and rule windows smooth peaks down.
-export const SATURATION = { loadgen_cpu_utilization: 0.9, nic_utilization: 0.85, ingress_cpu_utilization: 0.9, backend_cpu_utilization: 0.9 };
-
-// In order: the load generator first (then the number measures the client, not the
-// ingress), then the NIC, the ingress' CPU, the backends.
-const LIMITS = [
-  ['loadgen_cpu_utilization', 'load-generator', 'the load generator (k6) ran out of CPU: the result measures the client, not the ingress'],
-  ['nic_utilization', 'nic', 'the ingress NIC is at its declared capacity'],
-  ['ingress_cpu_utilization', 'ingress-cpu', 'the CPU the ingress may use is used up'],
-  ['backend_cpu_utilization', 'backend', 'the backends used all the CPU they may use'],
-];
-
 const pct = (v) => `${(v * 100).toFixed(0)}%`;
 
 // A utilization is the larger of the ingress' own share of its CPUs and how busy those CPUs
-// are (derived.yaml): when the second decided, other work on them (the lab's backends share
-// the LB's CPUs) took the rest, and the summary says so.
+// are (its rule in monitoring/signals.yaml): when the second decided, other work on them (the
+// lab's backends share the LB's CPUs) took the rest, and the summary says so.
 function sharedCpus(s) {
   const own = s.ingress_cpu_cores / s.ingress_cpu_limit_cores;
   return Number.isFinite(own) && s.ingress_cpu_utilization - own > 0.05
@@ -78,20 +49,20 @@ function sharedCpus(s) {
 }
 
 export function verdict(signals) {
-  for (const [key, limit, why] of LIMITS) {
+  for (const { key, limit, why, valid } of LIMITS) {
     const v = signals[key];
     if (v !== undefined && v >= SATURATION[key]) {
       const shared = limit === 'ingress-cpu' && sharedCpus(signals);
-      return { limit, valid: limit !== 'load-generator', rule: `${SIGNALS[key]} ${v.toFixed(2)} >= ${SATURATION[key]}`, text: `${limit}-bound: ${why} (${shared || pct(v)})` };
+      return { limit, valid, rule: `${SIGNALS[key]} ${v.toFixed(2)} >= ${SATURATION[key]}`, text: `${limit}-bound: ${why} (${shared || pct(v)})` };
     }
   }
-  const absent = LIMITS.map(([key]) => key).filter((k) => signals[k] === undefined);
+  const absent = LIMITS.map(({ key }) => key).filter((k) => signals[k] === undefined);
   if (absent.length) {
     return { limit: 'unknown', valid: true, rule: `no data for ${absent.map((k) => SIGNALS[k]).join(', ')}`, text: `unknown: nothing measured saturated, but ${absent.join(', ')} could not be measured` };
   }
   return {
     limit: 'none', valid: true,
-    rule: `every signal below saturation: ${LIMITS.map(([k]) => `${SIGNALS[k]} ${signals[k].toFixed(2)} < ${SATURATION[k]}`).join(', ')}`,
+    rule: `every signal below saturation: ${LIMITS.map(({ key: k }) => `${SIGNALS[k]} ${signals[k].toFixed(2)} < ${SATURATION[k]}`).join(', ')}`,
     text: 'nothing saturated: the ingress, NIC, backends and load generator all had headroom (a higher load would measure more)',
   };
 }

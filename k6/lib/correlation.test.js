@@ -76,3 +76,14 @@ test('ingress CPUs busy with other work: the verdict says whose the time was', (
   const own = verdict({ ...shared, ingress_cpu_cores: 0.95 });
   assert.match(own.text, /\(96%\)$/);
 });
+
+test('the verdict reads the contract (signals.js): each limit a signal with its level', async () => {
+  const { LIMITS, SATURATION } = await import('./signals.js');
+  assert.deepEqual(LIMITS.map((l) => l.key).sort(), Object.keys(SATURATION).sort());
+  for (const { key, limit } of LIMITS) {
+    assert.ok(SIGNALS[key], key);
+    const at = verdict({ ...calm, [key]: SATURATION[key] });
+    assert.equal(at.limit, limit, `${key} at its level ${SATURATION[key]}`);
+    assert.notEqual(verdict({ ...calm, [key]: SATURATION[key] - 0.001 }).limit, limit, `${key} below its level`);
+  }
+});
