@@ -3,8 +3,10 @@
     python dashboards/generate.py [PATH]            write it (default dashboards/ingress-bench.json)
     python dashboards/generate.py --check [PATH]    exit 1 when PATH is not what this code builds
 
-Panels read only the signal contract (monitoring/README.md): the bench:* recording rules, which
+Panels read only the signal contract (monitoring/signals.yaml): the bench:* recording rules, which
 every platform computes from its own raw metrics, and k6's own k6_* series. lint.py enforces it.
+The saturation panels are coloured from the contract's levels: red from exactly the level at
+which the verdict calls that resource the limit.
 """
 import json
 import string
@@ -15,6 +17,9 @@ from grafana_foundation_sdk.builders import common, dashboard, prometheus, stat,
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
+import signals as contract  # noqa: E402  (monitoring/signals.py: the signal contract)
 
 OUT = Path(__file__).with_name("ingress-bench.json")
 # A fixed uid keeps links, bookmarks and the sidecar's provisioned copy pointing at one dashboard.
@@ -53,9 +58,23 @@ ERRORS = f"avg by (testid) (k6_http_req_failed_rate{K6})"
 RECEIVED_BITS = f"8 * {k6_rate('k6_data_received_total')}"
 
 CORES = "suffix: cores"
-# Stat thresholds: green, then warning and red as a resource nears what it can give; the panel
-# that turns red is what limited the run.
-SATURATION = [(None, "green"), (0.8, "orange"), (0.95, "red")]
+INGRESS_CPU, NIC = "bench:ingress_cpu_utilization:ratio", "bench:nic_utilization:ratio"
+BACKEND_CPU, LOADGEN_CPU = "bench:backend_cpu_utilization:ratio", "bench:loadgen_cpu_utilization:ratio"
+# The verdict's saturation levels (monitoring/signals.yaml), by rule.
+LEVELS = contract.saturation()
+
+
+def saturation(rule):
+    """Thresholds of a saturation signal: green, orange in the tenth before the verdict's level,
+    red from exactly that level, so the panel that turns red names what the verdict does."""
+    level = LEVELS[rule]
+    return [(None, "green"), (round(level - 0.1, 2), "orange"), (level, "red")]
+
+
+def level(rule):
+    return f"{LEVELS[rule] * 100:g} %"
+
+
 NEUTRAL = [(None, "blue")]
 ERROR_BUDGET = [(None, "green"), (0.0001, "red")]  # the suite's default ERROR_RATE_MAX
 
@@ -68,9 +87,10 @@ def _panel(builder, title, unit, targets, desc, w, h):
     return builder
 
 
-def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None):
+def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None, steps=None):
     """A time series; legends as tables with mean and max, the numbers a benchmark is read by.
-    ceiling: a regexp of legends drawn dashed, the limit or capacity the other series run into."""
+    ceiling: a regexp of legends drawn dashed, the limit or capacity the other series run into.
+    steps: thresholds drawn as dashed lines (a saturation signal's levels)."""
     p = (timeseries.Panel().min(0).fill_opacity(10).show_points(cm.VisibilityMode.NEVER)
          .legend(common.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
                  .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["mean", "max"]))
@@ -78,6 +98,10 @@ def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None):
                   .sort(cm.SortOrder.DESCENDING)))
     if soft_max is not None:
         p.axis_soft_max(soft_max)
+    if steps:
+        p.thresholds(dashboard.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
+                     .steps([dm.Threshold(value=v, color=c) for v, c in steps]))
+        p.thresholds_style(common.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.DASHED))
     if ceiling:
         p.override_by_regexp(ceiling, [
             dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
@@ -106,13 +130,16 @@ def rows():
                    "Mean of the p99 request duration over the run."),
             single("Errors", "percentunit", ERRORS, "{{testid}}", "lastNotNull", ERROR_BUDGET,
                    "Failed requests as a fraction of all; red above the suite's 0.01 % threshold."),
-            single("Ingress CPU", "percentunit", "bench:ingress_cpu_utilization:ratio", "ingress", "max",
-                   SATURATION, "Peak ingress CPU against its limit: red means the ingress was CPU-bound."),
-            single("NIC", "percentunit", "bench:nic_utilization:ratio", "NIC", "max", SATURATION,
-                   "Peak link use against the declared capacity: red means the network was the limit."),
-            single("Load generator CPU", "percentunit", "bench:loadgen_cpu_utilization:ratio", "k6", "max",
-                   SATURATION, "Peak k6 CPU against the CPUs it may use: red means the client, not the "
-                               "ingress, set the number."),
+            single("Ingress CPU", "percentunit", INGRESS_CPU, "ingress", "max", saturation(INGRESS_CPU),
+                   f"Peak ingress CPU against its limit. Red from {level(INGRESS_CPU)}, where the verdict "
+                   "calls the ingress CPU-bound (the verdict judges the run's mean, this panel its peak)."),
+            single("NIC", "percentunit", NIC, "NIC", "max", saturation(NIC),
+                   f"Peak link use against the declared capacity. Red from {level(NIC)}, where the verdict "
+                   "calls the network the limit (the verdict judges the run's mean, this panel its peak)."),
+            single("Load generator CPU", "percentunit", LOADGEN_CPU, "k6", "max", saturation(LOADGEN_CPU),
+                   f"Peak k6 CPU against the CPUs it may use. Red from {level(LOADGEN_CPU)}, where the "
+                   "verdict says the client, not the ingress, set the number (the verdict judges the run's "
+                   "mean, this panel its peak)."),
         ],
         "Client (k6)": [
             series("Requests per second", "reqps", (RPS, "{{testid}}"),
@@ -136,9 +163,10 @@ def rows():
             series("Ingress CPU cores vs limit", CORES, ("bench:ingress_cpu_cores:rate", "{{pod}} used"),
                    ("bench:ingress_cpu_limit:cores", "{{pod}} limit"), ceiling=".*limit",
                    desc="CPU used by each ingress pod against its limit (quota, else request, else the node)."),
-            series("Ingress CPU utilization", "percentunit", ("bench:ingress_cpu_utilization:ratio", "ingress"),
-                   soft_max=1, desc="All ingress pods' CPU use over their limits: near 100 % the ingress is "
-                                    "CPU-bound."),
+            series("Ingress CPU utilization", "percentunit", (INGRESS_CPU, "ingress"),
+                   soft_max=1, steps=saturation(INGRESS_CPU),
+                   desc=f"All ingress pods' CPU use over their limits, or how busy their CPUs are: from "
+                        f"{level(INGRESS_CPU)} (the red line) the verdict calls the ingress CPU-bound."),
             series("Ingress active connections", "short", ("bench:ingress_connections:active", "active"),
                    desc="Client connections nginx holds open."),
             series("Ingress request rate", "reqps", ("bench:server_requests:rate", "nginx"),
@@ -147,26 +175,31 @@ def rows():
         "Backends": [
             series("Backend CPU cores", CORES, ("bench:backend_cpu_cores:rate", "{{pod}}"),
                    desc="CPU used by each backend pod."),
-            series("Backend CPU utilization", "percentunit", ("bench:backend_cpu_utilization:ratio", "backends"),
-                   soft_max=1, desc="Backends' CPU use over their limits: near 100 % the backends, not the "
-                                    "ingress, are the limit (seed 004's 60m backends)."),
+            series("Backend CPU utilization", "percentunit", (BACKEND_CPU, "backends"),
+                   soft_max=1, steps=saturation(BACKEND_CPU),
+                   desc=f"Backends' CPU use over their limits: from {level(BACKEND_CPU)} (the red line) the "
+                        "verdict calls the backends, not the ingress, the limit (seed 004's 60m backends)."),
         ],
         "Network": [
             series("NIC throughput vs link capacity", "bps", ("bench:nic_transmit_bits:rate", "transmit"),
                    ("bench:nic_receive_bits:rate", "receive"), ("bench:link_capacity:bits", "capacity"),
                    ceiling="capacity", desc="Bits per second through the ingress's network interface against "
                                             "the declared link capacity."),
-            series("Link utilization", "percentunit", ("bench:nic_utilization:ratio", "utilization"),
-                   w=6, soft_max=1, desc="The busier direction as a fraction of the declared capacity."),
+            series("Link utilization", "percentunit", (NIC, "utilization"),
+                   w=6, soft_max=1, steps=saturation(NIC),
+                   desc=f"The busier direction as a fraction of the declared capacity: from {level(NIC)} "
+                        "(the red line) the verdict calls the network the limit."),
             series("NIC drops", "pps", ("bench:nic_drops:rate", "dropped"),
                    w=6, desc="Packets dropped on the ingress's interface, received and transmitted."),
         ],
         "Load generator": [
             series("Load generator CPU cores", CORES, ("bench:loadgen_cpu_cores:rate", "k6"),
                    w=8, desc="CPU the load generator itself used."),
-            series("Load generator CPU utilization", "percentunit", ("bench:loadgen_cpu_utilization:ratio", "k6"),
-                   w=8, soft_max=1, desc="The larger of k6's share of the CPUs it may use and how busy those CPUs "
-                                         "are: near 100 % the measurement is the client's limit, not the ingress's."),
+            series("Load generator CPU utilization", "percentunit", (LOADGEN_CPU, "k6"),
+                   w=8, soft_max=1, steps=saturation(LOADGEN_CPU),
+                   desc=f"The larger of k6's share of the CPUs it may use and how busy those CPUs are: from "
+                        f"{level(LOADGEN_CPU)} (the red line) the verdict says the measurement is the "
+                        "client's limit, not the ingress's."),
             series("CPUs busy, by the role that may run on them", "percentunit", ("bench:cpus_busy:ratio", "{{role}}"),
                    w=8, soft_max=1, desc="How busy the CPUs each role is pinned to are, whoever used them: the "
                                          "host k6's, and on the lab the LB's and backends' (which share theirs)."),
