@@ -113,9 +113,10 @@ else
   line="server        no server-side count (no stub_status for this target)"
 fi
 echo "$line" | tee -a "$dir/summary.txt" >&2
-# The run's report (ci/report.py): the series over the run while Prometheus still holds
-# them, then the page. A report problem is said, never the run's result.
-if [ "$MONITORING" = 1 ]; then "$IB_VENV/bin/python" "$IB_ROOT/ci/report.py" fetch "$dir" --prometheus "$PROMETHEUS_URL" || true; fi
-"$IB_VENV/bin/python" "$IB_ROOT/ci/report.py" render "$dir" >/dev/null || echo "warning: the report of $dir could not be rendered" >&2
+report() { "$IB_VENV/bin/python" "$IB_ROOT/ci/report" "$@"; } # the package ci/report
+# The run's report: the series over the run while Prometheus still holds them, then the
+# page. A report problem is said, never the run's result.
+if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || true; fi
+report render "$dir" >/dev/null || echo "warning: the report of $dir could not be rendered" >&2
 say results "$dir/ (report: $dir/report.html)"
 exit $rc

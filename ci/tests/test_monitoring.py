@@ -91,7 +91,7 @@ def test_a_lab_run_is_correlated_with_every_signal(lab_run):
     assert "verdict" in (lab_run.dir / "summary.txt").read_text()
     # The report: rendered, its images present (the headless-browser checks are test_report's).
     assert (lab_run.dir / "report.html").exists() and (lab_run.dir / "timeseries.json").exists()
-    assert sh(sys.executable, "ci/report.py", "check", str(lab_run.dir / "report.html")).returncode == 0
+    assert sh(sys.executable, "ci/report", "check", str(lab_run.dir / "report.html")).returncode == 0
 
 
 def test_every_dashboard_query_answers_after_a_lab_run(lab_run):

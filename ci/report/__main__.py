@@ -1,0 +1,71 @@
+"""The report: one run's page, and a comparison of several runs, from the files a run writes.
+
+  python ci/report fetch RUN_DIR --prometheus URL   the run's time series -> RUN_DIR/timeseries.json
+  python ci/report render RUN_DIR                   RUN_DIR/report.html, report.md, charts/*.png
+  python ci/report index DIR... [--out DIR]         report.html, report.md comparing every run found
+  python ci/report check PAGE.html                  every image and local link of a page exists
+
+Prometheus is read only through the signal contract (monitoring/README.md: the bench:* rules
+and k6's own series), never raw metrics. Bad input: one line `error: ...` and exit 2; a page
+that fails `check` exits 1. Only the standard library and matplotlib (ci/tools/requirements.txt)."""
+import argparse
+import sys
+import urllib.parse
+from pathlib import Path
+
+if not __package__:  # `python ci/report ...` runs this folder: import it as the package (PEP 366)
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+    __package__ = "report"
+
+from .doc import check_page  # noqa: E402
+from .index import index  # noqa: E402
+from .page import render  # noqa: E402
+from .prometheus import fetch  # noqa: E402
+from .run import Bad, Run  # noqa: E402
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, like every other error of the suite
+        raise Bad(message)
+
+
+def main(argv=None):
+    p = Parser(prog="ci/report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="fetch|render|index|check")
+    f = sub.add_parser("fetch", help="query Prometheus for the run's time series -> RUN_DIR/timeseries.json")
+    f.add_argument("run_dir")
+    f.add_argument("--prometheus", required=True, help="base URL, e.g. http://127.0.0.1:9090")
+    f.add_argument("--timeout", type=float, default=10, help="seconds per query (default 10)")
+    r = sub.add_parser("render", help="RUN_DIR/report.html, report.md and charts/")
+    r.add_argument("run_dir")
+    i = sub.add_parser("index", help="report.html and report.md comparing several runs")
+    i.add_argument("paths", nargs="+", metavar="ROOT_OR_RUN")
+    i.add_argument("--out", help="directory for the report (default: the runs' common parent)")
+    c = sub.add_parser("check", help="every image and local link of a page exists (exit 1 if not)")
+    c.add_argument("page")
+    try:
+        a = p.parse_args(argv)
+        if a.cmd == "fetch":
+            u = urllib.parse.urlsplit(a.prometheus)
+            if u.scheme not in ("http", "https") or not u.netloc:
+                raise Bad(f"--prometheus must be an http(s) URL, got '{a.prometheus}'")
+            fetch(Run(a.run_dir), a.prometheus, a.timeout)
+        elif a.cmd == "render":
+            return render(Run(a.run_dir))
+        elif a.cmd == "index":
+            index(a.paths, a.out)
+        else:
+            if not Path(a.page).is_file():
+                raise Bad(f"{a.page}: no such page")
+            problems = check_page(a.page)
+            if problems:
+                print(f"error: {a.page}: {'; '.join(problems)}", file=sys.stderr)
+                return 1
+    except Bad as e:
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
