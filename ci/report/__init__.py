@@ -1,6 +1,7 @@
-"""ingress-bench's results: a run's page, several runs compared.
+"""ingress-bench's results: a run's summary.json assembled, its page, several runs compared.
 `python ci/report ...` is the command line (__main__.py); by concern:
 
+  summary.py     summary.json: k6's summary + the client's CPU + the server's counts; distributed segments
   run.py         a run's files (meta.json, summary.json, timeseries.json) as one model
   prometheus.py  fetch: the run's time series from Prometheus' HTTP API
   fmt.py         numbers as the pages print them

@@ -1,9 +1,14 @@
-"""The report: one run's page, and a comparison of several runs, from the files a run writes.
+"""The report: one run's page, and a comparison of several runs, from the files a run writes;
+and the run's summary.json, assembled.
 
   python ci/report fetch RUN_DIR --prometheus URL   the run's time series -> RUN_DIR/timeseries.json
   python ci/report render RUN_DIR                   RUN_DIR/report.html, report.md, charts/*.png
   python ci/report index DIR... [--out DIR]         report.html, report.md comparing every run found
   python ci/report check PAGE.html                  every image and local link of a page exists
+  python ci/report summary RUN_DIR --times W U S --cpus N [--stub-before C --stub-after C]
+                                                    k6's summary.json + client CPU + server counts
+  python ci/report segments RUN_DIR --testid ID --variant V --platform P --stub-before C --stub-after C
+                                                    a distributed run's summary.json from its segments
 
 Prometheus is read only through the signal contract (monitoring/README.md: the bench:* rules
 and k6's own series), never raw metrics. Bad input: one line `error: ...` and exit 2; a page
@@ -22,6 +27,7 @@ from .index import index  # noqa: E402
 from .page import render  # noqa: E402
 from .prometheus import fetch  # noqa: E402
 from .run import Bad, Run  # noqa: E402
+from .summary import assemble, segments, stub_reading  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):
@@ -31,7 +37,7 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     p = Parser(prog="ci/report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="fetch|render|index|check")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="fetch|render|index|check|summary|segments")
     f = sub.add_parser("fetch", help="query Prometheus for the run's time series -> RUN_DIR/timeseries.json")
     f.add_argument("run_dir")
     f.add_argument("--prometheus", required=True, help="base URL, e.g. http://127.0.0.1:9090")
@@ -43,6 +49,22 @@ def main(argv=None):
     i.add_argument("--out", help="directory for the report (default: the runs' common parent)")
     c = sub.add_parser("check", help="every image and local link of a page exists (exit 1 if not)")
     c.add_argument("page")
+    stub = dict(type=stub_reading, default=None, metavar="'ACCEPTS REQUESTS'",
+                help="nginx stub_status before/after the load (ci/lib.sh stub_counts; empty: none)")
+    s = sub.add_parser("summary", help="RUN_DIR/summary.json: k6's, plus the client's CPU and the server's "
+                                       "counts; their lines into summary.txt")
+    s.add_argument("run_dir")
+    s.add_argument("--times", type=float, nargs=3, required=True, metavar=("WALL", "USER", "SYS"),
+                   help="k6's wall, user and system seconds (bash time)")
+    s.add_argument("--cpus", type=int, required=True, help="the CPUs k6 may use")
+    s.add_argument("--stub-before", **stub)
+    s.add_argument("--stub-after", **stub)
+    g = sub.add_parser("segments", help="RUN_DIR/summary.json of a distributed run from its segment-<i>.json")
+    g.add_argument("run_dir")
+    for name in ("testid", "variant", "platform"):
+        g.add_argument(f"--{name}", required=True)
+    g.add_argument("--stub-before", **stub)
+    g.add_argument("--stub-after", **stub)
     try:
         a = p.parse_args(argv)
         if a.cmd == "fetch":
@@ -54,6 +76,10 @@ def main(argv=None):
             return render(Run(a.run_dir))
         elif a.cmd == "index":
             index(a.paths, a.out)
+        elif a.cmd == "summary":
+            print("\n".join(assemble(Path(a.run_dir), a.times, a.cpus, a.stub_before, a.stub_after)), file=sys.stderr)
+        elif a.cmd == "segments":
+            print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after)))
         else:
             if not Path(a.page).is_file():
                 raise Bad(f"{a.page}: no such page")

@@ -1,5 +1,5 @@
 """A run as its directory holds it: meta.json and summary.json (k6/lib/summary.js, completed by
-bench.sh), and the time series fetched into timeseries.json (prometheus.py)."""
+summary.py), and the time series fetched into timeseries.json (prometheus.py)."""
 import json
 import re
 import urllib.parse

@@ -92,28 +92,10 @@ if [ $rc != 0 ] && [ $rc != 99 ]; then # 99: thresholds crossed, a finished run 
 fi
 
 read -r wall user sys <"$dir/.cpu" && rm -f "$dir/.cpu" "$dir/.rc"
-summary_add() { # JQ_ARGS... FILTER: add fields to the run's summary.json in place
-  jq "$@" "$dir/summary.json" >"$dir/summary.json.new" && mv "$dir/summary.json.new" "$dir/summary.json"
-}
-summary_add --argjson wall "$wall" --argjson user "$user" --argjson sys "$sys" --argjson cpus "$CLIENT_CPUS" \
-  '.client = {cpu_seconds: ($user + $sys), wall_seconds: $wall, cpus: $cpus,
-              cpu_us_per_request: (if .result.requests > 0 then ($user + $sys) * 1e6 / .result.requests else null end),
-              utilization: (($user + $sys) / ($wall * $cpus))}'
-jq -r '"client        k6 used \(.client.cpu_seconds * 100 | round / 100) CPU-s: \(.client.cpu_us_per_request // 0 | round) µs per request, \(.client.utilization * 100 | round)% of \(.client.cpus) CPU"' \
-  "$dir/summary.json" | tee -a "$dir/summary.txt" >&2
-
-if [ -n "$before" ] && [ -n "$after" ]; then
-  read -r acc0 req0 <<<"$before"; read -r acc1 req1 <<<"$after"
-  # The second stub_status read counts itself (the first one is inside $req0): minus one.
-  summary_add --argjson req "$((req1 - req0 - 1))" --argjson acc "$((acc1 - acc0 - 1))" \
-    '.server = {source: "nginx stub_status", requests: $req, connections_accepted: $acc,
-                client_over_server: (if $req > 0 then .result.requests / $req else null end)}'
-  line=$(jq -r '"server        \(.server.requests) requests, \(.server.connections_accepted) connections counted by nginx (client/server \(.server.client_over_server * 1000 | round / 1000))"' "$dir/summary.json")
-else
-  line="server        no server-side count (no stub_status for this target)"
-fi
-echo "$line" | tee -a "$dir/summary.txt" >&2
 report() { "$IB_VENV/bin/python" "$IB_ROOT/ci/report" "$@"; } # the package ci/report
+# summary.json: k6's own, completed with the load generator's CPU and nginx's count (ci/report/
+# summary.py); the client and server lines go into summary.txt and here.
+report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$CLIENT_CPUS" --stub-before "$before" --stub-after "$after" || exit 1
 # The run's report: the series over the run while Prometheus still holds them, then the
 # page. A report problem is said, never the run's result.
 if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || true; fi

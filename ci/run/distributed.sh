@@ -50,7 +50,7 @@ TARGET=$scheme://$addr TESTID=$testid NAME=$name SCENARIO=$SCENARIO SEGMENTS=$SE
 # works for a cluster whose addresses this host cannot reach.
 stub() {
   kubectl get --raw "/api/v1/namespaces/ingress-bench/services/http:nginx-lb:status/proxy/stub_status" 2>/dev/null |
-    stub_parse | cut -d' ' -f2 || true # no count is reported after the run, not fatal here
+    stub_parse || true # no count is reported after the run, not fatal here
 }
 before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null
@@ -65,13 +65,7 @@ for i in $(seq 0 $((SEGMENTS - 1))); do
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
   kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,$p' | tail -n +2 >"$dir/segment-$i.json"
 done
-[ -n "$before" ] && [ -n "$after" ] || die "no stub_status from the ingress of $VARIANT: the request count cannot be checked (results in $dir/)"
-jq -s --argjson server "$((after - before - 1))" --arg testid "$testid" --arg variant "$VARIANT" --arg platform "$PLATFORM" '{
-    testid: $testid, variant: $variant, platform: $platform, segments: length,
-    requests: (map(.result.requests) | add), rps: (map(.result.rps) | add),
-    errors: (map(.result.errors) | add), passed: (map(.result.passed) | all),
-    per_segment: map({requests: .result.requests, rps: .result.rps, connections: .result.connections}),
-    server: {requests: $server}} | .server.client_over_server = (.requests / .server.requests)' \
-  "$dir"/segment-*.json >"$dir/summary.json"
-jq -r '"k6 \(.segments) segments → \(.rps | round) req/s in all (\(.per_segment | map(.rps | round | tostring) | join(" + "))), \(.requests) requests, errors \(.errors)\nserver        \(.server.requests) requests counted by nginx (client/server \(.server.client_over_server * 1000 | round / 1000))"' "$dir/summary.json"
+# summary.json: the segments summed, with nginx's count (ci/report/summary.py).
+"$IB_VENV/bin/python" "$IB_ROOT/ci/report" segments "$dir" --testid "$testid" --variant "$VARIANT" --platform "$PLATFORM" \
+  --stub-before "$before" --stub-after "$after" || exit 1
 say results "$dir/"

@@ -1,0 +1,199 @@
+"""summary.json's assembly (ci/report/summary.py, `python ci/report summary|segments`), as
+bench.sh and distributed.sh call it, offline: the recorded runs of ci/tests/fixtures/report/
+(k6's summary plus what bench.sh's jq added) are taken apart into k6's own summary and the
+measurements behind .client and .server, and assembled again into the same bytes and the
+same summary.txt lines; synthetic counts for what the fixtures do not show."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "ci/tests/fixtures/report"
+RUNS = sorted(p.parent for p in FIXTURES.rglob("summary.json"))
+K6 = json.loads((FIXTURES / "20261121T155928Z-rps-seed002-nginx-lb-default/summary.json").read_text())
+for part in ("client", "server"):
+    del K6[part]  # what k6/lib/summary.js wrote
+
+
+def report(*args):
+    return subprocess.run([sys.executable, str(ROOT / "ci/report"), *map(str, args)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def times_of(cpu_seconds):
+    """bash `time`'s user and system seconds (three decimals) that add up to cpu_seconds exactly."""
+    total = round(cpu_seconds * 1000)
+    for user in range(total + 1):
+        u, s = f"{user / 1000:.3f}", f"{(total - user) / 1000:.3f}"
+        if float(u) + float(s) == cpu_seconds:
+            return u, s
+    raise AssertionError(f"no split of {cpu_seconds}")
+
+
+def k6_run(tmp_path, result=None, name="run"):
+    """A run directory as k6 leaves it: summary.json without .client and .server, summary.txt."""
+    d = tmp_path / name
+    d.mkdir()
+    s = json.loads(json.dumps(K6))
+    s["result"].update(result or {})
+    (d / "summary.json").write_text(json.dumps(s, indent=1))
+    (d / "summary.txt").write_text("k6 rps ...\n")
+    return d
+
+
+def summary(d, wall="10.000", user="2.000", sys_="0.500", cpus=1, before="100 1000", after=None, requests=None):
+    """`ci/report summary` as bench.sh calls it; after defaults to the run's requests served."""
+    if after is None:
+        n = requests if requests is not None else json.loads((d / "summary.json").read_text())["result"]["requests"]
+        after = f"{100 + 50 + 1} {1000 + n + 1}"
+    return report("summary", d, "--times", wall, user, sys_, "--cpus", cpus, "--stub-before", before, "--stub-after", after)
+
+
+def lines(d):
+    return (d / "summary.txt").read_text().splitlines()[1:]
+
+
+@pytest.mark.parametrize("src", RUNS, ids=[p.name for p in RUNS])
+def test_a_recorded_run_is_assembled_again_byte_for_byte(src, tmp_path):
+    recorded = json.loads((src / "summary.json").read_text())
+    c, srv = recorded["client"], recorded["server"]
+    d = tmp_path / "run"
+    shutil.copytree(src, d)
+    k6 = {k: v for k, v in recorded.items() if k not in ("client", "server")}
+    (d / "summary.json").write_text(json.dumps(k6, indent=1))  # as k6 wrote it
+    text = (src / "summary.txt").read_text().splitlines(keepends=True)
+    (d / "summary.txt").write_text("".join(text[:-2]))  # before bench.sh's two lines
+    acc0, req0 = 7, 123456  # any reading: only the difference counts, minus the second read itself
+    r = report("summary", d, "--times", f"{c['wall_seconds']:.3f}", *times_of(c["cpu_seconds"]), "--cpus", c["cpus"],
+               "--stub-before", f"{acc0} {req0}",
+               "--stub-after", f"{acc0 + srv['connections_accepted'] + 1} {req0 + srv['requests'] + 1}")
+    assert r.returncode == 0, r.stderr
+    assert (d / "summary.json").read_text() == (src / "summary.json").read_text()
+    assert (d / "summary.txt").read_text() == (src / "summary.txt").read_text()
+    assert r.stderr == "".join(text[-2:])
+    assert not list(d.glob("*.new"))
+
+
+def test_client_cpu_per_request_and_utilization(tmp_path):
+    d = k6_run(tmp_path, {"requests": 1000})
+    r = summary(d, wall="10.000", user="2.000", sys_="0.500", cpus=2)
+    assert r.returncode == 0, r.stderr
+    c = json.loads((d / "summary.json").read_text())["client"]
+    assert c == {"cpu_seconds": 2.5, "wall_seconds": 10, "cpus": 2, "cpu_us_per_request": 2500, "utilization": 0.125}
+    assert '"cpu_us_per_request": 2500,' in (d / "summary.json").read_text()  # whole, as jq wrote it
+    # 12.5% rounds half away from zero, as jq's round (C's) does, not to even.
+    assert lines(d)[0] == "client        k6 used 2.5 CPU-s: 2500 µs per request, 13% of 2 CPU"
+
+
+def test_client_over_server(tmp_path):
+    d = k6_run(tmp_path, {"requests": 1000})
+    assert summary(d, requests=990).returncode == 0
+    s = json.loads((d / "summary.json").read_text())
+    assert s["server"] == {"source": "nginx stub_status", "requests": 990, "connections_accepted": 50,
+                           "client_over_server": 1000 / 990}
+    assert lines(d)[1] == "server        990 requests, 50 connections counted by nginx (client/server 1.01)"
+    assert list(s)[-2:] == ["client", "server"]  # after k6's own keys, as jq added them
+
+
+def test_zero_requests_give_null_not_a_division(tmp_path):
+    d = k6_run(tmp_path, {"requests": 0})
+    r = summary(d, before="100 1000", after="101 1001")  # nothing served but the second read
+    assert r.returncode == 0, r.stderr
+    s = json.loads((d / "summary.json").read_text())
+    assert s["client"]["cpu_us_per_request"] is None
+    assert s["server"]["requests"] == 0 and s["server"]["client_over_server"] is None
+    assert lines(d) == ["client        k6 used 2.5 CPU-s: 0 µs per request, 25% of 1 CPU",
+                        "server        0 requests, 0 connections counted by nginx (client/server –)"]
+
+
+@pytest.mark.parametrize("before,after", [("", ""), ("100 1000", ""), ("", "100 1000")])
+def test_no_server_count_without_both_readings(before, after, tmp_path):
+    d = k6_run(tmp_path)
+    assert summary(d, before=before, after=after).returncode == 0
+    assert "server" not in json.loads((d / "summary.json").read_text())
+    assert lines(d)[1] == "server        no server-side count (no stub_status for this target)"
+
+
+BAD = {
+    "no summary": (lambda d: (d / "summary.json").unlink(), [], "summary.json is not readable JSON"),
+    "k6 wrote no result": (lambda d: (d / "summary.json").write_text("{}"), [], "has no .result"),
+    "bad reading": (None, ["--stub-before", "accepts"], "a stub_status reading is 'ACCEPTS REQUESTS', got 'accepts'"),
+    "no times": (None, ["--times", "1"], "argument --times: expected 3 arguments"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_is_one_line_and_exit_2(case, tmp_path):
+    break_it, args, message = BAD[case]
+    d = k6_run(tmp_path)
+    if break_it:
+        break_it(d)
+    before = (d / "summary.json").read_text() if (d / "summary.json").exists() else None
+    base = {"--times": ["10", "1", "1"], "--cpus": ["1"]}
+    base.update({args[i]: args[i + 1:i + 2] for i in range(0, len(args), 2)})
+    r = report("summary", d, *[x for k, v in base.items() for x in (k, *v)])
+    assert r.returncode == 2
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("error: ") and message in r.stderr, r.stderr
+    assert ((d / "summary.json").read_text() if before is not None else None) == before
+    assert lines(d) == []
+
+
+# ---------------------------------------------------------------- distributed: segments
+
+@pytest.fixture
+def seg_dir(tmp_path):
+    """A distributed run's directory, to hold segment-<i>.json."""
+    d = tmp_path / "run"
+    d.mkdir()
+    return d
+
+
+def segment(d, i, requests, rps, passed=True, errors=0, connections=25):
+    s = json.loads(json.dumps(K6))
+    s["result"].update(requests=requests, rps=rps, errors=errors, passed=passed, connections=connections)
+    (d / f"segment-{i}.json").write_text(json.dumps(s, indent=1))
+
+
+def segments(d, before="3 500", after=None, served=None):
+    after = after if after is not None else f"9 {500 + served + 1}"
+    return report("segments", d, "--testid", "t-x2", "--variant", "seed002-nginx-lb-default", "--platform", "local",
+                  "--stub-before", before, "--stub-after", after)
+
+
+def test_segments_are_summed_and_checked_against_the_server(seg_dir):
+    d = seg_dir
+    segment(d, 0, 20000, 2000.4)
+    segment(d, 1, 21000, 2100.6, errors=2, passed=False)
+    r = segments(d, served=41000)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((d / "summary.json").read_text()) == {
+        "testid": "t-x2", "variant": "seed002-nginx-lb-default", "platform": "local", "segments": 2,
+        "requests": 41000, "rps": 2000.4 + 2100.6, "errors": 2, "passed": False,
+        "per_segment": [{"requests": 20000, "rps": 2000.4, "connections": 25},
+                        {"requests": 21000, "rps": 2100.6, "connections": 25}],
+        "server": {"requests": 41000, "client_over_server": 1}}
+    assert r.stdout.splitlines() == [
+        "k6 2 segments → 4101 req/s in all (2000 + 2101), 41000 requests, errors 2",
+        "server        41000 requests counted by nginx (client/server 1)"]
+
+
+def test_segments_in_index_order_past_ten(seg_dir):
+    d = seg_dir
+    for i in range(12):
+        segment(d, i, 100 + i, 10.0 + i)
+    assert segments(d, served=sum(100 + i for i in range(12))).returncode == 0
+    s = json.loads((d / "summary.json").read_text())
+    assert [p["requests"] for p in s["per_segment"]] == [100 + i for i in range(12)]
+
+
+def test_segments_without_a_server_count_stop_with_one_line(seg_dir):
+    d = seg_dir
+    segment(d, 0, 100, 10.0)
+    r = segments(d, after="")
+    assert r.returncode == 2 and not (d / "summary.json").exists()
+    assert r.stderr.startswith("error: no stub_status from the ingress of seed002-nginx-lb-default") \
+        and len(r.stderr.splitlines()) == 1, r.stderr
