@@ -15,7 +15,7 @@
 //               k6       the host's k6 (bench on the lab and the local cluster): config.js
 //               pods     the in-cluster k6 pods: the Indexed Job and the k6-operator TestRun
 //                        (ci/run/render_distributed.sh writes their environment from this list)
-//               lab, deploy, monitoring, distributed, calibrate, overhead, matrix, report:
+//               lab, deploy, monitoring, distributed, calibrate, matrix, report:
 //                        the scripts of those tasks read it on the host
 //   example   a valid non-default value: the settings test gives it on every path the
 //             setting reaches and asserts it arrived
@@ -35,17 +35,17 @@ export const PROFILES = {
 
 export const SETTINGS = [
   { name: 'PLATFORM', type: 'enum', values: ['local', 'external', 'lab'], default: null,
-    defaultText: '`local` (`lab` when `TARGET` is set)', reaches: ['k6', 'pods', 'deploy', 'monitoring', 'distributed', 'overhead', 'matrix'],
+    defaultText: '`local` (`lab` when `TARGET` is set)', reaches: ['k6', 'pods', 'deploy', 'monitoring', 'distributed', 'matrix'],
     example: 'lab', meaning: '`local`, `external`, `lab` (below)' },
   { name: 'VARIANT', type: 'text', pattern: /^[a-z0-9-]+(\+[a-z0-9-]+)*$/, rule: 'an overlay name or knob names joined by +',
-    default: 'seed002-nginx-lb-default', reaches: ['k6', 'pods', 'lab', 'deploy', 'distributed', 'calibrate', 'overhead'],
+    default: 'seed002-nginx-lb-default', reaches: ['k6', 'pods', 'lab', 'deploy', 'distributed', 'calibrate', 'matrix'],
     example: 'seed002-nginx-lb-tuned', meaning: 'an overlay (`overlays/`); on the lab also knob names joined by `+` (below)' },
   { name: 'ENGINE', type: 'enum', values: ['js', 'native'], default: 'js', reaches: ['k6', 'pods', 'distributed'], example: 'native',
     meaning: 'the request loop: `js` (k6/http, the reference) or `native` (the project\'s Go extension `k6/x/ingressbench`, `xk6/`: ~13 µs of client CPU per keep-alive request, 1.2–1.3× wrk\'s, instead of k6/http\'s 55–90 µs; latency thresholds on its bounded-histogram Gauges `bench_http_req_duration_p95/p99`; see `xk6/README.md`)' },
-  { name: 'DURATION', type: 'duration', default: '10s', reaches: ['k6', 'pods', 'calibrate', 'overhead', 'matrix'], example: '2s',
+  { name: 'DURATION', type: 'duration', default: '10s', reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '2s',
     meaning: 'k6 duration (`30s`, `3m`, `1m30s`); the seeds used `180s`' },
   { name: 'CONNECTIONS', type: 'int', min: 1, default: null, defaultText: '50 per client CPU, at most 1000',
-    reaches: ['k6', 'pods', 'calibrate', 'overhead', 'matrix'], example: '7', meaning: 'VUs = connections (the seeds: 1000)' },
+    reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '7', meaning: 'VUs = connections (the seeds: 1000)' },
   { name: 'RATE', type: 'int', min: 1, default: null, defaultText: 'unset (closed model)', reaches: ['k6', 'pods'], example: '50',
     meaning: 'requests/s for the open model' },
   { name: 'SCHEME', type: 'enum', values: ['http', 'https'], default: null, defaultText: '`http` (`https` for tps)',
@@ -79,11 +79,11 @@ export const SETTINGS = [
   { name: 'TESTID', type: 'text', pattern: /^[A-Za-z0-9._-]+$/, rule: "letters, digits, '.', '_' and '-' only", default: null,
     defaultText: 'timestamp-scenario-variant', reaches: ['k6', 'pods', 'distributed'], example: 'settings-test-run',
     meaning: 'the run\'s id: its tag and its directory' },
-  { name: 'RESULTS_ROOT', type: 'text', pattern: /^\S+$/, rule: 'a directory', default: 'results/', reaches: ['k6', 'distributed', 'calibrate', 'overhead', 'matrix'],
+  { name: 'RESULTS_ROOT', type: 'text', pattern: /^\S+$/, rule: 'a directory', default: 'results/', reaches: ['k6', 'distributed', 'calibrate', 'matrix'],
     example: '/tmp/ib-results', meaning: 'where runs are written (never overwritten)' },
   { name: 'PROMETHEUS_URL', type: 'text', pattern: /^https?:\/\/\S+$/, rule: 'a base URL', default: null, defaultText: 'the platform\'s',
     reaches: ['k6', 'report'], example: 'http://127.0.0.1:9', meaning: 'another Prometheus holding the bench:* rules' },
-  { name: 'MONITORING', type: 'flag', default: '1', reaches: ['k6', 'deploy', 'distributed'], example: '0',
+  { name: 'MONITORING', type: 'flag', default: '1', reaches: ['k6', 'deploy', 'distributed', 'matrix'], example: '0',
     meaning: '`0`: no Prometheus, no correlation, no sidecars' },
   { name: 'LINK_CAPACITY', type: 'text', pattern: /^[0-9]+(\.[0-9]+)?[KMG]?$/, rule: 'like 10G, 1G or 100M', default: null,
     defaultText: 'the overlay\'s bandwidth emulation, else `10G`', reaches: ['k6', 'monitoring'], example: '25G',
@@ -105,8 +105,10 @@ export const SETTINGS = [
     defaultText: 'the first half of the CPUs', reaches: ['lab', 'calibrate'], example: '0', meaning: '`taskset` list for k6 on the lab' },
   { name: 'LAB_SERVER_CPUS', type: 'text', pattern: /^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$/, rule: 'a CPU list like 0 or 1-3', default: null,
     defaultText: 'the second half of the CPUs', reaches: ['lab', 'calibrate'], example: '1', meaning: '`taskset` list for all the lab\'s nginx processes' },
-  { name: 'ROUNDS', type: 'int', min: 1, max: 99, default: null, defaultText: '3 (`bench:overhead` 5)', reaches: ['calibrate', 'overhead', 'matrix'],
+  { name: 'ROUNDS', type: 'int', min: 1, max: 99, default: null, defaultText: '3 (`bench:overhead` 5)', reaches: ['calibrate', 'matrix'],
     example: '2', meaning: 'rounds of a comparison, alternated; medians reported' },
+  { name: 'MATRIX', type: 'text', pattern: /^\S+\.ya?ml$/, rule: 'a case list (.yaml)', default: null, defaultText: '—', reaches: ['matrix'],
+    example: 'ci/run/matrices/keepalive.yaml', meaning: '`bench:matrix`: the case list to run (format: `ci/run/matrix.py`; the seeds\' lists: `ci/run/matrices/`)' },
   { name: 'CASES', type: 'text', pattern: /^[a-z0-9 -]+$/, rule: 'case names separated by spaces', default: 'http-1kb https-1kb tls-handshakes throughput-1mb',
     reaches: ['calibrate'], example: 'http-1kb', meaning: '`calibrate`: the cases measured' },
   { name: 'CLIENTS', type: 'text', pattern: /^[a-z ]+$/, rule: 'client names separated by spaces', default: 'wrk js native', reaches: ['calibrate'],

@@ -1,0 +1,600 @@
+"""ci/run/matrix.py [--check] [CASES.yaml]: a matrix of benchmark runs from a declarative case list
+(or MATRIX=CASES.yaml). `./task bench:matrix MATRIX=...`, and bench:compare, bench:seed003,
+bench:keepalive and bench:overhead with their lists in ci/run/matrices/.
+
+One place for what every comparison does:
+  - the whole list is checked before anything starts: its fields, each setting's name and value
+    against the registry (k6/lib/settings.js, through ci/settings/settings.tsv and node), and
+    each case as ci/run/bench.sh would check it (the platform's driver: pf_check, then
+    k6_validate). Bad input is one line `error: ...`, exit 1, nothing started or written;
+  - every case runs once per round, ROUNDS rounds; the cases' order is rotated each round
+    (round-robin: round r starts with case r), so a slow drift of the machine hits all cases
+    alike. Each run is `bash ci/run/bench.sh SCENARIO` with the case's settings in its
+    environment and a TESTID of its own, into RESULTS_ROOT/<matrix>-<UTC time>/<TESTID>/;
+    every run's directory is kept and listed (table.md, matrix.json), its output is in logs/;
+  - a crossed threshold (bench.sh exit 99) is recorded for that run and the matrix goes on; so
+    does a run that fails otherwise (exit 1), recorded with its one-line reason;
+  - per case and column: median, min/max and coefficient of variation over the rounds (runs
+    that finished, crossed or not), and the ratios between cases' medians; printed as Markdown
+    and written, with a JSON of every value, into the matrix's directory.
+--check: only the checks, and the plan (each case as it would run); nothing started.
+Exit code (README, "Exit codes"): 0 every run passed; 99 a run crossed a threshold and none
+failed otherwise; 1 a run failed otherwise, or bad input.
+
+The case list (YAML):
+  title: one line above the tables
+  rounds: the default of ROUNDS (3 when absent)
+  platforms: [lab, local]  optional: the platforms the cases may resolve to
+  defaults: {NAME: value}  settings of every case; a setting in the environment (or on the
+                           task line) replaces them
+  cases:                   each:
+    - name: lab-default      [a-z0-9-]: the runs' TESTID is <name>-r<round>-<time>
+      scenario: rps          a scenario (the SCENARIO setting's values)
+      platform: lab          optional: else PLATFORM as every entry point resolves it
+      variant: seed002-...   optional: else VARIANT, else the platform's default
+      settings: {NAME: value}  what makes this case: they win over the environment.
+                             MONITORING: 0 takes the platform's monitoring down before the
+                             run (nothing of the stack runs, as bench:overhead measures it).
+                             "{last_cpu}" and "{cpus}" in a value are this host's last CPU
+                             and CPU count.
+      group: heading         optional: one table per group
+      baseline: case-name    optional: the case a vs_baseline column divides by
+  columns:                 each one of (after the case's name; "runs" ends the row):
+    - {title: platform, field: platform}     name, scenario, platform or variant
+    - {title: payload, setting: PAYLOAD}     the case's value of a setting
+    - {key: rps, title: req/s, value: result.rps, format: ",.0f", spread: true}
+                             a number (or text) of each run's summary.json, or of its
+                             meta.json when the path starts with meta.; scale multiplies,
+                             format is Python's, unit is appended; spread adds min-max and
+                             CV columns (the first value column has them unless one says so)
+    - {key: vs, title: vs LB -> Pod, vs_baseline: rps}  the case's median over its baseline's
+  ratios:                  lines under the tables, from the medians:
+    - {title: ..., of: case, to: case, column: rps, show: ratio}
+                             show: ratio (of/to, "1.23x") or percent_below ((to-of)/to, "%")
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TSV = ROOT / "ci/settings/settings.tsv"
+BENCH = ROOT / "ci/run/bench.sh"
+MONITORING_SH = ROOT / "ci/platforms/monitoring/monitoring.sh"
+
+TOP_FIELDS = ("title", "rounds", "platforms", "defaults", "cases", "columns", "ratios")
+CASE_FIELDS = ("name", "scenario", "platform", "variant", "settings", "group", "baseline")
+COLUMN_FIELDS = ("key", "title", "field", "setting", "value", "vs_baseline", "scale", "format", "unit", "spread")
+COLUMN_KINDS = ("field", "setting", "value", "vs_baseline")
+RATIO_FIELDS = ("title", "of", "to", "column", "show")
+CASE_ATTRS = ("name", "scenario", "platform", "variant")
+SHOWS = ("ratio", "percent_below")
+# A case's settings are carried to its run: those that reach one (ci/run/bench.sh and what it
+# calls). The registry's other paths (calibrate, report, the matrix itself) mean nothing there.
+RUN_REACHES = {"k6", "pods", "lab", "deploy", "monitoring", "distributed"}
+CASE_OWN = {"PLATFORM": "platform", "VARIANT": "variant", "SCENARIO": "scenario"}
+RUNNER_OWN = ("TESTID", "RESULTS_ROOT")
+NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+CPUS = len(os.sched_getaffinity(0))
+PLACEHOLDERS = {"{last_cpu}": str(CPUS - 1), "{cpus}": str(CPUS)}
+DEFAULT_COLUMNS = [{"title": "platform", "field": "platform"}, {"title": "variant", "field": "variant"},
+                   {"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"}]
+
+
+class Bad(Exception):
+    """Bad input: one line, before anything starts."""
+
+
+def say(tag, text):
+    print(f"{tag:<13} {text}", file=sys.stderr, flush=True)
+
+
+def shell(script, *args, env=None):
+    """bash with ci/lib.sh sourced: SCRIPT, its positional parameters ARGS."""
+    return subprocess.run(["bash", "-c", f'. "{ROOT}/ci/lib.sh" || exit 1\n{script}', "matrix", *map(str, args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+
+
+def error_line(text):
+    """The one-line error a script said (its last `error:` line), without the prefix."""
+    lines = [l[len("error: "):] for l in text.splitlines() if l.startswith("error: ")]
+    return lines[-1] if lines else (text.strip().splitlines() or [""])[-1]
+
+
+# --- the settings registry (its shell view, generated from k6/lib/settings.js) ---------------
+
+def registry():
+    reg = {}
+    for line in TSV.read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, reaches, default, values = (line.split("\t") + ["", "", ""])[:4]
+        if reaches != "internal":  # set by the scripts for k6, never by users
+            reg[name] = {"reaches": set(reaches.split(",")), "default": default, "values": values.split()}
+    return reg
+
+
+def closest(name):
+    return shell('setting_closest "$1"', name).stdout.strip()
+
+
+def check_values(jobs):
+    """Each job {where, names, env}: every named setting's value in env by the registry's own
+    rule (settings.js `setting`); raises Bad with the first one that breaks it."""
+    js = ("const { setting } = await import(process.argv[1]);\n"
+          "let text = ''; for await (const chunk of process.stdin) text += chunk;\n"
+          "for (const job of JSON.parse(text)) {\n"
+          "  try { for (const name of job.names) setting(job.env, name); }\n"
+          "  catch (e) { console.log(job.where + e.message); process.exit(1); }\n"
+          "}\n")
+    url = (ROOT / "k6/lib/settings.js").as_uri()
+    try:
+        r = subprocess.run(["node", "--input-type=module", "-e", js, url], input=json.dumps(jobs),
+                           capture_output=True, text=True, cwd=ROOT)
+    except FileNotFoundError:
+        raise Bad("node is not installed (it reads the settings registry): run './task tools'")
+    if r.returncode != 0:
+        raise Bad(r.stdout.strip() or f"node could not read the settings registry: {error_line(r.stderr)}")
+
+
+# --- the case list ----------------------------------------------------------------------------
+
+def scalar(value, where):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float, str)):
+        text = str(value)
+        for k, v in PLACEHOLDERS.items():
+            text = text.replace(k, v)
+        left = re.search(r"\{[a-z_]*\}", text)
+        if left:
+            raise Bad(f"{where}: unknown placeholder '{left.group(0)}' (known: {', '.join(PLACEHOLDERS)})")
+        return text
+    raise Bad(f"{where} must be a single value, got {type(value).__name__}")
+
+
+def mapping(value, where, fields=None):
+    if not isinstance(value, dict):
+        raise Bad(f"{where} must be a mapping, got {type(value).__name__}")
+    if fields is not None:
+        for k in value:
+            if k not in fields:
+                raise Bad(f"{where}: unknown field '{k}' (known: {', '.join(fields)})")
+    return value
+
+
+def settings_of(value, where, reg):
+    """A case's (or the defaults') NAME: value map, names checked against the registry."""
+    out = {}
+    for name, v in mapping(value, where).items():
+        name = str(name)
+        if name in CASE_OWN:
+            raise Bad(f"{where}: {name} is the case's '{CASE_OWN[name]}' field, not one of its settings")
+        if name in RUNNER_OWN:
+            raise Bad(f"{where}: {name} is set by the matrix runner (one per run), not by a case")
+        if name not in reg:
+            raise Bad(f"{where}: unknown setting '{name}' (did you mean {closest(name)}? every setting: README.md, Settings)")
+        if not reg[name]["reaches"] & RUN_REACHES:
+            raise Bad(f"{where}: {name} does not reach a run (k6/lib/settings.js: {', '.join(sorted(reg[name]['reaches']))})")
+        out[name] = scalar(v, f"{where}: {name}")
+    return out
+
+
+def load(path, env, reg):
+    where = os.path.relpath(path, ROOT) if path.is_relative_to(ROOT) else str(path)
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise Bad(f"cannot read the case list {where}: {e.strerror}")
+    except yaml.YAMLError as e:
+        raise Bad(f"{where} is not valid YAML: {' '.join(str(e).split())}")
+    mapping(doc, where, TOP_FIELDS)
+    m = {"file": where, "title": str(doc.get("title") or Path(path).stem)}
+    rounds = doc.get("rounds", 3)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 99:
+        raise Bad(f"{where}: rounds must be a whole number from 1 to 99, got '{rounds}'")
+    m["rounds"] = rounds
+    platforms = doc.get("platforms")
+    if platforms is not None:
+        if not isinstance(platforms, list) or not platforms or any(p not in reg["PLATFORM"]["values"] for p in platforms):
+            raise Bad(f"{where}: platforms must be a list of {', '.join(reg['PLATFORM']['values'])}, got {platforms}")
+    m["platforms"] = platforms
+    m["defaults"] = settings_of(doc.get("defaults") or {}, f"{where}: defaults", reg)
+
+    cases = doc.get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise Bad(f"{where}: cases must be a list of at least one case")
+    m["cases"], names = [], set()
+    for i, c in enumerate(cases, 1):
+        mapping(c, f"{where}: case {i}", CASE_FIELDS)
+        name = str(c.get("name", ""))
+        if not NAME.match(name):
+            raise Bad(f"{where}: case {i}: name must be lower-case letters, digits and '-', got '{name}'")
+        if name in names:
+            raise Bad(f"{where}: case '{name}' is listed twice")
+        names.add(name)
+        at = f"{where}: case '{name}'"
+        scenario = c.get("scenario")
+        if scenario not in reg["SCENARIO"]["values"]:
+            raise Bad(f"{at}: unknown scenario '{scenario}' (known: {', '.join(reg['SCENARIO']['values'])})")
+        platform = c.get("platform")
+        if platform is not None and platform not in reg["PLATFORM"]["values"]:
+            raise Bad(f"{at}: unknown platform '{platform}' (known: {', '.join(reg['PLATFORM']['values'])})")
+        variant = c.get("variant")
+        m["cases"].append({"name": name, "scenario": scenario, "platform": platform,
+                           "variant": None if variant is None else scalar(variant, f"{at}: variant"),
+                           "settings": settings_of(c.get("settings") or {}, f"{at}: settings", reg),
+                           "group": None if c.get("group") is None else str(c["group"]), "baseline": c.get("baseline")})
+    for c in m["cases"]:
+        if c["baseline"] is not None and c["baseline"] not in names:
+            raise Bad(f"{where}: case '{c['name']}': baseline '{c['baseline']}' is not a case of the list")
+
+    cols = doc.get("columns", DEFAULT_COLUMNS)
+    if not isinstance(cols, list) or not cols:
+        raise Bad(f"{where}: columns must be a list")
+    m["columns"], keys = [], {}
+    for i, col in enumerate(cols, 1):
+        at = f"{where}: column {i}"
+        mapping(col, at, COLUMN_FIELDS)
+        kinds = [k for k in COLUMN_KINDS if k in col]
+        if len(kinds) != 1:
+            raise Bad(f"{at}: give exactly one of {', '.join(COLUMN_KINDS)}")
+        col = dict(col, kind=kinds[0], title=str(col.get("title") or col.get("key") or col[kinds[0]]))
+        if col["kind"] == "field" and col["field"] not in CASE_ATTRS:
+            raise Bad(f"{at}: field must be one of {', '.join(CASE_ATTRS)}, got '{col['field']}'")
+        if col["kind"] == "setting" and col["setting"] not in reg:
+            raise Bad(f"{at}: unknown setting '{col['setting']}' (did you mean {closest(str(col['setting']))}?)")
+        if col["kind"] == "value" and not re.match(r"^[A-Za-z_][^.\s]*(\.[^.\s]+)*$", str(col["value"])):
+            raise Bad(f"{at}: value must be a path like result.rps or meta.placement.client_cpus, got '{col['value']}'")
+        if col["kind"] in ("value", "vs_baseline"):
+            key = col.get("key")
+            if not isinstance(key, str) or not NAME.match(key.replace("_", "-")) or key in keys:
+                raise Bad(f"{at}: a value column needs a key of its own (letters, digits, '_', '-'), got '{key}'")
+            keys[key] = col
+        if "scale" in col and (isinstance(col["scale"], bool) or not isinstance(col["scale"], (int, float))):
+            raise Bad(f"{at}: scale must be a number, got '{col['scale']}'")
+        try:
+            format(1.5, str(col.get("format", ".4g")))
+        except ValueError:
+            raise Bad(f"{at}: format must be a Python format like ',.0f' or '.2f', got '{col['format']}'")
+        m["columns"].append(col)
+    values = [c for c in m["columns"] if c["kind"] == "value"]
+    for col in m["columns"]:
+        if col["kind"] == "vs_baseline" and (col["vs_baseline"] not in keys or keys[col["vs_baseline"]]["kind"] != "value"):
+            raise Bad(f"{where}: column '{col['title']}': vs_baseline must name a value column's key, got '{col['vs_baseline']}'")
+    if values and not any("spread" in c for c in values):
+        values[0]["spread"] = True
+
+    m["ratios"] = []
+    for i, r in enumerate(doc.get("ratios") or [], 1):
+        at = f"{where}: ratio {i}"
+        mapping(r, at, RATIO_FIELDS)
+        for end in ("of", "to"):
+            if r.get(end) not in names:
+                raise Bad(f"{at}: {end} must name a case of the list, got '{r.get(end)}'")
+        column = r.get("column", values[0]["key"] if values else None)
+        if column not in keys or keys[column]["kind"] != "value":
+            raise Bad(f"{at}: column must name a value column's key, got '{column}'")
+        show = r.get("show", "ratio")
+        if show not in SHOWS:
+            raise Bad(f"{at}: show must be one of {', '.join(SHOWS)}, got '{show}'")
+        m["ratios"].append({"title": str(r.get("title") or f"{r['of']} vs {r['to']}"), "of": r["of"], "to": r["to"],
+                            "column": column, "show": show})
+    return m
+
+
+def resolve(m, env, reg):
+    """Each case's environment, checked as bench.sh checks it, before anything starts."""
+    # The settings in the environment that a run or the matrix reads, then each case's own.
+    given = [n for n, s in reg.items() if env.get(n) and s["reaches"] & (RUN_REACHES | {"matrix"}) and n != "TESTID"]
+    jobs = [{"where": "", "names": given, "env": env}]
+    for c in m["cases"]:
+        c["env"] = cenv = dict(env)
+        for k, v in m["defaults"].items():
+            if not cenv.get(k):
+                cenv[k] = v
+        cenv.update(c["settings"])
+        for k in ("platform", "variant"):
+            if c[k] is not None:
+                cenv[k.upper()] = c[k]
+        jobs.append({"where": f"{m['file']}: case '{c['name']}': ", "names": sorted(set(m["defaults"]) | set(c["settings"]) | {"VARIANT"}), "env": cenv})
+    check_values(jobs)
+    # What every case runs with unless it says otherwise: the defaults, or the environment's.
+    m["given"] = {k: env.get(k) or v for k, v in m["defaults"].items()}
+    rounds = int(env.get("ROUNDS") or m["rounds"])
+    # The case as bench.sh sees it: its platform resolved (ci/lib.sh platform(), the one place)
+    # and checked by its driver (variant, target, CPU lists), then the scenario's k6 settings.
+    allowed = " ".join(m["platforms"] or [])
+    refusal = f"PLATFORM must be {' or '.join(m['platforms'] or [])} for this matrix, got"
+    # set -e as in bench.sh: the driver's checks (lab.sh check ...) fail by their exit code.
+    check = ('set -euo pipefail\n'
+             'command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run \'./task tools\'"\n'
+             'load_platform\n'
+             '[ -z "$2" ] || [[ " $2 " == *" $PLATFORM "* ]] || die "$3 \'$PLATFORM\'"\n'
+             'pf_check "$1"\n'
+             'k6_validate "$1"\n'
+             'echo "$PLATFORM $VARIANT"')
+    for c in m["cases"]:
+        r = shell(check, c["scenario"], allowed, refusal, env=c["env"])
+        if r.returncode != 0:
+            raise Bad(f"{m['file']}: case '{c['name']}': {error_line(r.stderr + r.stdout)}")
+        c["platform"], c["variant"] = r.stdout.split()[-2:]
+        c["env"].update(PLATFORM=c["platform"], VARIANT=c["variant"])
+    return rounds
+
+
+# --- the runs ------------------------------------------------------------------------------------
+
+def lookup(doc, path):
+    for part in path.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return None
+        doc = doc[part]
+    return doc
+
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def read_run(run, m):
+    """A finished run's values (one per value column) and the thresholds it crossed."""
+    d = Path(run["dir"])
+    try:
+        summary = json.loads((d / "summary.json").read_text())
+        meta = json.loads((d / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        run.update(status="failed", reason=f"no readable summary.json/meta.json in {d} ({e.__class__.__name__})")
+        return
+    for col in m["columns"]:
+        if col["kind"] != "value":
+            continue
+        path = col["value"]
+        v = lookup(meta, path[len("meta."):]) if path.startswith("meta.") else lookup(summary, path)
+        if number(v) and "scale" in col:
+            v = v * col["scale"]
+        run["values"][col["key"]] = v
+    run["crossed"] = [f"{t.get('metric')} {t.get('expr')}" for t in lookup(summary, "result.thresholds") or [] if not t.get("ok")]
+
+
+def fmt(v, col):
+    if v is None:
+        return "—"
+    if not number(v):
+        return str(v)
+    return format(v, col.get("format", ".4g")) + str(col.get("unit", ""))
+
+
+def execute(m, rounds, mdir, stamp):
+    """Every case once per round, the order rotated each round; returns the runs in order."""
+    logs = mdir / "logs"
+    logs.mkdir()
+    cases, runs, n = m["cases"], [], len(m["cases"])
+    first = next((c for c in m["columns"] if c["kind"] == "value"), None)
+    try:
+        for r in range(1, rounds + 1):
+            for c in cases[(r - 1) % n:] + cases[:(r - 1) % n]:
+                testid = f"{c['name']}-r{r}-{stamp}"
+                run = {"case": c["name"], "round": r, "order": len(runs) + 1, "testid": testid,
+                       "dir": str(mdir / testid), "log": str(logs / f"{testid}.log"), "rc": None,
+                       "status": None, "reason": None, "crossed": [], "values": {}}
+                runs.append(run)
+                env = dict(c["env"], TESTID=testid, RESULTS_ROOT=str(mdir))
+                with open(run["log"], "w") as log:
+                    # MONITORING=0: nothing of the stack runs, not only that this run ignores it.
+                    if env.get("MONITORING") in ("0", "false") and c["platform"] in ("lab", "local"):
+                        down = subprocess.run(["bash", str(MONITORING_SH), "down"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+                        if down.returncode != 0:
+                            run.update(rc=1, status="failed", reason="the platform's monitoring did not go down")
+                    if run["status"] is None:
+                        run["rc"] = subprocess.run(["bash", str(BENCH), c["scenario"]], cwd=ROOT, env=env,
+                                                   stdout=log, stderr=subprocess.STDOUT).returncode
+                if not Path(run["dir"]).is_dir():
+                    run["dir"] = None  # the run stopped before it made one
+                if run["status"] is None:
+                    if run["rc"] in (0, 99) and run["dir"]:
+                        run["status"] = "passed" if run["rc"] == 0 else "crossed"
+                        read_run(run, m)
+                    else:
+                        run["status"] = "failed"
+                        run["reason"] = error_line(Path(run["log"]).read_text()) or f"exit {run['rc']}"
+                shown = f"{fmt(run['values'].get(first['key']), first)} {first['title']}, " if first and run["status"] != "failed" else ""
+                detail = {"passed": "passed", "crossed": f"crossed ({'; '.join(run['crossed'])})",
+                          "failed": f"FAILED: {run['reason']}"}[run["status"]]
+                say("matrix", f"{c['name']} round {r}/{rounds}: {shown}{detail}")
+    except KeyboardInterrupt:
+        if runs and runs[-1]["status"] is None:
+            runs[-1].update(status="failed", reason="interrupted")
+        return runs, True
+    return runs, False
+
+
+# --- one place for the numbers: medians, spread, ratios ------------------------------------
+
+def stats(values):
+    nums = [v for v in values if number(v)]
+    if not values:
+        return {"n": 0, "values": []}
+    if len(nums) != len(values):  # text (a CPU list): the distinct values seen
+        return {"n": len(values), "values": values, "text": list(dict.fromkeys(map(str, values)))}
+    mean = statistics.fmean(nums)
+    cv = statistics.stdev(nums) / mean * 100 if len(nums) > 1 and mean else None
+    return {"n": len(nums), "values": nums, "median": statistics.median(nums), "min": min(nums), "max": max(nums),
+            "mean": mean, "cv_percent": cv}
+
+
+def compute(m, runs):
+    by = {c["name"]: c for c in m["cases"]}
+    for c in m["cases"]:
+        mine = [r for r in runs if r["case"] == c["name"]]
+        c["runs"] = mine
+        c["counts"] = {s: sum(r["status"] == s for r in mine) for s in ("passed", "crossed", "failed")}
+        done = [r for r in mine if r["status"] in ("passed", "crossed")]
+        c["stats"] = {col["key"]: stats([r["values"][col["key"]] for r in done if r["values"].get(col["key"]) is not None])
+                      for col in m["columns"] if col["kind"] == "value"}
+
+    def median(case, key):
+        return by[case]["stats"].get(key, {}).get("median")
+
+    for c in m["cases"]:
+        c["vs_baseline"] = {}
+        for col in m["columns"]:
+            if col["kind"] == "vs_baseline" and c["baseline"]:
+                a, b = median(c["name"], col["vs_baseline"]), median(c["baseline"], col["vs_baseline"])
+                c["vs_baseline"][col["key"]] = a / b if a is not None and b else None
+    for r in m["ratios"]:
+        a, b = median(r["of"], r["column"]), median(r["to"], r["column"])
+        r["value"] = a / b if a is not None and b else None
+        if r["value"] is None:
+            r["text"] = f"n/a (no finished run of {r['of'] if a is None else r['to']})"
+        elif r["show"] == "ratio":
+            r["text"] = f"{r['value']:.2f}x"
+        else:
+            r["text"] = f"{(1 - r['value']) * 100:.1f} %"
+
+
+def runs_cell(c):
+    n = len(c["runs"])
+    k = c["counts"]
+    if not k["crossed"] and not k["failed"]:
+        return f"{k['passed']}/{n} passed"
+    return ", ".join(f"{k[s]}/{n} {s}" for s in ("crossed", "failed", "passed") if k[s])
+
+
+def markdown(m, rounds, mdir, interrupted):
+    given = m["given"]
+    lines = [f"{m['title']}: median of {rounds} round{'s' if rounds > 1 else ''}, the cases' order rotated each round; "
+             f"{' '.join(f'{k}={v}' for k, v in given.items())}{'; ' if given else ''}{CPUS} CPUs"]
+    groups = list(dict.fromkeys(c["group"] for c in m["cases"]))
+    for g in groups:
+        lines += [""] + ([g, ""] if g else [])
+        head = ["case"]
+        for col in m["columns"]:
+            if col["kind"] == "value" and col.get("spread"):
+                head += [f"{col['title']} (median)", "min–max", "CV"]
+            else:
+                head.append(col["title"])
+        head.append("runs")
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for c in (c for c in m["cases"] if c["group"] == g):
+            row = [c["name"]]
+            for col in m["columns"]:
+                kind = col["kind"]
+                if kind == "field":
+                    row.append(str(c[col["field"]]))
+                elif kind == "setting":
+                    row.append(c["env"].get(col["setting"]) or "—")
+                elif kind == "vs_baseline":
+                    v = c["vs_baseline"].get(col["key"])
+                    row.append("—" if v is None else f"{v:.2f}x")
+                else:
+                    s = c["stats"][col["key"]]
+                    if "text" in s:
+                        row.append(" / ".join(s["text"]))
+                    else:
+                        row.append(fmt(s.get("median"), col))
+                    if col.get("spread"):
+                        both = "median" in s
+                        row.append(f"{fmt(s['min'], col)}–{fmt(s['max'], col)}" if both else "—")
+                        row.append("—" if not both or s["cv_percent"] is None else f"{s['cv_percent']:.1f}%")
+            row.append(runs_cell(c))
+            lines.append("| " + " | ".join(row).replace("\n", " ") + " |")
+    notes = [f"- {r['title']}: {r['text']}" for r in m["ratios"]]
+    for c in m["cases"]:
+        crossed = [r for r in c["runs"] if r["status"] == "crossed"]
+        if crossed:
+            what = sorted({t for r in crossed for t in r["crossed"]})
+            notes.append(f"- {c['name']} crossed a threshold in round{'s' if len(crossed) > 1 else ''} "
+                         f"{', '.join(str(r['round']) for r in crossed)}: {'; '.join(what) or 'see its summary.txt'}")
+        for r in c["runs"]:
+            if r["status"] == "failed":
+                notes.append(f"- {c['name']} round {r['round']} failed: {r['reason']} (log: {os.path.relpath(r['log'], mdir)})")
+    if interrupted:
+        notes.append("- interrupted: the rounds after the last run listed did not run")
+    lines += [""] + notes if notes else []
+    lines += ["", f"Results: {mdir}/ (table.md, matrix.json; each run's directory and logs/)"]
+    return "\n".join(lines) + "\n"
+
+
+def run_listing(runs, mdir):
+    out = ["", "Runs, in the order they ran:", "", "| # | case | round | status | directory |", "|---|---|---|---|---|"]
+    for r in runs:
+        status = r["status"] + (f": {r['reason']}" if r["reason"] else "")
+        where = f"{os.path.relpath(r['dir'], mdir)}/" if r["dir"] else "none (the run stopped before it made one)"
+        out.append(f"| {r['order']} | {r['case']} | {r['round']} | {status} | {where} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    env = dict(os.environ)
+    reg = registry()
+    check_only = "--check" in argv[1:]
+    args = [a for a in argv[1:] if a != "--check"]
+    path = args[0] if args else env.get("MATRIX", "")
+    if not path:
+        raise Bad("name a case list: MATRIX=path.yaml (ci/run/matrices/ holds the seeds' lists)")
+    m = load(Path(path).resolve(), env, reg)
+    rounds = resolve(m, env, reg)
+    if check_only:  # the plan, checked; nothing started
+        for c in m["cases"]:
+            settings = " ".join(f"{k}={v}" for k, v in {**m["given"], **c["settings"]}.items())
+            print(f"{c['name']}: {c['scenario']} on {c['platform']}, {c['variant']}{', ' if settings else ''}{settings}")
+        print(f"{len(m['cases'])} cases × {rounds} rounds")
+        return 0
+    if os.geteuid() != 0 and any(c["platform"] in ("lab", "local") for c in m["cases"]):
+        raise Bad(f"the matrix {m['file']} needs root (network namespaces, nginx on ports 80/443): run it as root")
+    results = Path(env.get("RESULTS_ROOT") or ROOT / "results").resolve()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    mdir = results / f"{Path(path).stem}-{stamp}"
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        mdir.mkdir()
+    except FileExistsError:
+        raise Bad(f"results directory {mdir} exists already: results are never overwritten")
+    (mdir / "cases.yaml").write_text(Path(path).read_text())
+    for c in m["cases"]:
+        replaced = [k for k, v in c["settings"].items() if env.get(k) and env[k] != v]
+        for k in replaced:
+            say("matrix", f"note: case {c['name']} runs with {k}={c['settings'][k]}, not the environment's {env[k]}")
+    total = len(m["cases"]) * rounds
+    say("matrix", f"{m['file']}: {len(m['cases'])} case{'s' if len(m['cases']) > 1 else ''} × {rounds} round{'s' if rounds > 1 else ''} = {total} run{'s' if total > 1 else ''} -> {mdir}/")
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    runs, interrupted = execute(m, rounds, mdir, stamp)
+    compute(m, runs)
+    failed = [r for r in runs if r["status"] == "failed"]
+    crossed = [r for r in runs if r["status"] == "crossed"]
+    rc = 1 if failed or interrupted else 99 if crossed else 0
+    table = markdown(m, rounds, mdir, interrupted)
+    (mdir / "table.md").write_text(table + run_listing(runs, mdir))
+    doc = {"matrix": m["file"], "title": m["title"], "id": mdir.name, "dir": str(mdir), "started": started,
+           "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rounds": rounds, "cpus": CPUS,
+           "interrupted": interrupted, "exit_code": rc,
+           "columns": [{k: v for k, v in col.items()} for col in m["columns"]],
+           "cases": [{k: c[k] for k in ("name", "scenario", "platform", "variant", "group", "baseline", "settings",
+                                        "counts", "stats", "vs_baseline")} | {"runs": c["runs"]} for c in m["cases"]],
+           "ratios": m["ratios"], "runs": runs}
+    (mdir / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print("\n" + table, end="", flush=True)
+    if failed or interrupted:
+        first = failed[0] if failed else None
+        why = f": case {first['case']} round {first['round']}: {first['reason']}" if first else ""
+        print(f"error: {'interrupted; ' if interrupted else ''}{len(failed)} of {len(runs)} runs failed{why} (table: {mdir}/table.md)",
+              file=sys.stderr)
+    return rc
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except Bad as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,198 @@
+"""The matrix runner (ci/run/matrix.py, `./task bench:matrix MATRIX=...`): real runs on the lab
+through ./task as a user types it. A crossed threshold in one case is recorded in the table and
+the other cases run; a run that fails otherwise is recorded with its reason and the matrix goes
+on; MONITORING=0 runs with the stack down; a bad case list is one line and starts nothing."""
+import importlib.util
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, k6_running, lab_leftovers, sh, task
+
+SHORT = {"DURATION": "3s", "CONNECTIONS": "10"}
+
+
+def case_list(tmp_path, cases, **top):
+    path = tmp_path / "cases.yaml"
+    doc = {"title": "test matrix", "defaults": SHORT, "cases": cases,
+           "columns": [{"title": "variant", "field": "variant"},
+                       {"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"},
+                       {"key": "k6_cpu", "title": "k6 CPU busy", "value": "client.utilization", "scale": 100, "format": ".0f", "unit": "%"}],
+           **top}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def the_matrix(results):
+    """The one matrix directory a run made under RESULTS_ROOT, and its matrix.json."""
+    dirs = sorted(Path(results).iterdir())
+    assert len(dirs) == 1, dirs
+    return dirs[0], json.loads((dirs[0] / "matrix.json").read_text())
+
+
+def table_row(table, case):
+    rows = [l for l in table.splitlines() if l.startswith(f"| {case} |")]
+    assert len(rows) == 1, table
+    return [cell.strip() for cell in rows[0].strip("|").split("|")]
+
+
+def test_a_crossed_threshold_is_recorded_and_the_other_cases_run(tmp_path):
+    cases = [{"name": "default", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-default"},
+             {"name": "tuned", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"},
+             {"name": "floor", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-default",
+              "settings": {"RPS_MIN": "1e9"}}]
+    path = case_list(tmp_path, cases, ratios=[{"title": "floor vs default", "of": "floor", "to": "default", "column": "rps"}])
+    results = tmp_path / "results"
+    r = task("bench:matrix", f"MATRIX={path}", "ROUNDS=2", f"RESULTS_ROOT={results}", timeout=900)
+    assert r.returncode == 99, r.stderr
+    assert not [l for l in r.stderr.splitlines() if l.startswith("error:")], r.stderr
+    mdir, doc = the_matrix(results)
+    assert doc["exit_code"] == 99 and doc["rounds"] == 2
+    for name in ("table.md", "matrix.json", "cases.yaml", "logs"):
+        assert (mdir / name).exists(), name
+
+    # Every case once per round, the order rotated each round (round-robin).
+    assert [(run["round"], run["case"]) for run in doc["runs"]] == [
+        (1, "default"), (1, "tuned"), (1, "floor"), (2, "tuned"), (2, "floor"), (2, "default")]
+    testids = [run["testid"] for run in doc["runs"]]
+    assert len(set(testids)) == 6
+    # Every run's directory is kept, is what bench.sh wrote for that TESTID, and is listed.
+    table_file = (mdir / "table.md").read_text()
+    for run in doc["runs"]:
+        d = Path(run["dir"])
+        assert d.parent == mdir and d.name == run["testid"] and (d / "summary.json").exists()
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["testid"] == run["testid"] and meta["settings"]["DURATION"] == "3s"
+        assert f"{d.name}/" in table_file
+        assert run["status"] == ("crossed" if run["case"] == "floor" else "passed"), run
+
+    by = {c["name"]: c for c in doc["cases"]}
+    # The crossed case: recorded as crossed, with its numbers; the threshold it crossed is said.
+    assert by["floor"]["counts"] == {"passed": 0, "crossed": 2, "failed": 0}
+    assert all(run["crossed"] == ["http_reqs rate>=1000000000"] for run in by["floor"]["runs"])
+    assert by["floor"]["settings"] == {"RPS_MIN": "1e9"}
+    for name, c in by.items():
+        # One place for the numbers: the medians and spread are those of the runs' own summaries.
+        rps = [json.loads((Path(run["dir"]) / "summary.json").read_text())["result"]["rps"] for run in c["runs"]]
+        s = c["stats"]["rps"]
+        assert s["n"] == 2 and all(v > 0 for v in rps)
+        assert s["median"] == pytest.approx(statistics.median(rps))
+        assert (s["min"], s["max"]) == (pytest.approx(min(rps)), pytest.approx(max(rps)))
+        assert s["cv_percent"] == pytest.approx(statistics.stdev(rps) / statistics.fmean(rps) * 100)
+        assert 0 < c["stats"]["k6_cpu"]["median"] <= 150
+    ratio = doc["ratios"][0]
+    assert ratio["value"] == pytest.approx(by["floor"]["stats"]["rps"]["median"] / by["default"]["stats"]["rps"]["median"])
+
+    # The table (printed, and in table.md): the crossed case with its median, the others passed.
+    for table in (r.stdout, table_file):
+        floor = table_row(table, "floor")
+        assert floor[-1] == "2/2 crossed"
+        assert floor[2] == f"{by['floor']['stats']['rps']['median']:,.0f}"
+        assert table_row(table, "default")[-1] == "2/2 passed" and table_row(table, "tuned")[-1] == "2/2 passed"
+        assert table_row(table, "tuned")[1] == "seed002-nginx-lb-tuned"
+        assert "floor crossed a threshold in rounds 1, 2: http_reqs rate>=1000000000" in table
+        assert f"- floor vs default: {ratio['value']:.2f}x" in table
+
+
+def test_a_failed_run_is_recorded_and_the_matrix_goes_on(tmp_path):
+    # In the lab's range, but no host holds it: k6's setup refuses (bench.sh exits 1).
+    cases = [{"name": "gone", "scenario": "rps", "platform": "lab", "settings": {"TARGET": "http://198.18.0.250"}},
+             {"name": "there", "scenario": "rps", "platform": "lab"}]
+    results = tmp_path / "results"
+    r = task("bench:matrix", f"MATRIX={case_list(tmp_path, cases)}", "ROUNDS=1", f"RESULTS_ROOT={results}", timeout=600)
+    assert r.returncode == 1, r.stderr
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and "1 of 2 runs failed: case gone round 1: k6 rps did not finish" in errors[0], r.stderr
+    assert "target http://198.18.0.250/1kb.bin not ready" in errors[0]
+    mdir, doc = the_matrix(results)
+    gone, there = doc["runs"]
+    assert gone["status"] == "failed" and "no route to host" in gone["reason"] and Path(gone["log"]).exists()
+    assert there["status"] == "passed" and Path(there["dir"], "summary.json").exists()
+    assert table_row(r.stdout, "gone")[-1] == "1/1 failed" and table_row(r.stdout, "gone")[2] == "—"
+    assert table_row(r.stdout, "there")[-1] == "1/1 passed" and float(table_row(r.stdout, "there")[2].replace(",", "")) > 0
+    assert f"- gone round 1 failed: {gone['reason']}" in r.stdout
+    assert not k6_running()
+
+
+def test_monitoring_off_runs_with_the_stack_down(tmp_path):
+    """MONITORING=0 in a case takes the platform's monitoring down before its run (as
+    bench:overhead measures it); the next case with monitoring brings it up again."""
+    cases = [{"name": "off", "scenario": "rps", "platform": "lab", "settings": {"MONITORING": 0}},
+             {"name": "on", "scenario": "rps", "platform": "lab", "settings": {"MONITORING": 1}}]
+    results = tmp_path / "results"
+    r = task("bench:matrix", f"MATRIX={case_list(tmp_path, cases)}", "ROUNDS=1", f"RESULTS_ROOT={results}", timeout=600)
+    assert r.returncode == 0, r.stderr
+    mdir, doc = the_matrix(results)
+    off, on = doc["runs"]
+    assert "monitoring    down (lab)" in Path(off["log"]).read_text()
+    assert json.loads(Path(off["dir"], "summary.json").read_text())["settings"]["MONITORING"] == "0"
+    # Started afresh (not "up: <url>", which says it was up already).
+    assert "monitoring    up: Prometheus" in Path(on["log"]).read_text()
+    assert json.loads(Path(on["dir"], "summary.json").read_text())["correlation"]["url"]
+    assert table_row(r.stdout, "off")[-1] == "1/1 passed" and table_row(r.stdout, "on")[-1] == "1/1 passed"
+
+
+@pytest.fixture
+def lab_down():
+    sh("bash", "ci/platforms/lab.sh", "down")
+    assert lab_leftovers() == []
+    yield
+    assert not k6_running()
+    assert lab_leftovers() == [], "a bad case list must not start the lab"
+
+
+LAB_CASE = {"name": "a", "scenario": "rps", "platform": "lab"}
+
+
+@pytest.mark.parametrize("cases, message", [
+    ([{**LAB_CASE, "settings": {"RPS_MINN": 1}}],
+     "case 'a': settings: unknown setting 'RPS_MINN' (did you mean RPS_MIN? every setting: README.md, Settings)"),
+    ([LAB_CASE, {**LAB_CASE, "name": "b", "setings": {"RPS_MIN": 1}}], "case 2: unknown field 'setings' (known: name, scenario, platform, variant, settings, group, baseline)"),
+    ([LAB_CASE, {**LAB_CASE, "name": "b", "variant": "turbo"}], "case 'b': unknown variant 'turbo'"),
+    ([{**LAB_CASE, "scenario": "latency"}], "case 'a': unknown scenario 'latency' (known: rps, tps, throughput)"),
+    ([{**LAB_CASE, "settings": {"ROUNDS": 2}}], "case 'a': settings: ROUNDS does not reach a run"),
+    ([{**LAB_CASE, "settings": {"VARIANT": "default"}}], "case 'a': settings: VARIANT is the case's 'variant' field"),
+    ([{**LAB_CASE, "settings": {"P95_MS": "fast"}}], "case 'a': P95_MS must be a number, got 'fast'"),
+    ([{**LAB_CASE, "scenario": "tps", "settings": {"SCHEME": "http"}}], "case 'a': the tps scenario measures TLS handshakes: SCHEME must be https"),
+    ([LAB_CASE, LAB_CASE], "case 'a' is listed twice"),
+])
+def test_a_bad_case_list_is_one_line_and_starts_nothing(cases, message, lab_down, tmp_path):
+    results = tmp_path / "results"
+    r = task("bench:matrix", f"MATRIX={case_list(tmp_path, cases)}", f"RESULTS_ROOT={results}")
+    assert r.returncode == 1, r.stderr
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], r.stderr
+    assert "matrix   " not in r.stderr and not results.exists()
+
+
+def test_no_case_list_is_one_line(tmp_path):
+    r = task("bench:matrix", f"RESULTS_ROOT={tmp_path / 'results'}")
+    assert r.returncode == 1
+    assert [l for l in r.stderr.splitlines() if l.startswith("error:")] == [
+        "error: name a case list: MATRIX=path.yaml (ci/run/matrices/ holds the seeds' lists)"]
+
+
+@pytest.mark.parametrize("name, cases", [("compare", 5), ("seed003", 12), ("keepalive", 2), ("overhead", 2)])
+def test_the_seeds_case_lists_check(name, cases):
+    """bench:compare, seed003, keepalive and overhead are case lists: each passes every check
+    (--check: the plan, nothing started) with every case as its old script ran it."""
+    r = sh("bash", "-c", f". ci/lib.sh && exec python ci/run/matrix.py --check ci/run/matrices/{name}.yaml")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == cases + 1 and lines[-1] == f"{cases} cases × {5 if name == 'overhead' else 3} rounds"
+    if name == "keepalive":
+        assert all("NO_REUSE=1" in l and f"LAB_SERVER_CPUS={len(__import__('os').sched_getaffinity(0)) - 1}" in l for l in lines[:-1])
+
+
+def test_spread_is_median_min_max_and_cv():
+    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+    s = matrix.stats([90.0, 110.0, 100.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (100.0, 90.0, 110.0, 3)
+    assert s["cv_percent"] == pytest.approx(10.0)
+    assert matrix.stats([5.0])["cv_percent"] is None  # one round: no spread to speak of
+    assert matrix.stats(["0", "0", "1"])["text"] == ["0", "1"]  # a CPU list: the values seen
