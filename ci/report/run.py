@@ -2,33 +2,21 @@
 summary.py), and the time series fetched into timeseries.json (prometheus.py)."""
 import json
 import re
+import sys
 import urllib.parse
 from datetime import datetime
 from pathlib import Path
 
 from .fmt import num
 
+# The signal contract (monitoring/signals.yaml, read by monitoring/signals.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "monitoring"))
+import signals as contract  # noqa: E402
+
 # summary.json .correlation.signals: name -> (unit, recording rule, meaning), in the contract's order.
-SIGNALS = {
-    "ingress_cpu_cores": ("cores", "bench:ingress_cpu_cores:rate", "ingress CPU used"),
-    "ingress_cpu_limit_cores": ("cores", "bench:ingress_cpu_limit:cores", "ingress CPU it may use (limit or exclusive cpuset)"),
-    "ingress_cpu_utilization": ("ratio", "bench:ingress_cpu_utilization:ratio", "ingress CPU used / may use"),
-    "rps_per_ingress_core": ("rate", "bench:rps_per_ingress_core:ratio", "server requests/s per ingress core"),
-    "server_rps": ("rate", "bench:server_requests:rate", "requests/s counted by the ingress"),
-    "ingress_connections": ("count", "bench:ingress_connections:active", "connections open at the ingress"),
-    "nic_transmit_bits": ("bits", "bench:nic_transmit_bits:rate", "ingress NIC transmit"),
-    "nic_receive_bits": ("bits", "bench:nic_receive_bits:rate", "ingress NIC receive"),
-    "link_capacity_bits": ("bits", "bench:link_capacity:bits", "declared link capacity"),
-    "nic_utilization": ("ratio", "bench:nic_utilization:ratio", "max(transmit, receive) / link capacity"),
-    "nic_drops": ("pps", "bench:nic_drops:rate", "packets dropped at the ingress NIC"),
-    "backend_cpu_cores": ("cores", "bench:backend_cpu_cores:rate", "backend CPU used"),
-    "backend_cpu_utilization": ("ratio", "bench:backend_cpu_utilization:ratio", "backend CPU used / may use"),
-    "loadgen_cpu_cores": ("cores", "bench:loadgen_cpu_cores:rate", "load generator (k6) CPU used"),
-    "loadgen_cpu_utilization": ("ratio", "bench:loadgen_cpu_utilization:ratio", "k6 CPU used / the CPUs it may use"),
-}
+SIGNALS = contract.report_signals()
 # verdict.limit -> the utilization that names it (the bar drawn in red).
-LIMIT_SIGNAL = {"ingress-cpu": "ingress_cpu_utilization", "nic": "nic_utilization",
-                "backend": "backend_cpu_utilization", "load-generator": "loadgen_cpu_utilization"}
+LIMIT_SIGNAL = {s["verdict"]["limit"]: s["key"] for s in contract.limits(contract.load())}
 
 
 class Bad(Exception):

@@ -11,6 +11,8 @@ node --test k6/lib/ >/tmp/ingress-bench-unit.log 2>&1 || { cat /tmp/ingress-benc
 grep -E '^# (pass|fail)' /tmp/ingress-bench-unit.log | paste -sd' ' >&2
 say test "generated: the settings registry's views (ci/settings/generate.mjs --check)"
 node "$IB_ROOT/ci/settings/generate.mjs" --check || exit 1
+say test "generated: the signal contract's views (monitoring/generate.py --check)"
+python "$IB_ROOT/monitoring/generate.py" --check || exit 1
 say test "unit: xk6, the native engine (go test)"
 (cd xk6 && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./... >/tmp/ingress-bench-go-unit.log 2>&1) ||
   { cat /tmp/ingress-bench-go-unit.log; die "xk6 unit tests failed"; }
