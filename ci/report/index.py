@@ -2,12 +2,12 @@
 count, default vs tuned, HTTP vs HTTPS, bare metal vs Kubernetes) for the cases measured both
 ways, medians of repeated runs."""
 import os
-import statistics
 from pathlib import Path
 
 from .doc import Doc, Link, write_doc
 from .fmt import f_int, f_ms, f_pct, f_value, num, say
 from .run import Bad, Run
+from .stats import stats
 
 
 def find_runs(paths):
@@ -63,8 +63,7 @@ class Agg:
 
     def __init__(self, runs):
         self.runs, self.scenario = runs, runs[0].scenario
-        vals = [r.value() for r in runs if num(r.value())]
-        self.value = statistics.median(vals) if vals else None
+        self.value = stats([r.value() for r in runs if num(r.value())]).get("median")
         self.invalid = sum(r.invalid for r in runs)
 
     def text(self):

@@ -55,7 +55,6 @@ The case list (YAML):
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -64,6 +63,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "ci"))
+from report.stats import stats  # noqa: E402  (median and spread: one place, shared with the index)
 TSV = ROOT / "ci/settings/settings.tsv"
 BENCH = ROOT / "ci/run/bench.sh"
 MONITORING_SH = ROOT / "ci/platforms/monitoring/monitoring.sh"
@@ -415,19 +416,7 @@ def execute(m, rounds, mdir, stamp):
     return runs, False
 
 
-# --- one place for the numbers: medians, spread, ratios ------------------------------------
-
-def stats(values):
-    nums = [v for v in values if number(v)]
-    if not values:
-        return {"n": 0, "values": []}
-    if len(nums) != len(values):  # text (a CPU list): the distinct values seen
-        return {"n": len(values), "values": values, "text": list(dict.fromkeys(map(str, values)))}
-    mean = statistics.fmean(nums)
-    cv = statistics.stdev(nums) / mean * 100 if len(nums) > 1 and mean else None
-    return {"n": len(nums), "values": nums, "median": statistics.median(nums), "min": min(nums), "max": max(nums),
-            "mean": mean, "cv_percent": cv}
-
+# --- the numbers: medians and spread (ci/report/stats.py), ratios -------------------------
 
 def compute(m, runs):
     by = {c["name"]: c for c in m["cases"]}

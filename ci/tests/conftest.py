@@ -143,3 +143,13 @@ def task_with(form, task_name, settings, env=None, timeout=600):
     if form == "line":
         return task(task_name, *(f"{k}={v}" for k, v in settings.items()), env=env, timeout=timeout)
     return task(task_name, env={**(env or {}), **settings}, timeout=timeout)
+
+
+@pytest.fixture
+def lab_down():
+    """For bad input: the lab down before, and nothing of it (nor a k6) started after."""
+    sh("bash", "ci/platforms/lab.sh", "down")
+    assert lab_leftovers() == []
+    yield
+    assert not k6_running()
+    assert lab_leftovers() == [], "bad input must not start the lab, nor leave part of it behind"

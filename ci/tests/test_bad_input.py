@@ -10,15 +10,6 @@ import pytest
 from conftest import ROOT, k6_running, lab_leftovers, sh
 
 
-@pytest.fixture
-def lab_down():
-    sh("bash", "ci/platforms/lab.sh", "down")
-    assert lab_leftovers() == []
-    yield
-    assert not k6_running()
-    assert lab_leftovers() == [], "bad input must not leave the lab (or part of it) behind"
-
-
 CASES = {
     "unknown scenario": (["latency"], {}, "unknown scenario 'latency'"),
     "unknown variant": (["rps"], {"VARIANT": "turbo"}, "unknown variant 'turbo' (an overlay: "),

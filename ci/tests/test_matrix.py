@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, k6_running, lab_leftovers, sh, task
+from conftest import ROOT, k6_running, sh, task
 
 SHORT = {"DURATION": "3s", "CONNECTIONS": "10"}
 
@@ -133,15 +133,6 @@ def test_monitoring_off_runs_with_the_stack_down(tmp_path):
     assert "monitoring    up: Prometheus" in Path(on["log"]).read_text()
     assert json.loads(Path(on["dir"], "summary.json").read_text())["correlation"]["url"]
     assert table_row(r.stdout, "off")[-1] == "1/1 passed" and table_row(r.stdout, "on")[-1] == "1/1 passed"
-
-
-@pytest.fixture
-def lab_down():
-    sh("bash", "ci/platforms/lab.sh", "down")
-    assert lab_leftovers() == []
-    yield
-    assert not k6_running()
-    assert lab_leftovers() == [], "a bad case list must not start the lab"
 
 
 LAB_CASE = {"name": "a", "scenario": "rps", "platform": "lab"}
