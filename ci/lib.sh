@@ -101,7 +101,20 @@ IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
 DEFAULT_OVERLAY=seed002-nginx-lb-default
 known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
 # need_overlay NAME: dies unless NAME is an overlay (overlays/NAME/kustomization.yaml).
-need_overlay() { [ -f "$IB_ROOT/overlays/$1/kustomization.yaml" ] || die "unknown overlay '$1' (known: $(known_overlays))"; }
+# A name, never a path: "../kustomize/base" has a kustomization too.
+need_overlay() {
+  [[ $1 =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -f "$IB_ROOT/overlays/$1/kustomization.yaml" ] || die "unknown overlay '$1' (known: $(known_overlays))"
+}
+# need_new_results_dir DIR: DIR can be made (it does not exist, and the nearest directory that
+# does is writable), checked before the platform starts; DIR itself is made only after.
+need_new_results_dir() {
+  local d=$1
+  [ ! -e "$d" ] || die "results directory $d exists already: results are never overwritten (choose another TESTID)"
+  while [ ! -e "$d" ]; do d=$(dirname "$d"); done
+  # Tried, not judged from the mode bits: root passes -w on /proc and on read-only mounts.
+  local t; t=$(mktemp -d "$d/.ingress-bench-write-test.XXXXXX" 2>/dev/null) && rmdir "$t" ||
+    die "results directory $1 cannot be made: $d is not a writable directory (set RESULTS_ROOT)"
+}
 # need_scenario NAME: dies unless NAME is a scenario (the SCENARIO setting's values, each a
 # k6/NAME.js with its profile in k6/lib/config.js).
 need_scenario() {
@@ -171,7 +184,7 @@ cpu_in() { # CPU LIST
 k6_validate() {
   local out msg
   if ! out=$(k6 inspect --include-system-env-vars --execution-requirements "$IB_ROOT/k6/$1.js" 2>&1 >/dev/null); then
-    msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at .*//' | head -n1)
+    msg=$(printf '%s\n' "$out" | sed -n 's/.*Error: \(.*\)/\1/p' | sed 's/\\n.*//; s/" *$//; s/ at \(file:\|[A-Za-z_.$]* (\).*//; s/\\\\/\\/g' | head -n1)
     die "${msg:-k6 rejected the scenario: $(printf '%s' "$out" | head -n1)}"
   fi
 }

@@ -30,6 +30,10 @@ export MONITORING
 # (On the local platform TARGET is unset here: its address is known only after deploy.)
 k6_validate "$SCENARIO"
 
+testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT//+/_}}
+dir=$RESULTS_ROOT/$testid
+need_new_results_dir "$dir"
+
 pf_up "$SCENARIO"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
@@ -53,10 +57,7 @@ fi
 # k6 in its own cgroup: its CPU is the load generator's signal (ci/platforms/monitoring/cgroups.sh).
 RUN=(bash "$IB_ROOT/ci/platforms/monitoring/cgroups.sh" run loadgen "${RUN[@]}")
 
-testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT//+/_}}
-mkdir -p "$RESULTS_ROOT"
-dir=$RESULTS_ROOT/$testid
-mkdir "$dir" 2>/dev/null || die "results directory $dir exists already: results are never overwritten (choose another TESTID)"
+mkdir -p "$RESULTS_ROOT" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already: results are never overwritten (choose another TESTID)"
 
 meta=$(jq -nc \
   --arg git "$(git -C "$IB_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \

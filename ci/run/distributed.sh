@@ -24,6 +24,9 @@ k6_validate "$SCENARIO"
 # Grafana's image is stock k6: the native engine is this project's build (ci/platforms/local/images.sh).
 [ "${ENGINE:-js}" != native ] || [ "$(image_set)" = local ] ||
   die "ENGINE=native needs k6 built with k6/x/ingressbench, which $K6_IMAGE_UPSTREAM is not: use IMAGE_SET=local (the project's k6 image) or ENGINE=js"
+testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
+dir=${RESULTS_ROOT:-$IB_ROOT/results}/$testid
+need_new_results_dir "$dir"
 # The cluster and (deploy adds the monitoring component by default, which needs the stack's
 # CRDs) its monitoring, as for bench; the k6 pods' CPU is then scraped as the load generator's.
 pf_cluster_up
@@ -31,8 +34,6 @@ addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
 [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
 scheme=$(scenario_scheme "$SCENARIO")
 
-testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
-dir=${RESULTS_ROOT:-$IB_ROOT/results}/$testid
 mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"
 
 # The scenarios and their lib, as the pods see them (tests of the lib stay out).

@@ -73,7 +73,10 @@ test('unknown names are refused and listed', () => {
   bad({}, 'latency', /unknown scenario 'latency' \(known: rps, tps, throughput\)/);
   bad({ PAYLOAD: '2kb' }, 'rps', /unknown PAYLOAD '2kb'/);
   bad({ NO_REUSE: 'yes' }, 'rps', /NO_REUSE must be 1\/true or 0\/false/);
-  bad({ TESTID: 'a/b' }, 'rps', /TESTID must be letters, digits, '.', '_' and '-' only, got 'a\/b'/);
+  bad({ TESTID: 'a/b' }, 'rps', /TESTID must be letters, digits, '.', '_' and '-' only, not starting with '.', got 'a\/b'/);
+  bad({ TESTID: '..' }, 'rps', /TESTID .* not starting with '.', got '..'/);
+  bad({ HOST: 'a\r\nX-Evil: 1' }, 'rps', /HOST must be a host name, got 'a\\x0d\\x0aX-Evil: 1'/);
+  bad({ CONNECTIONS: '200000' }, 'rps', /CONNECTIONS must be at most 20000, got 200000/);
   bad({ BENCH_META: '{' }, 'rps', /BENCH_META is not JSON/);
 });
 

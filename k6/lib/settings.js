@@ -44,7 +44,7 @@ export const SETTINGS = [
     meaning: 'the request loop: `js` (k6/http, the reference) or `native` (the project\'s Go extension `k6/x/ingressbench`, `xk6/`: ~13 µs of client CPU per keep-alive request, 1.2–1.3× wrk\'s, instead of k6/http\'s 55–90 µs; latency thresholds on its bounded-histogram Gauges `bench_http_req_duration_p95/p99`; see `xk6/README.md`)' },
   { name: 'DURATION', type: 'duration', default: '10s', reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '2s',
     meaning: 'k6 duration (`30s`, `3m`, `1m30s`); the seeds used `180s`' },
-  { name: 'CONNECTIONS', type: 'int', min: 1, default: null, defaultText: '50 per client CPU, at most 1000',
+  { name: 'CONNECTIONS', type: 'int', min: 1, max: 20000, default: null, defaultText: '50 per client CPU, at most 1000',
     reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '7', meaning: 'VUs = connections (the seeds: 1000)' },
   { name: 'RATE', type: 'int', min: 1, default: null, defaultText: 'unset (closed model)', reaches: ['k6', 'pods'], example: '50',
     meaning: 'requests/s for the open model' },
@@ -76,7 +76,7 @@ export const SETTINGS = [
     meaning: '`1`: you own a target outside the lab\'s range and may load it' },
   { name: 'STUB_STATUS_URL', type: 'text', pattern: /^https?:\/\/\S+$/, rule: 'a URL', default: null, defaultText: '—',
     reaches: ['k6'], example: 'http://198.18.0.2:8080/stub_status', meaning: 'server-side counts for a target of your own' },
-  { name: 'TESTID', type: 'text', pattern: /^[A-Za-z0-9._-]+$/, rule: "letters, digits, '.', '_' and '-' only", default: null,
+  { name: 'TESTID', type: 'text', pattern: /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/, rule: "letters, digits, '.', '_' and '-' only, not starting with '.'", default: null,
     defaultText: 'timestamp-scenario-variant', reaches: ['k6', 'pods', 'distributed'], example: 'settings-test-run',
     meaning: 'the run\'s id: its tag and its directory' },
   { name: 'RESULTS_ROOT', type: 'text', pattern: /^\S+$/, rule: 'a directory', default: 'results/', reaches: ['k6', 'distributed', 'calibrate', 'matrix'],
@@ -146,6 +146,9 @@ function fail(message) {
 // Error: the same rule for every setting of a type.
 function check(s, raw) {
   const text = String(raw).trim();
+  // A value is quoted in the message with its control characters escaped: the error stays one
+  // line even for a value that tries to be two (a HOST with CR/LF, a header injection).
+  raw = String(raw).replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
   switch (s.type) {
     case 'int': {
       if (!/^\d+$/.test(text)) fail(`${s.name} must be a whole number, got '${raw}'`);
