@@ -8,8 +8,12 @@
 #                       and which stub_status counts the server side (STUB)
 #   pf_up SCENARIO      the platform and its monitoring up, the variant deployed; exports
 #                       TARGET when the platform decides it, completes STUB and the placement
+#                       (host k6: lab, local)
+#   pf_cluster_up       a cluster and its monitoring up, for the in-cluster k6 of
+#                       ci/run/distributed.sh, which deploys and loads it itself (local, external)
 #   pf_prometheus       the platform's Prometheus URL (fails when it has none up)
-#   pf_down             removes what pf_up made (safe to run twice)
+# Taking a platform down stays with its own task (lab:down, cluster:down, monitoring:down):
+# what they remove is what the platform's scripts made, whoever started them.
 # Sourced after ci/lib.sh.
 
 # load_platform: PLATFORM resolved (platform(), the one place) and exported, its driver loaded.
@@ -20,7 +24,7 @@ load_platform() {
   RUN=() STUB='' IN_CLUSTER=0
 }
 
-# The cluster drivers' shared part: the platform's Prometheus, through the monitoring script.
+# Every platform's Prometheus is the monitoring script's to say.
 pf_prometheus() { bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" url; }
-# monitoring_up: the platform's own stack, unless the run was given another Prometheus.
+# own_monitoring: the platform's own stack, unless the run was given another Prometheus.
 own_monitoring() { [ "${MONITORING:-1}" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; }

@@ -48,7 +48,7 @@ dash=127.0.0.1:${K6_WEB_DASHBOARD_PORT:-5665}
 [ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ] && dash=$LAB_CLIENT_IP:${dash#*:}
 K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST="${dash%:*}" K6_WEB_DASHBOARD_PORT="${dash#*:}")
 if [ "$MONITORING" = 1 ]; then
-  PROMETHEUS_URL=${PROMETHEUS_URL:-$(bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" url)} || exit 1
+  PROMETHEUS_URL=${PROMETHEUS_URL:-$(pf_prometheus)} || exit 1
   K6_ARGS+=(--out experimental-prometheus-rw)
   K6_ENV+=(PROMETHEUS_URL="$PROMETHEUS_URL" K6_PROMETHEUS_RW_SERVER_URL="$PROMETHEUS_URL/api/v1/write"
            K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM=true K6_PROMETHEUS_RW_PUSH_INTERVAL=2s)

@@ -12,14 +12,3 @@ pf_check() {
 }
 
 pf_cluster_up() { :; } # the user's cluster is theirs: never brought up or down here
-
-pf_up() {
-  INGRESS_ADDR=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
-}
-
-# What pf_up made: the overlay's namespace and its cluster-scoped objects (labelled as ours);
-# the cluster and its monitoring stay.
-pf_down() {
-  kubectl delete namespace ingress-bench --ignore-not-found --wait >/dev/null
-  kubectl delete clusterrole,clusterrolebinding,ingressclass -l app.kubernetes.io/part-of=ingress-bench >/dev/null
-}

@@ -31,8 +31,3 @@ pf_up() {
     bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait
   fi
 }
-
-pf_down() {
-  bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" down
-  "$IB_ROOT/ci/platforms/lab.sh" down
-}

@@ -34,14 +34,8 @@ pf_up() {
   else
     STUB=http://$addr:8080/stub_status # nginx-lb's status port; one replica, so exact counts
   fi
-  INGRESS_ADDR=$addr
   export TARGET=$scheme://$addr
   SERVER_CPU_LIST=$(ingress_cpuset)
   CLIENT_CPU_LIST=$(cpus_except "$SERVER_CPU_LIST")
   RUN=(taskset -c "$CLIENT_CPU_LIST")
-}
-
-pf_down() {
-  bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" down
-  bash "$IB_ROOT/ci/platforms/local/cluster.sh" down
 }
