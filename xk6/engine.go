@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.k6.io/k6/lib"
@@ -37,6 +38,12 @@ func newTarget(rawURL, host string, reuse bool, bodyBytes int64) (*target, error
 	}
 	if t.host == "" {
 		t.host = u.Host
+	}
+	// The Host value is written into the request as is: a CR, LF or any other control
+	// character or space would split the header and inject others, so refuse it here, for
+	// every caller of the engine, not only the scenarios whose settings are checked.
+	if i := strings.IndexFunc(t.host, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return nil, fmt.Errorf("the Host header value %q has a control character or space at byte %d", t.host, i)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: ingress-bench-native/%s\r\n", u.RequestURI(), t.host, Version)
