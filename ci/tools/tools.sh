@@ -3,6 +3,9 @@
 #   ci/tools/tools.sh            everything
 #   ci/tools/tools.sh task       only go-task (what the ./task wrapper needs to start)
 #   ci/tools/tools.sh cluster    everything, plus the local Kubernetes platform's binaries and images
+#   ci/tools/tools.sh versions   the distribution's versions the suite runs with (name=version lines)
+#   ci/tools/tools.sh apt PKG... install Debian packages the suite's way (no service started or
+#                                enabled at boot); the tests use it
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -40,6 +43,48 @@ k6_build() {
   mkdir -p "$IB_K6_DIR" && mv "$src/k6" "$IB_K6_DIR/k6" && rm -rf "$src" "$src.log"
 }
 
+# The policy-rc.d we wrote, while an install runs: removed on any exit of this script, so an
+# interrupted install never leaves every service start on the host blocked.
+POLICY_RC=/usr/sbin/policy-rc.d POLICY_ADDED='' APT_PID=''
+policy_remove() { [ -z "$POLICY_ADDED" ] || rm -f "$POLICY_RC"; POLICY_ADDED=; }
+# A signal stops the running apt-get and waits for it: left to finish alone it could start
+# services once our policy-rc.d is gone. TERM, also for Ctrl-C: a background command of a
+# script ignores SIGINT.
+on_signal() { # EXIT_CODE
+  [ -z "$APT_PID" ] || { kill -TERM "$APT_PID" 2>/dev/null || true; wait "$APT_PID" 2>/dev/null || true; }
+  policy_remove; exit "$1"
+}
+trap policy_remove EXIT
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
+# apt_run ARGS...: apt-get in the background and waited for, so a signal reaches our trap at
+# once instead of after apt-get has finished.
+apt_run() {
+  DEBIAN_FRONTEND=noninteractive apt-get "$@" >>"$IB_CACHE/apt.log" 2>&1 &
+  APT_PID=$!
+  local rc=0; wait "$APT_PID" || rc=$?
+  APT_PID=; return "$rc"
+}
+
+installed_packages() { dpkg-query -W -f='${db:Status-Status} ${Package}\n' | awk '$1 == "installed" {print $2}' | sort; }
+
+# boot_disable PACKAGE...: the packages' services do not start at boot (their postinst enables
+# them: sysv rc links, systemd .wants links); both tools edit links only, no init system needed.
+boot_disable() {
+  local p f name
+  for p in "$@"; do
+    for f in $(dpkg-query -L "$p" 2>/dev/null | grep -E '^(/etc/init\.d/[^/]+|(/usr)?/lib/systemd/system/[^/@]+\.(service|socket|timer))$'); do
+      name=${f##*/}
+      case $f in
+        /etc/init.d/*) ! compgen -G "/etc/rc?.d/S[0-9][0-9]$name" >/dev/null || update-rc.d "$name" disable >/dev/null 2>&1 || true ;;
+        # It runs only as a package's maintainer script would call it.
+        *) ! command -v deb-systemd-helper >/dev/null || DPKG_MAINTSCRIPT_PACKAGE=$p deb-systemd-helper disable "$name" >/dev/null 2>&1 || true ;;
+      esac
+    done
+  done
+}
+
 apt_tools() { # PACKAGE...
   local missing=() p
   for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
@@ -49,18 +94,36 @@ apt_tools() { # PACKAGE...
   say tools "apt-get install ${missing[*]}"
   # A policy-rc.d that says no keeps the packages' services (nginx on :80, prometheus) from
   # starting on hosts with an init system: the suite starts its own instances.
-  local policy=/usr/sbin/policy-rc.d added=
-  if [ ! -e $policy ]; then printf '#!/bin/sh\nexit 101\n' >$policy; chmod +x $policy; added=1; fi
-  local rc=0
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$IB_CACHE/apt.log" 2>&1 || rc=$?
-  [ -n "$added" ] && rm -f $policy
+  if [ ! -e $POLICY_RC ]; then POLICY_ADDED=1; printf '#!/bin/sh\nexit 101\n' >$POLICY_RC; chmod +x $POLICY_RC; fi
+  local before rc=0; before=$(installed_packages)
+  : >"$IB_CACHE/apt.log"
+  { apt_run update -qq && apt_run install -y -qq --no-install-recommends "${missing[@]}"; } || rc=$?
+  # Only what this install added (dependencies included); what was there before keeps its setup.
+  # shellcheck disable=SC2046
+  boot_disable $(comm -13 <(echo "$before") <(installed_packages))
+  policy_remove
   [ $rc = 0 ] || { tail -n 5 "$IB_CACHE/apt.log" >&2; die "apt-get install failed (log: $IB_CACHE/apt.log)"; }
 }
 
-check_series() { # NAME ACTUAL EXPECTED_PREFIX
-  case "$2" in "$3"*) ;; *) die "$1 is $2 but the suite is pinned to $3x: install that version";; esac
+# Distribution packages are accepted from a minimum upstream version on (Debian 12 and 13 ship
+# different ones); what was found is printed by `tools.sh versions`.
+nginx_version() { nginx -v 2>&1 | sed -n 's|^nginx version: nginx/||p'; }
+wrk_version() { wrk -v 2>&1 | awk 'NR == 1 {sub(/^debian\//, "", $2); print $2}'; }
+check_min() { # NAME FOUND MINIMUM
+  [ -n "$2" ] || die "$1: no version found (is it installed?); the suite needs $1 $3 or newer"
+  [ "$(printf '%s\n' "$3" "$2" | sort -V | head -n1)" = "$3" ] || die "$1 is $2; the suite needs $1 $3 or newer"
 }
 
+case ${1:-all} in
+  all | task | cluster) ;;
+  versions)
+    printf 'os=%s\nnginx=%s\nnginx_min=%s\nwrk=%s\nwrk_min=%s\nprometheus=%s\n' \
+      "$(. /etc/os-release && echo "$PRETTY_NAME")" "$(nginx_version)" "$NGINX_MIN" "$(wrk_version)" "$WRK_MIN" \
+      "$(prometheus --version 2>/dev/null | awk 'NR == 1 {print $3}')"
+    exit 0 ;;
+  apt) [ $# -gt 1 ] || die "tools.sh apt needs package names"; mkdir -p "$IB_CACHE"; shift; apt_tools "$@"; exit 0 ;;
+  *) die "unknown mode '$1': tools.sh [task|cluster|versions|apt PACKAGE...]" ;;
+esac
 mkdir -p "$IB_CACHE"
 go_tool task "$TASK_VERSION" "$IB_TASK_DIR" github.com/go-task/task/v3/cmd/task
 [ "${1:-all}" = task ] && exit 0
@@ -68,8 +131,8 @@ go_tool task "$TASK_VERSION" "$IB_TASK_DIR" github.com/go-task/task/v3/cmd/task
 command -v node >/dev/null || APT_PACKAGES="$APT_PACKAGES nodejs" # unit tests of the k6 lib
 # shellcheck disable=SC2086
 apt_tools $APT_PACKAGES
-check_series nginx "$(nginx -v 2>&1 | sed 's|.*nginx/||')" "$NGINX_SERIES"
-check_series wrk "$(dpkg-query -W -f='${Version}' wrk)" "$WRK_SERIES"
+check_min nginx "$(nginx_version)" "$NGINX_MIN"
+check_min wrk "$(wrk_version)" "$WRK_MIN"
 k6_build
 go_tool kustomize "$KUSTOMIZE_VERSION" "$IB_KUSTOMIZE_DIR" sigs.k8s.io/kustomize/kustomize/v5
 go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yannh/kubeconform/cmd/kubeconform
@@ -82,7 +145,7 @@ if [ ! -f "$IB_VENV/.complete" ]; then
     { tail -n 3 "$IB_CACHE/pip.log" >&2; rm -rf "$IB_VENV"; die "pip install -r ci/tools/requirements.txt failed (log: $IB_CACHE/pip.log)"; }
   touch "$IB_VENV/.complete"
 fi
-say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, task $TASK_VERSION, nginx $(nginx -v 2>&1 | sed 's|.*/||'), wrk $(dpkg-query -W -f='${Version}' wrk) ready"
+say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, task $TASK_VERSION, nginx $(nginx_version), wrk $(wrk_version) ready"
 [ "${1:-all}" = cluster ] || exit 0
 # shellcheck disable=SC2086
 apt_tools $CLUSTER_APT_PACKAGES
