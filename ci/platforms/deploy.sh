@@ -118,13 +118,15 @@ rollout app.kubernetes.io/component=ingress
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
 # (512 MiB): after 4 s idle the first 512 MB pass at full speed, and a 20 s run read 1.16
 # Gbit/s through a "1 Gbit/s" link. A NIC has no such allowance: on our own node the burst
-# becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only shaped pods have
-# tbf qdiscs here. (On users' clusters the burst stays: see components/link-1g.)
+# becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only our pods' host
+# devices (cluster.sh pod-links), never another tbf on the host. (On users' clusters the
+# burst stays: see components/link-1g.)
 if [ "$PLATFORM" = local ] && [ -n "$shaped" ]; then
-  while read -r dev rate; do
-    tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
+  for dev in $(bash "$IB_ROOT/ci/platforms/local/cluster.sh" pod-links); do
+    rate=$(tc qdisc show dev "$dev" root | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1)}')
+    [ -z "$rate" ] || tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
       die "could not set the link emulation's burst on $dev"
-  done < <(tc qdisc show | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $5, $(i + 1)}')
+  done
 fi
 
 # The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,

@@ -41,6 +41,12 @@ down() {
   ip link del "$BRIDGE" 2>/dev/null || true
   ip route del blackhole "$LAB_RANGE" 2>/dev/null || true
   bash "$IB_ROOT/ci/platforms/monitoring/cgroups.sh" remove
+  # The first `ip netns add` on a host makes /run/netns a mount (and the directory): undone
+  # when up recorded that it made them and no namespace of anyone is left in it.
+  if [ -f "$STATE/netns-mount-made" ] && [ -z "$(ip netns list 2>/dev/null)" ]; then
+    umount /run/netns 2>/dev/null || true
+    [ "$(cat "$STATE/netns-mount-made")" = dir ] && rmdir /run/netns 2>/dev/null || true
+  fi
   rm -rf "$STATE"
 }
 
@@ -134,6 +140,8 @@ up() {
   mkdir -p "$STATE/payloads" && chmod 755 "$STATE" "$STATE/payloads"
   local kv; for kv in $PAYLOADS; do head -c "${kv#*=}" /dev/zero >"$STATE/payloads/${kv%%=*}.bin"; done
   chmod 644 "$STATE"/payloads/*
+  if ! mountpoint -q /run/netns; then [ -d /run/netns ] && echo mount || echo dir; fi >"$STATE/netns-mount-made"
+  [ -s "$STATE/netns-mount-made" ] || rm "$STATE/netns-mount-made"
 
   ip link add "$BRIDGE" type bridge
   ip addr add "$HOST_IP/24" dev "$BRIDGE"

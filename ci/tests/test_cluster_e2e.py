@@ -5,45 +5,29 @@ machine exactly as found after cluster:down."""
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
-from conftest import LOG_FIELDS, ROOT, Run, dashboard_query_gaps, examples, sh, task_with, within
+import machine_state
+from conftest import LOG_FIELDS, ROOT, Run, dashboard_query_gaps, examples, lab_leftovers, sh, task_with, within
 
 KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
-SYSCTLS = ["kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "net.ipv4.conf.all.route_localnet",
-           "net.bridge.bridge-nf-call-iptables", "net.ipv4.ip_forward"]
-
-
-def machine_state():
-    """What a cluster could leave behind: iptables rules, links, routes, netns, mounts,
-    cgroups, sysctls, processes."""
-    procs = sh("pgrep", "-af", "kube-|etcd|containerd|coredns|nginx: master").stdout
-    return {
-        "iptables": sorted(l for l in sh("iptables-save").stdout.splitlines() if l[:1] not in "#:"),
-        "links": sorted(l.split(":")[1].strip() for l in sh("ip", "-o", "link").stdout.splitlines()),
-        "routes": sh("ip", "route").stdout,
-        "netns": sh("ip", "netns", "list").stdout,
-        "mounts": [l for l in open("/proc/mounts") if "ingress-bench" in l or "kubelet" in l],
-        # The kubelet's root, and the host k6's group (ci/platforms/monitoring/cgroups.sh).
-        "cgroups": sh("find", "/sys/fs/cgroup", "-maxdepth", "2", "(", "-name", "ibench", "-o", "-name", "ingress-bench", ")").stdout,
-        "sysctls": {k: sh("sysctl", "-n", k).stdout.strip() for k in SYSCTLS},
-        # Zombies are dead already; this machine's PID 1 reaps them late.
-        "processes": [l for l in procs.splitlines() if "pgrep" not in l and "<defunct>" not in l],
-    }
 
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    sh("bash", "ci/platforms/local/cluster.sh", "down")
-    sh("bash", "ci/platforms/lab.sh", "down")
-    before = machine_state()
+    """Nothing of ours may be up before (no down first: it would hide what an earlier one left),
+    and after down the whole machine is as found (ci/tests/machine_state.py)."""
+    assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
+    assert lab_leftovers() == [], "the lab is up before the cluster tests"
+    before = machine_state.snapshot()
     up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
     assert up.returncode == 0, up.stderr
     yield
     down = sh("bash", "ci/platforms/local/cluster.sh", "down")
     assert down.returncode == 0, down.stderr
-    assert machine_state() == before, "cluster:down must leave the machine as it found it"
+    assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
 
 
 def kubectl(*args):

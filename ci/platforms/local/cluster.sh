@@ -3,15 +3,25 @@
 #   ci/platforms/local/cluster.sh up       etcd, containerd, API server, controller manager, scheduler,
 #                                  kubelet, kube-proxy (iptables), CoreDNS; waits for Ready
 #   ci/platforms/local/cluster.sh down     stops all of it and removes every process, network namespace,
-#                                  bridge, route, iptables rule, mount, cgroup and file it made,
-#                                  and restores the sysctls it changed (idempotent)
+#                                  bridge, device, route, iptables rule, mount, cgroup and file it
+#                                  made, and restores the sysctls it changed; nothing it did not
+#                                  make, and nothing at all without a cluster of ours (idempotent)
 #   ci/platforms/local/cluster.sh status   exit 0 when the API answers and the node is Ready
+#   ci/platforms/local/cluster.sh pod-links  our pods' host devices: the veths on our bridge and
+#                                  the CNI bandwidth plugin's ifb devices of those (deploy.sh)
+# Ownership: up records the host's iptables rules before it starts anything ($S/before); down
+# removes only KUBE-/CNI- chains and rules that appeared since, and ours (IBENCH-*). up refuses
+# next to another Kubernetes (its KUBE-* chains, or its ports). Pods' network namespaces are
+# pinned under the state dir, never in /run/netns (containerd.toml).
 # Addresses (all in the project's 198.18.0.0/15; the lab uses 198.18.0.0/24):
 #   node and pod bridge 198.18.64.1 on ibench-cni0, pods 198.18.64.0/18, services 198.18.128.0/20.
 # Nothing is routed off the host: ip_forward stays as found (0 here; pods share one bridge
 # with the node), no masquerade, and a FORWARD rule drops the range toward other interfaces.
 set -euo pipefail
 . "$(dirname "$0")/../../lib.sh"
+# shellcheck source=ci/platforms/cgroup.sh
+. "$IB_ROOT/ci/platforms/cgroup.sh"
+cg_detect # v1, hybrid or unified v2, from the mount table
 
 S=$IB_CLUSTER_STATE
 CONF=$IB_ROOT/ci/platforms/local
@@ -23,8 +33,27 @@ DNS_IP=198.18.128.10
 NODE_NAME=ibench-node
 CGROUP_ROOT=/ibench                 # kubelet's cgroupRoot: every pod cgroup lives below it
 FWD_CHAIN=IBENCH-FORWARD
-# Sysctls the kubelet and kube-proxy set; saved at up, restored at down.
-SYSCTLS="kernel.panic kernel.panic_on_oops vm.overcommit_memory net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables net.ipv4.ip_forward"
+OUT_CHAIN=IBENCH-OUTPUT
+# Chains kube-proxy, the kubelet, the CNI plugins (portmap, bandwidth) and we create.
+OWN_CHAINS='KUBE-|CNI-|IBENCH-'
+IPT_TABLES="filter nat mangle raw"
+# A Kubernetes's ports: API server, etcd client and peer, kubelet, controller manager,
+# scheduler, kube-proxy metrics and healthz.
+KUBE_PORTS="6443 2379 2380 10250 10257 10259 10249 10256"
+# kube-proxy's metrics and healthz speak plain HTTP without authentication: only root may
+# connect ($OUT_CHAIN); nothing else can reach 127.0.0.1 from outside the host.
+ROOT_ONLY_PORTS=10249,10256
+# Sysctls changed while the cluster runs, found by diffing `sysctl -a` across an up and a
+# deploy: the CNI bridge plugin (isGateway) turns net.ipv4.ip_forward on, which turns every
+# interface's forwarding on and conf.all.accept_redirects off (the kernel's
+# inet_forward_change); saved at up, restored at down in this order (forwarding first: setting
+# it resets accept_redirects). kube-proxy sets bridge-nf-call-iptables when it is off (on
+# here already). The kubelet's own (kernel.panic=10, panic_on_oops=1, ...) are never written:
+# see kubelet_ns.
+SYSCTLS="net.ipv4.ip_forward net.ipv4.conf.*.forwarding net.ipv4.conf.all.accept_redirects net.bridge.bridge-nf-call-iptables"
+# setupKernelTunables (pkg/kubelet/cm/container_manager_linux.go, v1.34): the values the kubelet
+# wants; it writes them to the host unless protectKernelDefaults, where it refuses to start.
+KUBELET_TUNABLES="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000"
 export KUBECONFIG=$S/pki/admin.kubeconfig
 LOCAL_IMAGES="pause-$PAUSE_TAG nginx-$NGINX_IMAGE_TAG coredns-$COREDNS_VERSION k6-$K6_LOCAL_TAG" # ci/platforms/local/images.sh
 
@@ -58,7 +87,7 @@ our_pids_all() {
   local f pid
   for f in "$S"/pids/*; do [ -f "$f" ] && pid=$(cat "$f") && kill -0 "$pid" 2>/dev/null && echo "$pid"; done
   # Container processes: everything in a cgroup anywhere below the kubelet's cgroup root.
-  [ -d /sys/fs/cgroup/pids"$CGROUP_ROOT" ] && find /sys/fs/cgroup/pids"$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null
+  cg_procs "$(cg_path pids "$CGROUP_ROOT")"
   pgrep -f "containerd-shim-runc-v2 .*-address $S/" || true
 }
 
@@ -66,15 +95,25 @@ pki() {
   local d=$S/pki
   mkdir -p "$d" && cd "$d"
   # EC keys: quick to make at every up; nothing here is kept or committed.
-  openssl ecparam -name prime256v1 -genkey -noout -out ca.key
-  openssl req -x509 -new -key ca.key -subj /CN=ingress-bench-ca -days 30 -out ca.crt 2>/dev/null
-  cert() { # NAME SUBJECT [SAN]
+  # Only root may read the keys (the state dir is root's too).
+  umask 077
+  ca() { # NAME CN
+    openssl ecparam -name prime256v1 -genkey -noout -out "$1.key"
+    openssl req -x509 -new -key "$1.key" -subj "/CN=$2" -days 30 -out "$1.crt" 2>/dev/null
+  }
+  cert() { # NAME SUBJECT [SAN], signed by $CA
     openssl ecparam -name prime256v1 -genkey -noout -out "$1.key"
     openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
     local ext=; [ -n "${3:-}" ] && { printf 'subjectAltName=%s\n' "$3" >"$1.ext"; ext="-extfile $1.ext"; }
     # shellcheck disable=SC2086
-    openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 -out "$1.crt" $ext 2>/dev/null
+    openssl x509 -req -in "$1.csr" -CA "${CA:-ca}.crt" -CAkey "${CA:-ca}.key" -CAcreateserial -days 30 -out "$1.crt" $ext 2>/dev/null
   }
+  ca ca ingress-bench-ca
+  # etcd trusts its own CA only: a certificate of the cluster's (the admin's, the kubelet's)
+  # is no key to etcd; only the API server's etcd client certificate is.
+  ca etcd-ca ingress-bench-etcd-ca
+  CA=etcd-ca cert etcd /CN=etcd IP:127.0.0.1
+  CA=etcd-ca cert etcd-client /CN=kube-apiserver-etcd-client
   cert apiserver /CN=kube-apiserver "IP:$NODE_IP,IP:${SERVICE_CIDR%.0/*}.1,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert kubelet "/CN=$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"
   # One cluster-admin identity for the control plane, kubelet and kube-proxy: a single-user
@@ -86,6 +125,7 @@ pki() {
   kubectl config set-credentials admin --client-certificate=admin.crt --client-key=admin.key --embed-certs --kubeconfig=admin.kubeconfig >/dev/null
   kubectl config set-context local --cluster=local --user=admin --kubeconfig=admin.kubeconfig >/dev/null
   kubectl config use-context local --kubeconfig=admin.kubeconfig >/dev/null
+  umask 022
   cd - >/dev/null
 }
 
@@ -108,10 +148,71 @@ network_up() {
   # FORWARD too (br_netfilter), and traffic between project hosts must.
   iptables -A "$FWD_CHAIN" -s 198.18.0.0/15 ! -o ibench+ -j DROP
   iptables -I FORWARD 1 -j "$FWD_CHAIN"
+  iptables -N "$OUT_CHAIN"
+  iptables -A "$OUT_CHAIN" -d 127.0.0.1 -p tcp -m multiport --dports "$ROOT_ONLY_PORTS" -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset
+  iptables -I OUTPUT 1 -j "$OUT_CHAIN"
 }
 
 save_sysctls() {
-  local k; for k in $SYSCTLS; do printf '%s=%s\n' "$k" "$(sysctl -n "$k" 2>/dev/null)"; done >"$S/sysctls.saved"
+  local k re all keys
+  all=$(sysctl -a 2>/dev/null)
+  read -ra keys <<<"$SYSCTLS" # read, not a loop over $SYSCTLS: no glob expansion of the *
+  # A pattern (conf.*.forwarding) stands for every interface there is now.
+  for k in "${keys[@]}"; do
+    re="^${k//./[.]}\$"; re=${re//\*/[^.]+}
+    awk -v re="$re" '$1 ~ re {print $1 "=" $3}' <<<"$all"
+  done >"$S/sysctls.saved"
+}
+
+# record_host: the host's iptables rules before up, so down removes only what appeared since.
+record_host() {
+  local fam t
+  mkdir -p "$S/before"
+  for fam in iptables ip6tables; do
+    for t in $IPT_TABLES; do "$fam" -t "$t" -S >"$S/before/$fam-$t" 2>/dev/null || : >"$S/before/$fam-$t"; done
+  done
+}
+
+# refuse_foreign: one line and exit when another Kubernetes is on this host: its chains
+# (kube-proxy's and the kubelet's are all KUBE-*, and down could not tell ours from its) or
+# one of its ports.
+refuse_foreign() {
+  local fam chains used
+  for fam in iptables ip6tables; do
+    chains=$("$fam-save" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}' | sort -u | paste -sd' ')
+    [ -z "$chains" ] || die "another Kubernetes is on this host ($fam chains $chains): the local cluster's rules would mix with its own; take it down first"
+  done
+  used=$(ss -Hltnp | awk -v ports=" $KUBE_PORTS " '{n = split($4, a, ":"); if (index(ports, " " a[n] " ")) {print a[n], $4, $6; exit}}')
+  [ -z "$used" ] || die "port ${used%% *} is in use (${used#* }): another Kubernetes on this host? the local cluster needs ports $KUBE_PORTS"
+}
+
+# pod_links: our pods' host devices: the veths on our bridge and the ifb devices the CNI
+# bandwidth plugin redirects their ingress to (egress shaping of the pod).
+pod_links() {
+  local dev
+  for dev in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    echo "$dev"
+    tc filter show dev "$dev" parent ffff: 2>/dev/null | sed -n 's/.*Redirect to device \([^)]*\)).*/\1/p'
+  done | awk '!seen[$0]++'
+}
+
+# kubelet_ns KUBELET_ARGS...: the kubelet in a mount namespace of its own where the files of
+# KUBELET_TUNABLES read as the values it wants, so with protectKernelDefaults it checks them,
+# finds them, and never writes the host's (a kernel oops would otherwise reboot the user's
+# machine 10 s later: kernel.panic=10, panic_on_oops=1). Its volume mounts must still reach
+# containerd: $S/kubelet is a shared mount, so they propagate back to the host.
+kubelet_ns() {
+  local kv k f
+  # A host whose / is shared (systemd) must not see the binds below.
+  mount --make-rprivate /proc
+  mkdir -p "$S/kubelet-view"
+  for kv in $KUBELET_TUNABLES; do
+    k=${kv%%=*} f=/proc/sys/${k//.//}
+    [ "$(cat "$f")" = "${kv#*=}" ] && continue
+    echo "${kv#*=}" >"$S/kubelet-view/$k"
+    mount --bind -o ro "$S/kubelet-view/$k" "$f"
+  done
+  exec kubelet "$@"
 }
 
 up() {
@@ -123,21 +224,21 @@ up() {
   for b in $LOCAL_IMAGES; do [ -f "$IB_CACHE/images/$b.tar" ] || die "image $b is not built: run './task cluster:tools'"; done
   if status >/dev/null 2>&1; then say cluster "up (Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP)"; return 0; fi
   [ -d "$S" ] && down
-  if ip link show "$BRIDGE" >/dev/null 2>&1 || iptables -nL "$FWD_CHAIN" >/dev/null 2>&1; then
-    die "leftovers of another cluster ($BRIDGE or $FWD_CHAIN exist): run './task cluster:down' first"
+  if ip link show "$BRIDGE" >/dev/null 2>&1 || iptables -nL "$FWD_CHAIN" >/dev/null 2>&1 || iptables -nL "$OUT_CHAIN" >/dev/null 2>&1 ||
+     [ -d "$(cg_path cpu "$CGROUP_ROOT")" ]; then
+    die "leftovers of another cluster ($BRIDGE, $FWD_CHAIN, $OUT_CHAIN or cgroup $CGROUP_ROOT exist, no state in $S): remove them by hand"
   fi
+  refuse_foreign
   local t0=$SECONDS
   # CLUSTER_KEEP_FAILED=1 keeps a failed cluster for inspection (then run down).
   trap 'rc=$?; [ $rc = 0 ] || [ -n "${CLUSTER_KEEP_FAILED:-}" ] || down; exit $rc' EXIT
   trap 'exit 130' INT TERM
   rm -rf "$LOGS" && mkdir -p "$LOGS" "$S"/{pids,etcd,cni/net.d,kubelet}
-  # The kubelet's cgroup root must exist in every v1 hierarchy; a new cpuset starts empty.
-  local c; for c in /sys/fs/cgroup/*/; do [ "$c" = /sys/fs/cgroup/unified/ ] || mkdir -p "$c${CGROUP_ROOT#/}"; done
-  cp /sys/fs/cgroup/cpuset/cpuset.cpus /sys/fs/cgroup/cpuset"$CGROUP_ROOT"/cpuset.cpus
-  cp /sys/fs/cgroup/cpuset/cpuset.mems /sys/fs/cgroup/cpuset"$CGROUP_ROOT"/cpuset.mems
+  # The kubelet's cgroup root: in every v1 hierarchy with its cpuset filled; on v2 once, with
+  # the kubelet's controllers enabled above it (the root's subtree_control recorded for down).
+  cg_kubelet_root_prepare "$CGROUP_ROOT" "$S/cgroup.subtree_control.saved"
+  record_host
   save_sysctls
-  # containerd pins each pod's network namespace as /run/netns/cni-*: down removes only new ones.
-  ip netns list | awk '{print $1}' >"$S/netns.before"
   pki
   network_up
   render "$CONF/cni.conflist" >"$S/cni/net.d/10-ibench.conflist"
@@ -147,12 +248,16 @@ up() {
   # A resolv.conf without a nameserver: pods that follow the node (CoreDNS) get no upstream.
   echo "search cluster.local" >"$S/resolv.conf"
 
-  start etcd etcd --data-dir "$S/etcd" --listen-client-urls http://127.0.0.1:2379 \
-    --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
-    --initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster default=http://127.0.0.1:2380
-  start containerd containerd --config "$S/containerd.toml"
   local p=$S/pki
-  start kube-apiserver kube-apiserver --etcd-servers=http://127.0.0.1:2379 \
+  # TLS both ways, on loopback: only the API server's client certificate opens etcd.
+  start etcd etcd --data-dir "$S/etcd" --listen-client-urls https://127.0.0.1:2379 \
+    --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 \
+    --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster default=https://127.0.0.1:2380 \
+    --cert-file="$p/etcd.crt" --key-file="$p/etcd.key" --client-cert-auth --trusted-ca-file="$p/etcd-ca.crt" \
+    --peer-cert-file="$p/etcd.crt" --peer-key-file="$p/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file="$p/etcd-ca.crt"
+  start containerd containerd --config "$S/containerd.toml"
+  start kube-apiserver kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
+    --etcd-cafile="$p/etcd-ca.crt" --etcd-certfile="$p/etcd-client.crt" --etcd-keyfile="$p/etcd-client.key" --anonymous-auth=false \
     --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 \
     --service-cluster-ip-range="$SERVICE_CIDR" --client-ca-file="$p/ca.crt" \
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
@@ -168,13 +273,25 @@ up() {
       die "ctr could not import image $b"
   done
   wait_for 60 "kube-apiserver" kubectl get --raw /readyz
-  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG" \
+  # No anonymous access: the API server has none, and the controller manager and scheduler
+  # ask it (SubjectAccessReview) about anonymous requests, which RBAC's bootstrap binding
+  # system:public-info-viewer grants /healthz, /livez, /readyz and /version: keep it to
+  # authenticated users (autoupdate off, or the API server restores it at its next start).
+  kubectl patch clusterrolebinding system:public-info-viewer --type=merge >/dev/null -p \
+    '{"metadata":{"annotations":{"rbac.authorization.kubernetes.io/autoupdate":"false"}},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:authenticated"}]}'
+  # Loopback only; every path authenticated and authorized (no always-allowed /healthz).
+  local guarded=(--bind-address=127.0.0.1 --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
+    --authorization-always-allow-paths=)
+  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam'
-  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG" --leader-elect=false
+  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
+  # kubelet_ns's volume mounts reach the host through this shared mount (see there).
+  mount --bind "$S/kubelet" "$S/kubelet" && mount --make-shared "$S/kubelet"
   # --housekeeping-interval: cAdvisor refreshes container stats every 10 s by default, too
   # coarse for the 2 s scrape the bench:* rules expect (monitoring/README.md).
-  start kubelet kubelet --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
+  start kubelet unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
+    --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
     --hostname-override="$NODE_NAME" --root-dir="$S/kubelet" --containerd="$S/containerd/containerd.sock" \
     --housekeeping-interval=1s
   start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
@@ -187,10 +304,14 @@ up() {
 }
 
 down() {
-  local pid name i
+  local pid name i m
+  # No state dir: no cluster of ours is up, and nothing on this host is ours to touch.
+  [ -d "$S" ] || return 0
   # The host k6's cgroup sampler writes into the state directory (ci/platforms/monitoring/monitoring.sh).
   [ -f "$S/textfile/.sampler.pid" ] && kill "$(cat "$S/textfile/.sampler.pid")" 2>/dev/null || true
   bash "$IB_ROOT/ci/platforms/monitoring/cgroups.sh" remove # the host k6's cgroup
+  # Our pods' host devices, while the bridge still tells them (a down cut short keeps the list).
+  pod_links >>"$S/pod-links"
   # Control plane and node agents first, so nothing restarts the containers killed next.
   for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver; do
     [ -f "$S/pids/$name" ] && kill -TERM "$(cat "$S/pids/$name")" 2>/dev/null || true
@@ -201,52 +322,49 @@ down() {
     sleep 0.25
   done
   [ -z "$(our_pids)" ] || die "processes of the cluster survive SIGKILL: $(our_pids | tr '\n' ' ')"
-  # Mounts: container root filesystems, pod volumes, the network namespaces containerd pinned.
-  local m
+  # Mounts: container root filesystems, pod volumes, the pods' network namespaces (pinned
+  # under the state dir), the kubelet's shared mount.
   for m in $(awk -v s="$S/" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  if [ -f "$S/netns.before" ]; then
-    for m in $(ip netns list | awk '$1 ~ /^cni-/ {print $1}'); do
-      grep -qx "$m" "$S/netns.before" || { umount "/run/netns/$m" 2>/dev/null || true; ip netns del "$m" 2>/dev/null || true; }
-    done
-  fi
-  # iptables: kube-proxy's and the CNI plugins' chains, then ours.
-  command -v kube-proxy >/dev/null && kube-proxy --cleanup >/dev/null 2>&1 || true
   cleanup_iptables
   ip route del "$SERVICE_CIDR" dev "$BRIDGE" 2>/dev/null || true
-  # Pods' veths: deleting the host end removes the pair at once, whatever the kernel's pace
-  # in freeing the pod's network namespace.
-  for m in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link del "$m" 2>/dev/null || true; done
+  # Pods' veths (deleting the host end removes the pair at once, whatever the kernel's pace in
+  # freeing the pod's network namespace) and the bandwidth plugin's ifb devices: the pods were
+  # killed, so no CNI DEL removed them.
+  for m in $(sort -u "$S/pod-links"); do ip link del "$m" 2>/dev/null || true; done
   ip link del "$BRIDGE" 2>/dev/null || true
-  # The CNI bandwidth plugin's ifb devices (components/link-1g): the pods were killed, so no
-  # CNI DEL removed them.
-  for m in $(ip -o link show type ifb | awk -F': ' '$2 ~ /^bwp/ {print $2}'); do ip link del "$m" 2>/dev/null || true; done
-  # cgroups below the kubelet's root, deepest first, in every v1 hierarchy.
-  for m in /sys/fs/cgroup/*"$CGROUP_ROOT"; do
-    [ -d "$m" ] && find "$m" -depth -type d -exec rmdir {} + 2>/dev/null || true
-  done
+  # cgroups below the kubelet's root, deepest first, in every hierarchy; then (v2) the
+  # subtree_control up had changed, and the kubelet's runc after it, as up found it.
+  cg_remove_tree "$CGROUP_ROOT"
+  cg_kubelet_root_restore "$S/cgroup.subtree_control.saved"
   if [ -f "$S/sysctls.saved" ]; then
     while IFS='=' read -r k v; do [ -n "$v" ] && sysctl -qw "$k=$v" 2>/dev/null || true; done <"$S/sysctls.saved"
   fi
   rm -rf "$S"
 }
 
-# Removes every rule in filter/nat/mangle that jumps to a KUBE-*/CNI-* chain or ours, then
-# those chains. The host had none of them before up (up refuses to start over leftovers).
+# cleanup_iptables: removes the rules and chains that appeared since up (against $S/before)
+# and belong to KUBE-/CNI- chains or ours: a new chain of those names, a new rule in such a
+# chain or jumping to one. The host's own rules, and everything there before up, stay.
 cleanup_iptables() {
-  local t chain rule
-  for t in filter nat mangle; do
-    for rule in "$(iptables -t "$t" -S 2>/dev/null | grep -E '^-A .* -j (KUBE-|CNI-|'"$FWD_CHAIN"')' | grep -vE '^-A (KUBE-|CNI-|'"$FWD_CHAIN"')' || true)"; do
-      [ -n "$rule" ] || continue
-      while read -r line; do
-        # shellcheck disable=SC2086
-        iptables -t "$t" ${line/-A/-D} 2>/dev/null || true
-      done <<<"$rule"
-    done
-    for chain in $(iptables -t "$t" -S 2>/dev/null | awk '$1 == "-N" && ($2 ~ /^(KUBE-|CNI-)/ || $2 == "'"$FWD_CHAIN"'") {print $2}'); do
-      iptables -t "$t" -F "$chain" 2>/dev/null || true
-    done
-    for chain in $(iptables -t "$t" -S 2>/dev/null | awk '$1 == "-N" && ($2 ~ /^(KUBE-|CNI-)/ || $2 == "'"$FWD_CHAIN"'") {print $2}'); do
-      iptables -t "$t" -X "$chain" 2>/dev/null || true
+  local fam t script line
+  for fam in iptables ip6tables; do
+    for t in $IPT_TABLES; do
+      [ -f "$S/before/$fam-$t" ] || continue
+      script=$({ "$fam" -t "$t" -S 2>/dev/null || true; } | { grep -vxFf "$S/before/$fam-$t" || true; } | awk -v own="^($OWN_CHAINS)" '
+        $1 == "-N" && $2 ~ own { new[$2] = 1; chains[++n] = $2; next }
+        $1 == "-A" { rule[++m] = $0; chain[m] = $2; target[m] = ""
+                     for (i = 3; i < NF; i++) if ($i == "-j" || $i == "-g") target[m] = $(i + 1) }
+        END {
+          for (i = 1; i <= m; i++)
+            if (!(chain[i] in new) && (chain[i] ~ own || target[i] ~ own)) { r = rule[i]; sub(/^-A/, "-D", r); print r }
+          for (i = 1; i <= n; i++) print "-F " chains[i]
+          for (i = 1; i <= n; i++) print "-X " chains[i]
+        }')
+      [ -n "$script" ] || continue
+      # iptables-restore reads -S's quoting (comments with spaces); one transaction, else
+      # line by line so one vanished rule does not keep the others.
+      printf '*%s\n%s\nCOMMIT\n' "$t" "$script" | "$fam-restore" --noflush 2>/dev/null && continue
+      while read -r line; do printf '*%s\n%s\nCOMMIT\n' "$t" "$line" | "$fam-restore" --noflush 2>/dev/null || true; done <<<"$script"
     done
   done
 }
@@ -262,5 +380,7 @@ case "${1:-}" in
   up) up ;;
   down) need_root "cluster:down"; down; say cluster down ;;
   status) status ;;
-  *) die "usage: ci/platforms/local/cluster.sh up|down|status" ;;
+  pod-links) pod_links ;;
+  kubelet-ns) shift; kubelet_ns "$@" ;;
+  *) die "usage: ci/platforms/local/cluster.sh up|down|status|pod-links" ;;
 esac

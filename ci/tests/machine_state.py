@@ -1,0 +1,164 @@
+"""The whole machine's state, as far as anything of ours could change it: every sysctl
+(counters left out), the full iptables/ip6tables (and nft) rulesets, qdiscs, links, routes,
+network namespaces, mounts, cgroups, listening sockets and our processes.
+
+    python ci/tests/machine_state.py snapshot FILE   write the state to FILE (JSON)
+    python ci/tests/machine_state.py compare FILE    exit 1 and print the differences from FILE
+
+snapshot() and diff(before, after) are the same from Python (the cluster tests)."""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+# Keys that change on an idle machine (two snapshots a minute apart with nothing running:
+# kernel counters and random values), not settings anyone made.
+VOLATILE_SYSCTLS = {
+    "fs.dentry-state", "fs.file-nr", "fs.inode-nr", "fs.inode-state",  # cache and handle counts
+    "kernel.ns_last_pid",  # the last pid handed out
+    "kernel.random.uuid", "kernel.random.entropy_avail",  # a new value at each read
+    "net.netfilter.nf_conntrack_count",  # live connections
+}
+# Counters that move with any sync(2) or quota lookup (fs.quota.syncs changed across a cluster's up).
+VOLATILE_PREFIXES = ("fs.quota.",)
+
+# cgroups the init system makes and removes on its own, one per command or login: this
+# machine's PID 1 (process_api) one per command it runs (seen going away during a test run),
+# systemd one scope per login session.
+VOLATILE_CGROUP_PARENTS = ("process_api", "user.slice")
+
+# Our programs (their comm, 15 characters at most): the cluster's, the lab's, the load's.
+OUR_COMMS = {"etcd", "containerd", "containerd-shim", "kube-apiserver", "kube-controller", "kube-scheduler",
+             "kubelet", "kube-proxy", "coredns", "pause", "nginx", "k6", "prometheus", "node_exporter",
+             "operator", "prometheus-conf", "nginx-prometheu", "prometheus-ngin"}
+
+
+def run(*args):
+    r = subprocess.run(args, capture_output=True, text=True)
+    return r.stdout if r.returncode == 0 else ""
+
+
+def lines(text_or_lines):
+    ls = text_or_lines.splitlines() if isinstance(text_or_lines, str) else text_or_lines
+    return sorted(l for l in ls if l.strip())
+
+
+def sysctls():
+    out = {}
+    for l in run("sysctl", "-a").splitlines():
+        k, sep, v = l.partition(" = ")
+        if sep and k not in VOLATILE_SYSCTLS and not k.startswith(VOLATILE_PREFIXES):
+            out[k] = v
+    return out
+
+
+def ruleset(cmd):
+    """iptables-save without its comment lines and packet counters, and without tables that
+    hold nothing: with iptables-nft a table, once used, stays as empty built-in chains with
+    policy ACCEPT, which filters exactly as no table at all (and iptables cannot delete it)."""
+    if not shutil.which(cmd):
+        return []
+    out, table = [], []
+    for l in run(cmd).splitlines():
+        if l.startswith("#") or not l.strip():
+            continue
+        table.append(re.sub(r" \[\d+:\d+\]$", "", l))
+        if l == "COMMIT":
+            if any(t.startswith("-") or (t.startswith(":") and not t.endswith(" ACCEPT")) for t in table):
+                out += table
+            table = []
+    return sorted(out + table)
+
+
+def cgroups():
+    """Every cgroup directory of every hierarchy, less those below VOLATILE_CGROUP_PARENTS."""
+    out = []
+    for d in run("find", "/sys/fs/cgroup", "-type", "d").splitlines():
+        parts = d.split("/")  # "", sys, fs, cgroup, [v1 hierarchy,] group, ...
+        if not any(p in parts[4:-1] for p in VOLATILE_CGROUP_PARENTS):
+            out.append(d)
+    return sorted(out)
+
+
+def listening():
+    """Protocol and local address of every listening socket (queue lengths vary)."""
+    return sorted(" ".join((f[0], f[4])) for f in map(str.split, run("ss", "-Hltnu").splitlines()) if len(f) >= 5)
+
+
+def our_processes():
+    procs = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
+            if comm not in OUR_COMMS or state == "Z":  # zombies: dead, reaped late by this PID 1
+                continue
+            with open(f"/proc/{pid}/cmdline") as f:
+                procs.append(f.read().replace("\0", " ").strip() or comm)
+        except (OSError, ValueError):
+            continue
+    return sorted(procs)
+
+
+def snapshot():
+    return {
+        "sysctl": sysctls(),
+        "iptables": ruleset("iptables-save"),
+        "ip6tables": ruleset("ip6tables-save"),
+        "nft": lines(run("nft", "list", "ruleset")) if shutil.which("nft") else [],
+        "qdiscs": lines(run("tc", "qdisc", "show")),
+        "links": lines(run("ip", "-o", "link")),
+        "routes": lines(run("ip", "route", "show", "table", "all")),
+        "routes6": lines(run("ip", "-6", "route", "show", "table", "all")),
+        "netns": lines(run("ip", "netns", "list")),
+        "mounts": lines(open("/proc/mounts").read()),
+        "cgroups": cgroups(),
+        "listening": listening(),
+        "processes": our_processes(),
+    }
+
+
+def diff(before, after):
+    """The differences, one readable line each: '<part>: - line' was there, '+ line' is new."""
+    out = []
+    for part in sorted(set(before) | set(after)):
+        b, a = before.get(part), after.get(part)
+        if isinstance(b, dict) or isinstance(a, dict):
+            b, a = b or {}, a or {}
+            for k in sorted(set(b) | set(a)):
+                if b.get(k) != a.get(k):
+                    out.append(f"{part}: {k}: {b.get(k, '(absent)')} -> {a.get(k, '(absent)')}")
+            continue
+        cb, ca = collections.Counter(b or []), collections.Counter(a or [])
+        out += [f"{part}: - {l}" for l in sorted((cb - ca).elements())]
+        out += [f"{part}: + {l}" for l in sorted((ca - cb).elements())]
+    return out
+
+
+def main(argv):
+    if len(argv) != 3 or argv[1] not in ("snapshot", "compare"):
+        print("error: usage: machine_state.py snapshot FILE | compare FILE", file=sys.stderr)
+        return 2
+    if argv[1] == "snapshot":
+        state = snapshot()
+        with open(argv[2], "w") as f:
+            json.dump(state, f)
+        return 0
+    try:
+        with open(argv[2]) as f:
+            before = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"error: cannot read the snapshot {argv[2]}: {e}", file=sys.stderr)
+        return 2
+    changes = diff(before, snapshot())
+    for l in changes:
+        print(l)
+    return 1 if changes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
