@@ -12,7 +12,7 @@ and the run's summary.json, assembled.
 
 Prometheus is read only through the signal contract (monitoring/README.md: the bench:* rules
 and k6's own series), never raw metrics. Bad input: one line `error: ...` and exit 2; a page
-that fails `check` exits 1. Only the standard library and matplotlib (ci/tools/requirements.txt)."""
+that fails `check` exits 1; a file that cannot be written (a full disk) one line and exit 3. Only the standard library and matplotlib (ci/tools/requirements.txt)."""
 import argparse
 import sys
 import urllib.parse
@@ -21,6 +21,7 @@ from pathlib import Path
 if not __package__:  # `python ci/report ...` runs this folder: import it as the package (PEP 366)
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
     __package__ = "report"
+    __spec__ = None  # else Python 3.13 warns on every import that __package__ != __spec__.parent
 
 from .doc import check_page  # noqa: E402
 from .index import index  # noqa: E402
@@ -65,6 +66,9 @@ def main(argv=None):
         g.add_argument(f"--{name}", required=True)
     g.add_argument("--stub-before", **stub)
     g.add_argument("--stub-after", **stub)
+    for cmd in (s, g):
+        cmd.add_argument("--aborted", type=int, metavar="SECONDS", help="a signal cut the run short after SECONDS")
+        cmd.add_argument("--signal", default=None, help="with --aborted: its name (SIGINT, SIGTERM)")
     try:
         a = p.parse_args(argv)
         if a.cmd == "fetch":
@@ -77,9 +81,11 @@ def main(argv=None):
         elif a.cmd == "index":
             index(a.paths, a.out)
         elif a.cmd == "summary":
-            print("\n".join(assemble(Path(a.run_dir), a.times, a.cpus, a.stub_before, a.stub_after)), file=sys.stderr)
+            print("\n".join(assemble(Path(a.run_dir), a.times, a.cpus, a.stub_before, a.stub_after, a.aborted, a.signal)),
+                  file=sys.stderr)
         elif a.cmd == "segments":
-            print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after)))
+            print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after,
+                                      a.aborted, a.signal)))
         else:
             if not Path(a.page).is_file():
                 raise Bad(f"{a.page}: no such page")
@@ -90,6 +96,9 @@ def main(argv=None):
     except Bad as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
+    except OSError as e:  # a full disk, a directory gone: what could not be written, in one line
+        print(f"error: cannot write {e.filename or 'the results'}: {e.strerror or e}", file=sys.stderr)
+        return 3
     return 0
 
 

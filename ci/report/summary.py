@@ -89,11 +89,37 @@ def k6_summary(path):
     return s
 
 
-def assemble(run_dir, times, cpus, before, after):
+RESULT_LINE = re.compile(r"^result( +)(PASS|FAIL) \(.*$", re.M)
+
+
+def mark_aborted(run_dir, s, after_seconds, signal):
+    """A run cut short by a signal: never passed, whatever its thresholds said of the part
+    that ran. `aborted` at the top and in `result` (absent: the run finished); summary.txt's
+    result line says so. Without k6's summary (k6 had to be killed) a bare result stands."""
+    s.setdefault("result", {"requests": None})
+    s["aborted"] = s["result"]["aborted"] = True
+    s["result"]["passed"] = False
+    s["interrupted"] = {"signal": signal, "after_seconds": after_seconds, "k6_summary": "k6" in s}
+    txt = run_dir / "summary.txt"
+    text = txt.read_text() if txt.is_file() else ""
+    line = f"ABORTED (interrupted after {after_seconds} s by {signal})"
+    text, n = RESULT_LINE.subn(lambda m: f"result{m.group(1)}{line}", text)
+    txt.write_text(text if n else text + f"{'result':<14}{line}\n")
+
+
+def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None):
     """bench.sh's run: RUN_DIR/summary.json (k6's) + .client + .server (when both readings
-    exist) -> RUN_DIR/summary.json; the client and server lines, also added to summary.txt."""
+    exist) -> RUN_DIR/summary.json; the client and server lines, also added to summary.txt.
+    ABORTED: the seconds after which SIGNAL cut the run short (mark_aborted)."""
     path = run_dir / "summary.json"
-    s = k6_summary(path)
+    try:
+        s = k6_summary(path)
+    except Bad:
+        if aborted is None:
+            raise
+        s = {}  # stopped before k6 wrote one
+    if aborted is not None:
+        mark_aborted(run_dir, s, aborted, signal or "a signal")
     wall, user, sys_ = times
     c = s["client"] = client(s["result"], wall, user, sys_, cpus)
     util = "–" if c["utilization"] is None else jq_round(c["utilization"] * 100)
@@ -111,9 +137,10 @@ def assemble(run_dir, times, cpus, before, after):
     return lines
 
 
-def segments(run_dir, testid, variant, platform, before, after):
+def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None):
     """distributed.sh's run: RUN_DIR/segment-<i>.json (each pod's k6 summary) summed, with the
-    ingress's count -> RUN_DIR/summary.json; returns the lines it prints."""
+    ingress's count -> RUN_DIR/summary.json; returns the lines it prints. ABORTED: the
+    seconds after which SIGNAL cut the run short (never passed then)."""
     files = sorted(run_dir.glob("segment-*.json"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
     if not files:
         raise Bad(f"{run_dir} has no segment-<i>.json")
@@ -127,8 +154,14 @@ def segments(run_dir, testid, variant, platform, before, after):
          "per_segment": [{"requests": r["requests"], "rps": r["rps"], "connections": r["connections"]} for r in results],
          "server": {"requests": requests}}
     s["server"]["client_over_server"] = per(s["requests"], requests)
+    if aborted is not None:
+        s["aborted"], s["passed"] = True, False
+        s["interrupted"] = {"signal": signal or "a signal", "after_seconds": aborted}
     write(run_dir / "summary.json", s)
     parts = " + ".join(str(jq_round(p["rps"])) for p in s["per_segment"])
-    return [f"k6 {s['segments']} segments → {jq_round(s['rps'])} req/s in all ({parts}), {s['requests']} requests, "
-            f"errors {s['errors']}",
-            f"server        {requests} requests counted by nginx (client/server {agreement(s['server']['client_over_server'])})"]
+    lines = [f"k6 {s['segments']} segments → {jq_round(s['rps'])} req/s in all ({parts}), {s['requests']} requests, "
+             f"errors {s['errors']}"]
+    if aborted is not None:
+        lines.append(f"{'result':<14}ABORTED (interrupted after {aborted} s by {s['interrupted']['signal']})")
+    return lines + [f"server        {requests} requests counted by nginx "
+                    f"(client/server {agreement(s['server']['client_over_server'])})"]

@@ -34,6 +34,35 @@ testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT//+/_}}
 dir=$RESULTS_ROOT/$testid
 need_new_results_dir "$dir"
 
+# Interrupts (SIGINT: Ctrl-C; SIGTERM): before the load nothing was measured and the run just
+# ends; during it k6 is stopped and what it measured is kept, marked aborted (below); after
+# it the run's files are completed and the exit code still says it was interrupted. Scratch
+# files (k6's exit code, CPU times, printed summary) live outside the results directory, in
+# a directory of this run's own that goes on any exit.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/ingress-bench-run.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+k6_job='' k6_done=0 interrupted='' signal_rc=0
+on_signal() { # NAME CODE
+  signal_rc=$2
+  if [ -z "$k6_job" ]; then
+    [ ! -d "${made_dir:-}" ] || rmdir "$made_dir" 2>/dev/null || true # made, still empty
+    exit "$2"
+  fi
+  [ "$k6_done" = 0 ] || return 0
+  # One SIGINT to k6 for each signal we get (SIGTERM too: k6 treats both alike): the first
+  # stops it gracefully (teardown and handleSummary run: the summary of what was measured),
+  # a second, the user insisting, stops it at once without one.
+  # Signals within a second of the last one forwarded are one (the terminal's Ctrl-C reaches
+  # ./task and go-task too, which may pass it on).
+  local now=${EPOCHREALTIME/./}
+  [ $((now - ${last_signal:-0})) -ge 1000000 ] || return 0
+  last_signal=$now
+  [ -n "$interrupted" ] || { interrupted=$1 interrupted_after=$((SECONDS - k6_started)) stop_at=$SECONDS; }
+  kill -INT -- "-$k6_job" 2>/dev/null || true
+}
+trap 'on_signal SIGINT 130' INT
+trap 'on_signal SIGTERM 143' TERM
+
 pf_up "$SCENARIO"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
@@ -58,6 +87,7 @@ fi
 RUN=(bash "$IB_ROOT/ci/platforms/monitoring/cgroups.sh" run loadgen "${RUN[@]}")
 
 mkdir -p "$RESULTS_ROOT" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already: results are never overwritten (choose another TESTID)"
+made_dir=$dir
 
 meta=$(jq -nc \
   --arg git "$(git -C "$IB_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
@@ -70,36 +100,71 @@ meta=$(jq -nc \
   '{git_revision: $git, tools: {k6: $k6, nginx: $nginx}, host: {cpus: $cpus, kernel: $kernel},
     knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end)}')
 
+# The results directory's filesystem filling up: one line, not a tool's own error.
+disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $4 " KiB left on " $6}') (${1:-free some space or set RESULTS_ROOT})"; }
+
+# Seconds k6 has after the first signal (its graceful stop: in-flight requests, the
+# teardown's one Prometheus query with its 10 s timeout, handleSummary) before the second;
+# 3 more, then it is killed.
+stop_grace=12
 before=$(stub)
-set +e
 # `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
 # taskset and env exec into): a run where the client saturates measures the client.
+# k6 runs as a job of its own process group (set -m): a terminal's Ctrl-C reaches this script
+# only, and k6 gets exactly the signals on_signal sends, so one Ctrl-C is one graceful stop
+# (without it k6 would get the terminal's SIGINT and ours: two, an immediate abort).
 TIMEFORMAT='%R %U %S'
-{ time {
+k6_started=$SECONDS
+set -m
+{ { time {
   # GODEBUG: k6 would negotiate HTTP/2 over TLS; the seeds measured HTTP/1.1.
   "${RUN[@]}" env TESTID="$testid" CLIENT_CPUS="$CLIENT_CPUS" RESULTS_DIR="$dir" BENCH_META="$meta" GODEBUG=http2client=0 \
     "${K6_ENV[@]}" K6_WEB_DASHBOARD_EXPORT="$dir/k6-dashboard.html" \
-    k6 run --quiet --no-color "${K6_ARGS[@]}" "$IB_ROOT/k6/$SCENARIO.js" 2>"$dir/k6.log"
-  echo $? >"$dir/.rc"
-} ; } 2>"$dir/.cpu"
-rc=$(cat "$dir/.rc")
-set -e
+    k6 run --quiet --no-color "${K6_ARGS[@]}" "$IB_ROOT/k6/$SCENARIO.js" >"$scratch/stdout" 2>"$dir/k6.log" &&
+    echo 0 >"$scratch/rc" || echo $? >"$scratch/rc" # (set -e holds in the job too)
+} ; } 2>"$scratch/cpu"; } &
+k6_job=$!
+set +m
+# wait returns early when a trapped signal arrives (on_signal runs); after one, poll, to
+# enforce the grace.
+hard=0
+while kill -0 "$k6_job" 2>/dev/null; do
+  if [ -z "$interrupted" ]; then wait "$k6_job" 2>/dev/null || true; continue; fi
+  if [ $((SECONDS - stop_at)) -ge $((stop_grace + 3)) ]; then kill -KILL -- "-$k6_job" 2>/dev/null || true
+  elif [ "$hard" = 0 ] && [ $((SECONDS - stop_at)) -ge "$stop_grace" ]; then hard=1; kill -INT -- "-$k6_job" 2>/dev/null || true
+  fi
+  sleep 0.2
+done
+wait "$k6_job" 2>/dev/null || true
+k6_done=1
+rc=$(cat "$scratch/rc" 2>/dev/null || echo 137) # none: killed
 after=$(stub)
 
-if [ $rc != 0 ] && [ $rc != 99 ]; then # 99: thresholds crossed, a finished run that failed
+# k6's own report of what it measured, printed now: an interrupted run's result line says so.
+if [ -n "$interrupted" ]; then
+  sed "s/^result\( *\)\(PASS\|FAIL\) (.*/result\1ABORTED (interrupted after $interrupted_after s by $interrupted)/" "$scratch/stdout"
+else
+  cat "$scratch/stdout"
+fi
+
+if [ -z "$interrupted" ] && [ "$rc" != 0 ] && [ "$rc" != 99 ]; then # 99: thresholds crossed, a finished run that failed
   # k6 stopped early (setup failed: target not ready): the one-line reason; files stay.
   reason=$(sed -n 's/.*level=error msg="\(Error: \)\{0,1\}\([^"]*\).*/\2/p' "$dir/k6.log" | sed 's/\\n.*//' | head -n1)
+  case $reason in *"no space left on device"*) disk_full "k6: $reason" ;; esac
   die "k6 $SCENARIO did not finish (exit $rc): ${reason:-see $dir/k6.log}"
 fi
 
-read -r wall user sys <"$dir/.cpu" && rm -f "$dir/.cpu" "$dir/.rc"
+read -r wall user sys <"$scratch/cpu" 2>/dev/null || { wall=$((SECONDS - k6_started)) user=0 sys=0; }
 report() { "$IB_VENV/bin/python" "$IB_ROOT/ci/report" "$@"; } # the package ci/report
 # summary.json: k6's own, completed with the load generator's CPU and nginx's count (ci/report/
 # summary.py); the client and server lines go into summary.txt and here.
-report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$CLIENT_CPUS" --stub-before "$before" --stub-after "$after" || exit 1
+aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")
+report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$CLIENT_CPUS" --stub-before "$before" --stub-after "$after" "${aborted[@]}" || exit 1
 # The run's report: the series over the run while Prometheus still holds them, then the
 # page. A report problem is said, never the run's result.
-if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || true; fi
-report render "$dir" >/dev/null || echo "warning: the report of $dir could not be rendered" >&2
+# Exit 3: the results could not be written (a full disk), said in its one line: fatal.
+if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || [ $? != 3 ] || exit 1; fi
+report render "$dir" >/dev/null || { [ $? != 3 ] || exit 1; echo "warning: the report of $dir could not be rendered" >&2; }
 say results "$dir/ (report: $dir/report.html)"
-exit $rc
+[ "$signal_rc" = 0 ] || exit "$signal_rc" # 130 SIGINT, 143 SIGTERM: never a pass
+exit "$rc"

@@ -31,6 +31,7 @@ export RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results/calibrate-$(date -u +%Y%m%d
 mkdir -p "$RESULTS_ROOT"
 # The lab through its driver (ci/platforms/drivers/lab.sh), without monitoring: the
 # calibration measures the clients alone. Its own targets, never a TARGET given.
+# shellcheck disable=SC2034 # read by the driver sourced below
 PLATFORM=lab VARIANT=$V MONITORING=0
 unset TARGET
 . "$IB_ROOT/ci/platforms/drivers/lab.sh"
@@ -153,8 +154,10 @@ if [ "$LONG" != 0 ]; then
       env TARGET="$BACKEND" ENGINE=native DURATION="$LONG" CONNECTIONS="$1" TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
       k6 run --quiet --no-color "$IB_ROOT/k6/rps.js" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" &
     local job=$!
-    poll 10 pgrep -x k6 >/dev/null || true
-    pid=$(pgrep -n -x k6) || die "$id: k6 did not start: $(tail -n1 "$RESULTS_ROOT/$id.log")"
+    # This k6: the child of the job's GNU time (ip netns exec and taskset exec into it), never
+    # the newest k6 on the host, which may be anyone's.
+    poll 10 pgrep -P "$job" -x k6 || true
+    pid=$(pgrep -P "$job" -x k6) || die "$id: k6 did not start: $(tail -n1 "$RESULTS_ROOT/$id.log")"
     sleep 5 # setup and the first connections
     m1=$(window "$pid" 60)
     sleep $((lsecs - 5 - 60 - 60 - 5))

@@ -37,8 +37,10 @@ scheme=$(scenario_scheme "$SCENARIO")
 mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"
 
 # The scenarios and their lib, as the pods see them (tests of the lib stay out).
+# shellcheck disable=SC2046 # one --from-file argument per word
 kubectl -n ingress-bench create configmap k6-scenarios $(for s in $(setting_values SCENARIO); do printf -- '--from-file=%s ' "$IB_ROOT/k6/$s.js"; done) \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+# shellcheck disable=SC2046
 kubectl -n ingress-bench create configmap k6-lib $(for f in "$IB_ROOT"/k6/lib/*.js; do [[ $f == *.test.js ]] || printf -- '--from-file=%s ' "$f"; done) \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n ingress-bench delete job -l app.kubernetes.io/component=load-generator --wait >/dev/null 2>&1 || true
@@ -53,12 +55,39 @@ stub() {
   kubectl get --raw "/api/v1/namespaces/ingress-bench/services/http:nginx-lb:status/proxy/stub_status" 2>/dev/null |
     stub_parse || true # no count is reported after the run, not fatal here
 }
+# Interrupts (SIGINT, SIGTERM) while the pods load: each pod's k6 gets one SIGINT (its
+# graceful stop: the pod still prints the summary of what it measured), the pods are waited
+# for, and the run is recorded as measured, marked aborted; exit 130 or 143. Before the Job
+# exists nothing was measured: the run just ends.
+job_started='' interrupted='' signal_rc=0
+on_signal() { # NAME CODE
+  signal_rc=$2
+  [ -n "$job_started" ] || exit "$2"
+  [ -z "$interrupted" ] || return 0
+  interrupted=$1 interrupted_after=$((SECONDS - job_started))
+  kill "$waiter" 2>/dev/null || true
+}
+trap 'on_signal SIGINT 130' INT
+trap 'on_signal SIGTERM 143' TERM
+pods() { kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase}{"\n"}{end}'; }
+
 before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null
+job_started=$SECONDS
 say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
 secs=$(( $(k6_duration_seconds "${DURATION:-10s}") + 90 ))
-if ! kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${secs}s" >/dev/null 2>&1; then
-  die "job $name did not complete: $(kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{range .items[*]}{.status.phase} {end}')"
+# In the background, so that a signal is acted on at once (wait returns to run the trap).
+kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${secs}s" >/dev/null 2>&1 &
+waiter=$!
+wait_rc=0; wait "$waiter" || wait_rc=$?
+if [ -n "$interrupted" ]; then
+  while read -r pod phase; do
+    [ "$phase" = Running ] && kubectl -n ingress-bench exec "$pod" -- sh -c 'kill -INT $(pidof k6)' >/dev/null 2>&1 || true
+  done < <(pods)
+  # Each pod ends after its k6's graceful stop; 20 s for all.
+  for _ in $(seq 100); do pods | grep -qw -e Running -e Pending || break; sleep 0.2; done
+elif [ "$wait_rc" != 0 ]; then
+  die "job $name did not complete: $(pods | awk '{print $2}' | paste -sd' ')"
 fi
 after=$(stub)
 
@@ -67,6 +96,8 @@ for i in $(seq 0 $((SEGMENTS - 1))); do
   kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,$p' | tail -n +2 >"$dir/segment-$i.json"
 done
 # summary.json: the segments summed, with nginx's count (ci/report/summary.py).
+aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")
 "$IB_VENV/bin/python" "$IB_ROOT/ci/report" segments "$dir" --testid "$testid" --variant "$VARIANT" --platform "$PLATFORM" \
-  --stub-before "$before" --stub-after "$after" || exit 1
+  --stub-before "$before" --stub-after "$after" "${aborted[@]}" || exit 1
 say results "$dir/"
+[ "$signal_rc" = 0 ] || exit "$signal_rc" # 130 SIGINT, 143 SIGTERM: never a pass

@@ -71,7 +71,19 @@ def lab_leftovers():
 
 
 def k6_running():
-    return sh("pgrep", "-x", "k6").stdout.strip()
+    """The pids of the k6 processes the suite started: those running a scenario of this
+    checkout (bench.sh, calibrate, k6 inspect) or in the load generator's cgroup
+    (ci/platforms/monitoring/cgroups.sh). Another user's k6 on the host is not the suite's."""
+    ours = []
+    for pid in sh("pgrep", "-x", "k6").stdout.split():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        if any(a.startswith(f"{ROOT}/k6/") for a in args) or "/ingress-bench/loadgen" in cgroups:
+            ours.append(pid)
+    return ours
 
 
 def stub():

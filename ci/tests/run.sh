@@ -6,20 +6,44 @@ set -euo pipefail
 need_root "the test suite"
 command -v node >/dev/null || die "node (18 or newer) runs the k6 lib's unit tests: install nodejs"
 cd "$IB_ROOT"
+# The unit runs' logs: a directory of this run's own (never a fixed name under /tmp, which
+# another user could have planted), removed on exit unless a step failed: then it is kept
+# and its path printed.
+logs=$(mktemp -d "${TMPDIR:-/tmp}/ingress-bench-test.XXXXXX")
+keep_logs=0
+trap 'if [ "$keep_logs" = 1 ]; then echo "logs kept in $logs" >&2; else rm -rf "$logs"; fi' EXIT
+failed() { keep_logs=1; cat "$logs/$1"; die "$2"; }
+# The whole machine before anything of ours runs (ci/tests/machine_state.py: sysctls,
+# rulesets, qdiscs, links, routes, netns, mounts, cgroups, listening sockets), compared when
+# the suite ends: every up's down must have left it as found. Nothing of ours may be up now,
+# or the suite's downs would show as differences.
+for p in lab local; do
+  if [ "$p" = lab ]; then bash ci/platforms/lab.sh status >/dev/null 2>&1 || continue
+  else bash ci/platforms/local/cluster.sh status >/dev/null 2>&1 || continue; fi
+  die "the $p platform is up: the suite compares the machine before and after it; run './task ${p/local/cluster}:down' first"
+done
+python3 ci/tests/machine_state.py snapshot "$logs/machine-before.json"
 say test "unit: k6/lib (node --test)"
-node --test k6/lib/ >/tmp/ingress-bench-unit.log 2>&1 || { cat /tmp/ingress-bench-unit.log; die "k6 lib unit tests failed"; }
-grep -E '^# (pass|fail)' /tmp/ingress-bench-unit.log | paste -sd' ' >&2
+# The test files named, not the folder: Node 21+ reads a directory argument as a module to
+# run (MODULE_NOT_FOUND) where 18 and 20 searched it for tests.
+node --test k6/lib/*.test.js >"$logs/unit.log" 2>&1 || failed unit.log "k6 lib unit tests failed"
+# Its closing counts: "# pass N" (TAP, Node 18-22 without a TTY) or "ℹ pass N" (spec, Node 23+).
+grep -E '^(#|ℹ) (pass|fail) ' "$logs/unit.log" | paste -sd' ' >&2
 say test "generated: the settings registry's views (ci/settings/generate.mjs --check)"
 node "$IB_ROOT/ci/settings/generate.mjs" --check || exit 1
 say test "generated: the signal contract's views (monitoring/generate.py --check)"
 python "$IB_ROOT/monitoring/generate.py" --check || exit 1
 say test "unit: xk6, the native engine (go test)"
-(cd xk6 && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./... >/tmp/ingress-bench-go-unit.log 2>&1) ||
-  { cat /tmp/ingress-bench-go-unit.log; die "xk6 unit tests failed"; }
-tail -n1 /tmp/ingress-bench-go-unit.log >&2
+(cd xk6 && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./... >"$logs/go-unit.log" 2>&1) ||
+  failed go-unit.log "xk6 unit tests failed"
+tail -n1 "$logs/go-unit.log" >&2
 say test "static and end to end on the lab (pytest)"
 # Results of test runs go to pytest's temporary directories, never into results/. The whole
 # output is kept too, for a failure seen only in a log's last lines (CI).
 mkdir -p "$IB_CACHE/logs"
 set -o pipefail
-pytest -q -rs -p no:cacheprovider ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log"
+rc=0
+pytest -q -rs -p no:cacheprovider ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log" || rc=$?
+say test "the machine as found (ci/tests/machine_state.py compare)"
+python3 ci/tests/machine_state.py compare "$logs/machine-before.json" || { keep_logs=1; rc=1; }
+exit $rc
