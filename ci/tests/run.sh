@@ -6,6 +6,12 @@ set -euo pipefail
 need_root "the test suite"
 command -v node >/dev/null || die "node (18 or newer) runs the k6 lib's unit tests: install nodejs"
 cd "$IB_ROOT"
+# One suite at a time: two would share ports 80/443, /run/ingress-bench and 198.18.0.0/15 and
+# read each other's cluster as a leftover. Every clone of one user shares the cache; an
+# advisory lock on its directory creates nothing and ends with this process.
+mkdir -p "$IB_CACHE"
+exec {suite_lock}<"$IB_CACHE"
+flock -n "$suite_lock" || die "another run of the test suite holds $IB_CACHE (fuser -v $IB_CACHE shows it): wait for it or stop it"
 # The unit runs' logs: a directory of this run's own (never a fixed name under /tmp, which
 # another user could have planted), removed on exit unless a step failed: then it is kept
 # and its path printed.

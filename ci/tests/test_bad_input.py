@@ -1,4 +1,5 @@
 """Bad input: a one-line error, a non-zero exit, and nothing started or left running."""
+import fcntl
 import os
 import shutil
 import subprocess
@@ -53,6 +54,24 @@ def test_bad_input_is_refused_before_anything_starts(case, lab_down, tmp_path):
     assert len(errors) == 1 and errors[0].startswith("error: "), r.stderr
     assert message in errors[0]
     assert not (tmp_path / "r").exists(), "no results directory for a refused run"
+
+
+def test_a_second_test_suite_is_refused_while_one_runs():
+    """The suite holds an advisory lock on the cache while it runs (ci/tests/run.sh): under
+    run.sh this test runs inside a suite; under plain pytest it takes the lock itself."""
+    cache = Path(os.environ.get("IB_CACHE", Path.home() / ".cache/ingress-bench"))
+    fd = os.open(cache, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # held by the run.sh this test runs under
+        r = sh("bash", "ci/tests/run.sh")
+    finally:
+        os.close(fd)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [f"error: another run of the test suite holds {cache} "
+                                             f"(fuser -v {cache} shows it): wait for it or stop it"]
 
 
 def test_missing_tool_says_what_to_do(lab_down, tmp_path):
