@@ -29,6 +29,17 @@ export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
 # die MSG: the one-line error every script ends with; never a stack trace.
 die() { echo "error: $*" >&2; exit 1; }
 say() { printf '%-13s %s\n' "$1" "$2" >&2; }
+# need_go WHAT: Go on PATH, at least the version xk6/go.mod declares (the one source: k6
+# v1.8 and the extension need it; every tool here is built with the same Go).
+go_min() { awk '$1 == "go" {print $2; exit}' "$IB_ROOT/xk6/go.mod"; }
+need_go() {
+  local min v
+  min=$(go_min)
+  command -v go >/dev/null || die "building $1 needs Go $min or newer: install it from go.dev (or your distribution), then re-run"
+  v=$(go env GOVERSION 2>/dev/null); v=${v#go}
+  [ "$(printf '%s\n%s\n' "$min" "$v" | sort -V | head -n1)" = "$min" ] ||
+    die "building $1 needs Go $min or newer, found go$v: install a newer one from go.dev, then re-run"
+}
 need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
 
 # Variants. VARIANT names an overlay on every platform (overlays/<name>). The lab runs plain

@@ -48,6 +48,25 @@ def test_newer_distribution_versions_accepted(tmp_path):
     assert (versions["nginx"], versions["nginx_min"], versions["wrk"], versions["wrk_min"]) == ("1.26.3", "1.22", "4.1.0", "4.1")
 
 
+@pytest.mark.parametrize("go, error", [
+    (None, "error: building task {task} needs Go {min} or newer: install it from go.dev (or your distribution), then re-run"),
+    ("go1.24.4", "error: building task {task} needs Go {min} or newer, found go1.24.4: install a newer one from go.dev, then re-run"),
+])
+def test_missing_or_old_go_refused_in_one_line(tmp_path, go, error):
+    """What users type on a fresh machine, with no Go or Debian 13's 1.24: ./task builds go-task
+    first, so that is the first build to refuse; the minimum comes from xk6/go.mod."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    if go:
+        (d / "go").write_text(f'#!/bin/sh\n[ "$1 $2" = "env GOVERSION" ] && echo {go} && exit 0\nexit 1\n')
+        (d / "go").chmod(0o755)
+    minimum = next(l.split()[1] for l in (ROOT / "xk6/go.mod").read_text().splitlines() if l.startswith("go "))
+    r = sh("./task", "tools", env={"IB_CACHE": str(tmp_path / "cache"), "PATH": f"{d}:/usr/sbin:/usr/bin:/sbin:/bin"})
+    assert r.returncode == 1
+    task = next(l.split("=", 1)[1] for l in (ROOT / "ci/tools/versions.env").read_text().splitlines() if l.startswith("TASK_VERSION="))
+    assert r.stderr.strip().splitlines() == [error.format(min=minimum, task=task)]
+
+
 def installed():
     out = sh("dpkg-query", "-W", "-f=${db:Status-Status} ${Package}\n").stdout
     return {l.split()[1] for l in out.splitlines() if l.startswith("installed ")}

@@ -13,7 +13,7 @@ set -euo pipefail
 go_tool() {
   local name=$1 version=$2 dir=$3 pkg=$4
   [ -x "$dir/$name" ] && return 0
-  command -v go >/dev/null || die "building $name $version needs Go (1.24 or newer): install it from your distribution or go.dev, then re-run"
+  need_go "$name $version"
   say tools "building $name $version with $(go env GOVERSION) (cold: 1-4 min, cached after)"
   local tmp; tmp=$(mktemp -d "$IB_CACHE/.build-XXXXXX")
   # GOTOOLCHAIN=local: never download another Go toolchain (the proxy here serves modules only).
@@ -29,12 +29,12 @@ go_tool() {
 # with xk6: `xk6 build $K6_VERSION --with github.com/ingress-bench/ingress-bench/xk6=./xk6`.
 k6_build() {
   [ -x "$IB_K6_DIR/k6" ] && return 0
-  command -v go >/dev/null || die "building k6 $K6_VERSION needs Go (1.24 or newer): install it from your distribution or go.dev, then re-run"
+  need_go "k6 $K6_VERSION"
   say tools "building k6 $K6_VERSION with the xk6/ extension, $(go env GOVERSION) (cold: 1-4 min, cached after)"
   local src ext=github.com/ingress-bench/ingress-bench/xk6
   src=$(mktemp -d "$IB_CACHE/.k6-build-XXXXXX")
-  printf 'module ingress-bench/k6-build\n\ngo 1.25.0\n\nrequire (\n\tgo.k6.io/k6 %s\n\t%s v0.0.0\n)\n\nreplace %s => %s\n' \
-    "$K6_VERSION" "$ext" "$ext" "$IB_ROOT/xk6" >"$src/go.mod"
+  printf 'module ingress-bench/k6-build\n\ngo %s\n\nrequire (\n\tgo.k6.io/k6 %s\n\t%s v0.0.0\n)\n\nreplace %s => %s\n' \
+    "$(go_min)" "$K6_VERSION" "$ext" "$ext" "$IB_ROOT/xk6" >"$src/go.mod"
   printf 'package main\n\nimport (\n\tk6cmd "go.k6.io/k6/cmd"\n\n\t_ "%s"\n)\n\nfunc main() {\n\tk6cmd.Execute()\n}\n' "$ext" >"$src/main.go"
   if ! (cd "$src" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod tidy && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -o k6 .) >"$src.log" 2>&1; then
     tail -n 5 "$src.log" >&2; rm -rf "$src" "$src.log"

@@ -16,7 +16,7 @@ SRC=$IB_ROOT/ci/platforms/kind/validate
 key=$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-12)
 bin=$IB_CACHE/kind-validate-$key/kind-validate
 if [ ! -x "$bin" ]; then
-  command -v go >/dev/null || die "building ci/platforms/kind/validate needs Go (1.24 or newer): install it, then re-run"
+  need_go "ci/platforms/kind/validate"
   say kind "building ci/platforms/kind/validate ($(awk '$1 == "sigs.k8s.io/kind" {print "kind " $2}' "$SRC/go.mod")) with $(go env GOVERSION)"
   mkdir -p "$IB_CACHE"
   tmp=$(mktemp -d "$IB_CACHE/.build-XXXXXX")

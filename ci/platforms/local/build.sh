@@ -11,7 +11,7 @@ build_kube() {
   local b missing=
   for b in $KUBE_BINS; do [ -x "$IB_KUBE_DIR/$b" ] || missing=1; done
   [ -z "$missing" ] && return 0
-  command -v go >/dev/null || die "building Kubernetes $KUBE_VERSION needs Go (1.24 or newer)"
+  need_go "Kubernetes $KUBE_VERSION"
   local src=$IB_CACHE/src/kubernetes-$KUBE_VERSION minor=${KUBE_VERSION#v1.} minor_only
   minor_only=${minor%%.*}
   mkdir -p "$src"

@@ -14,7 +14,7 @@ wrapper_build() {
   local p missing=
   for p in "$@"; do [ -x "$dir/$(basename "$p")" ] || missing=1; done
   [ -z "$missing" ] && return 0
-  command -v go >/dev/null || die "building $mod $ver needs Go (1.24 or newer)"
+  need_go "$mod $ver"
   local src=$IB_CACHE/src/$(basename "$mod")-$ver gomod
   mkdir -p "$src"
   gomod=$(GOTOOLCHAIN=local go mod download -json "$mod@$ver" | jq -r .GoMod) ||
