@@ -40,6 +40,14 @@ need_go() {
   [ "$(printf '%s\n%s\n' "$min" "$v" | sort -V | head -n1)" = "$min" ] ||
     die "building $1 needs Go $min or newer, found go$v: install a newer one from go.dev, then re-run"
 }
+# debian_mirror WHY: the machine's own apt mirror, read from its sources (never a hard-coded
+# host: only what this machine's apt already reaches).
+debian_mirror() {
+  local m
+  m=$(awk '/^URIs:/ {print $2; exit} /^deb / {print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1)
+  [ -n "$m" ] || die "no Debian mirror found in /etc/apt/sources.list*: needed $1"
+  echo "$m"
+}
 need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
 
 # Variants. VARIANT names an overlay on every platform (overlays/<name>). The lab runs plain

@@ -20,11 +20,10 @@ DURATION=${DURATION:-10s}
 [[ $DURATION =~ ^[1-9][0-9]*[sm]$ ]] || die "DURATION '$(printf %q "$DURATION")' is not a duration like 10s or 1m"
 need_root "the distribution proof"
 for t in debootstrap unshare chroot git; do command -v $t >/dev/null || die "the distribution proof needs $t"; done
-GOROOT_HOST=$(go env GOROOT 2>/dev/null) || die "the distribution proof needs Go (1.25 or newer) on the host: it is bound into the root as installed from go.dev"
+need_go "the distribution proof (the host's Go is bound into its root)"
+GOROOT_HOST=$(go env GOROOT)
 ! ip link show ibench0 >/dev/null 2>&1 || die "the host's lab is up (bridge ibench0): the proof's lab uses the same kernel; run 'bash ci/platforms/lab.sh down' first"
-# The machine's own apt mirror, read from its sources (never a hard-coded host).
-MIRROR=$(awk '/^URIs:/ {print $2; exit} /^deb / {print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1)
-[ -n "$MIRROR" ] || die "no Debian mirror found in /etc/apt/sources.list*"
+MIRROR=$(debian_mirror "to debootstrap the distribution")
 
 BASE=$IB_CACHE/distro/$SUITE
 WORK='' INNER=''

@@ -36,9 +36,7 @@ pause_image() {
 nginx_image() {
   local out=$IMG/nginx-$NGINX_IMAGE_TAG.tar
   [ -f "$out" ] && return 0
-  # The machine's own apt mirror, read from its sources (never a hard-coded host).
-  local mirror; mirror=$(awk '/^URIs:/ {print $2; exit} /^deb / {print $2; exit}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1)
-  [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list*: needed to build the nginx image"
+  local mirror; mirror=$(debian_mirror "to build the nginx image")
   say images "nginx $NGINX_IMAGE_TAG: debootstrap bookworm + nginx from $mirror (cold ~2 min)"
   local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
   debootstrap --variant=minbase --include=nginx bookworm "$root" "$mirror" >"$IMG/debootstrap.log" 2>&1 ||
