@@ -2,6 +2,7 @@
 minimum version, and the Debian install path (`tools.sh apt`) run for real with a small package
 that has a service (anacron: sysv script, systemd service and timer), then purged again."""
 import contextlib
+import fcntl
 import glob
 import os
 import signal
@@ -65,6 +66,19 @@ def test_missing_or_old_go_refused_in_one_line(tmp_path, go, error):
     assert r.returncode == 1
     task = next(l.split("=", 1)[1] for l in (ROOT / "ci/tools/versions.env").read_text().splitlines() if l.startswith("TASK_VERSION="))
     assert r.stderr.strip().splitlines() == [error.format(min=minimum, task=task)]
+
+
+def test_a_second_build_waits_for_the_first():
+    """Two builds into one cache (a suite's and a benchmark's) would move each other's files
+    away: the second waits for the first's lock, then goes on."""
+    cache = Path(os.environ.get("IB_CACHE", Path.home() / ".cache/ingress-bench"))
+    with open(cache / ".build.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        p = subprocess.Popen(["bash", "ci/tools/tools.sh", "task"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        time.sleep(1)
+        assert p.poll() is None, "the second build did not wait"
+    assert p.wait(timeout=30) == 0
+    assert "waiting for another build into" in p.stderr.read()
 
 
 def installed():

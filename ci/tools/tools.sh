@@ -125,6 +125,11 @@ case ${1:-all} in
   *) die "unknown mode '$1': tools.sh [task|cluster|versions|apt PACKAGE...]" ;;
 esac
 mkdir -p "$IB_CACHE"
+# One build at a time per cache: two (a test suite's and a benchmark's, say) would build into
+# the same directories and move each other's files away. The second waits; the lock ends
+# with this process.
+exec {build_lock}>"$IB_CACHE/.build.lock"
+flock -n "$build_lock" || { say tools "waiting for another build into $IB_CACHE to finish"; flock "$build_lock"; }
 go_tool task "$TASK_VERSION" "$IB_TASK_DIR" github.com/go-task/task/v3/cmd/task
 [ "${1:-all}" = task ] && exit 0
 
