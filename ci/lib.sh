@@ -190,6 +190,22 @@ cpus_except() {
   [ ${#all[@]} -gt 0 ] || die "no CPU is left for the load generator beside the ingress' ($1)"
   (IFS=,; echo "${all[*]}")
 }
+# placement_warning CLIENT_LIST SERVER_LIST [SHARED]: before the load, one line when k6's
+# CPUs could not saturate the ingress's. The native engine costs about what nginx does per
+# request (xk6/README.md), so k6 needs as many CPUs as the ingress has, twice as many when it
+# shares them with SHARED (the local platform's backends and control plane: about the
+# ingress's cost again). The run goes on: the validity threshold judges what it measured.
+placement_warning() {
+  local nc ns need
+  nc=$(taskset -c "$1" nproc 2>/dev/null) && ns=$(taskset -c "$2" nproc 2>/dev/null) || return 0
+  need=$ns; [ -z "${3:-}" ] || need=$((2 * ns))
+  [ "$nc" -lt "$need" ] || return 0
+  if [ -n "${3:-}" ]; then
+    echo "warning: placement: k6 has $nc CPU(s) ($1), shared with $3, for an ingress on $ns ($2): it needs $need to saturate it, so the run will likely measure k6 (NOT VALID, exit 99); use a node with more CPUs, or PLATFORM=lab for the ingress alone" >&2
+  else
+    echo "warning: placement: k6 has $nc CPU(s) ($1) for an ingress on $ns ($2): give it at least $ns (LAB_CLIENT_CPUS), or the run will likely measure k6 (NOT VALID, exit 99)" >&2
+  fi
+}
 cpu_in() { # CPU LIST
   local r; for r in ${2//,/ }; do
     [ "$1" -ge "${r%-*}" ] && [ "$1" -le "${r#*-}" ] && return 0

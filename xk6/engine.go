@@ -249,6 +249,16 @@ func (e *emitter) check(now time.Time, name string, ok bool) {
 	e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: e.st.BuiltinMetrics.Checks, Tags: ts}, Time: now, Value: v})
 }
 
+// flushPaced adds the open model's counters of the call (zeros too: a threshold on a
+// counter without samples would not be judged) and flushes.
+func (e *emitter) flushPaced(ctx context.Context, late, dropped int64) {
+	now, tags := time.Now(), e.st.Tags.GetCurrentValues().Tags
+	e.samples = append(e.samples,
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsLate, Tags: tags}, Time: now, Value: float64(late)},
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsDropped, Tags: tags}, Time: now, Value: float64(dropped)})
+	e.flush(ctx)
+}
+
 func (e *emitter) flush(ctx context.Context) {
 	now := time.Now()
 	for status, n := range e.requests {

@@ -16,9 +16,11 @@ import (
 // as in minute 1. A threshold on the http_req_duration Trend sorts every value stored so
 // far at each evaluation (every 2 s): at 40k requests/s that grows past a core within
 // minutes. These come from a fixed-size histogram of the whole run instead.
-const (
-	p95Metric = "bench_http_req_duration_p95"
-	p99Metric = "bench_http_req_duration_p99"
+// runLatency is http_req_duration's (from the due time in the open model); serviceLatency,
+// the open model's service time (from the real send: what the target took once asked).
+var (
+	runLatency     = histogram{names: [2]string{"bench_http_req_duration_p95", "bench_http_req_duration_p99"}}
+	serviceLatency = histogram{names: [2]string{"bench_http_req_service_p95", "bench_http_req_service_p99"}}
 )
 
 // Log-linear buckets of nanoseconds: 128 per power of two, so a percentile is reported
@@ -52,15 +54,15 @@ func bucketValue(i int) float64 {
 	return float64(lower) + float64(uint64(1)<<shift)/2
 }
 
-// histogram is shared by every VU of the run (one k6 process runs one test).
+// histogram is shared by every VU of the run (one k6 process runs one test); its p95 and p99
+// are published as the Gauges names[0] and names[1].
 type histogram struct {
+	names     [2]string
 	counts    [nBuckets]atomic.Uint64
 	published atomic.Int64 // unix ns of the last publication
 	mu        sync.Mutex   // publications in order: the Gauge keeps the last value it gets
 	p95, p99  atomic.Pointer[metrics.Metric]
 }
-
-var runLatency histogram
 
 func (h *histogram) add(d time.Duration) { h.counts[bucketOf(int64(d))].Add(1) }
 
@@ -101,6 +103,9 @@ func (h *histogram) percentiles(ps ...float64) []float64 {
 // publish pushes the percentiles as Gauge samples, when a second has passed since the last
 // publication or when final; one VU at a time, so the last value k6 gets is the newest.
 func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {
+	if h == &serviceLatency && !openModel.Load() {
+		return // a closed-model run: its latency is the service time
+	}
 	now := time.Now()
 	last := h.published.Load()
 	if !final && (now.UnixNano()-last < int64(time.Second) || !h.published.CompareAndSwap(last, now.UnixNano())) {
@@ -119,7 +124,7 @@ func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {
 
 // register makes the Gauges known before k6 parses the thresholds on them.
 func (h *histogram) register(r *metrics.Registry) error {
-	for name, m := range map[string]*atomic.Pointer[metrics.Metric]{p95Metric: &h.p95, p99Metric: &h.p99} {
+	for name, m := range map[string]*atomic.Pointer[metrics.Metric]{h.names[0]: &h.p95, h.names[1]: &h.p99} {
 		metric, err := r.NewMetric(name, metrics.Gauge, metrics.Time)
 		if err != nil {
 			return err

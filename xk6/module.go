@@ -26,12 +26,34 @@ func init() {
 
 type rootModule struct{}
 
-// Registering the latency Gauges, once per run (one k6 process runs one test); the error
-// names a name another metric type took.
+// Registering the engine's own metrics, once per run (one k6 process runs one test); the
+// error names a name another metric type took. openModel: some connection runs paced.
 var (
-	registerOnce sync.Once
-	errRegister  error
+	registerOnce            sync.Once
+	errRegister             error
+	sendsLate, sendsDropped *metrics.Metric
+	openModel               atomic.Bool
 )
+
+// The open model's counters: sends that started more than lateTolerance after they were
+// due, and sends due before the run's end that were never made.
+const (
+	lateMetric    = "bench_sends_late"
+	droppedMetric = "bench_sends_dropped"
+)
+
+func register(r *metrics.Registry) (err error) {
+	for _, h := range []*histogram{&runLatency, &serviceLatency} {
+		if err = h.register(r); err != nil {
+			return err
+		}
+	}
+	if sendsLate, err = r.NewMetric(lateMetric, metrics.Counter); err != nil {
+		return err
+	}
+	sendsDropped, err = r.NewMetric(droppedMetric, metrics.Counter)
+	return err
+}
 
 // moduleInstance is one VU's: its connections live across iterations (keep-alive).
 type moduleInstance struct {
@@ -40,15 +62,18 @@ type moduleInstance struct {
 	workers []*worker
 }
 
-// worker is one connection of the VU and its samples.
+// worker is one connection of the VU and its samples; s is its schedule in the open model
+// (nil: closed model, each request sent when the previous one is answered).
 type worker struct {
-	c conn
-	e *emitter
+	c             conn
+	e             *emitter
+	s             *schedule
+	late, dropped int64 // this call's, open model
 }
 
 func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
 	if env := vu.InitEnv(); env != nil {
-		registerOnce.Do(func() { errRegister = runLatency.register(env.Registry) })
+		registerOnce.Do(func() { errRegister = register(env.Registry) })
 	}
 	return &moduleInstance{vu: vu}
 }
@@ -65,6 +90,7 @@ func (m *moduleInstance) publishLatency() error {
 		return errors.New("ingressbench.publishLatency() belongs in teardown, not the init context")
 	}
 	runLatency.publish(m.vu.Context(), st, true)
+	serviceLatency.publish(m.vu.Context(), st, true)
 	return nil
 }
 
@@ -74,9 +100,12 @@ type runOptions struct {
 	url, host, checkStatus, checkBody      string
 	reuse                                  bool
 	bodyBytes, sliceMs, endMs, connections float64
+	// The open model (rate > 0): the test's requests per second, its connections, the first
+	// of this VU's (0-based) and the schedule's origin (unix ms, the scenario's start).
+	rate, totalConnections, firstConnection, startMs float64
 }
 
-var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, checkStatus, checkBody"
+var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
 
 func parseOptions(o map[string]any) (runOptions, error) {
 	r := runOptions{reuse: true, connections: 1}
@@ -106,11 +135,29 @@ func parseOptions(o map[string]any) (runOptions, error) {
 			r.sliceMs, err = numberOption(k, v)
 		case "endMs":
 			r.endMs, err = numberOption(k, v)
+		case "rate":
+			r.rate, err = numberOption(k, v)
+		case "totalConnections":
+			r.totalConnections, err = numberOption(k, v)
+		case "firstConnection":
+			r.firstConnection, err = numberOption(k, v)
+		case "startMs":
+			r.startMs, err = numberOption(k, v)
 		default:
 			err = fmt.Errorf("unknown option '%s' (known: %s)", k, optionNames)
 		}
 		if err != nil {
 			return r, fmt.Errorf("ingressbench.run: %w", err)
+		}
+	}
+	if r.rate > 0 {
+		// The schedule needs all of it: a missing part would send at another rate than asked.
+		switch {
+		case r.sliceMs <= 0 || r.endMs <= 0 || r.startMs <= 0:
+			return r, errors.New("ingressbench.run: rate needs sliceMs, startMs and endMs")
+		case r.totalConnections < r.firstConnection+r.connections || r.firstConnection != float64(int64(r.firstConnection)):
+			return r, fmt.Errorf("ingressbench.run: firstConnection %v + connections %v must be whole and at most totalConnections %v",
+				r.firstConnection, r.connections, r.totalConnections)
 		}
 	}
 	return r, nil
@@ -161,9 +208,15 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 			return nil, fmt.Errorf("ingressbench.run: %w", err)
 		}
 		m.t = t
-		for range int(opts.connections) {
-			m.workers = append(m.workers, &worker{e: &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
-				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}})
+		for i := range int(opts.connections) {
+			w := &worker{e: &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
+				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}}
+			if opts.rate > 0 {
+				openModel.Store(true)
+				w.s = &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
+					j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
+			}
+			m.workers = append(m.workers, w)
 		}
 	}
 	ctx := m.vu.Context()
@@ -174,18 +227,33 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 			until = e
 		}
 	}
-	var n, failed atomic.Int64
+	final := opts.endMs > 0 && !until.Before(time.UnixMilli(int64(opts.endMs)))
+	var n, failed, late, dropped atomic.Int64
+	loop := func(w *worker) {
+		if w.s != nil {
+			w.paced(ctx, st, m.t, until, final, &n, &failed)
+			late.Add(w.late)
+			dropped.Add(w.dropped)
+		} else {
+			w.loop(ctx, st, m.t, slice, until, &n, &failed)
+		}
+	}
 	if len(m.workers) == 1 {
-		m.workers[0].loop(ctx, st, m.t, slice, until, &n, &failed)
+		loop(m.workers[0])
 	} else {
 		var wg sync.WaitGroup
 		for _, w := range m.workers {
-			wg.Go(func() { w.loop(ctx, st, m.t, slice, until, &n, &failed) })
+			wg.Go(func() { loop(w) })
 		}
 		wg.Wait()
 	}
 	runLatency.publish(ctx, st, false)
-	return map[string]any{"requests": n.Load(), "failed": failed.Load()}, nil
+	serviceLatency.publish(ctx, st, false)
+	out := map[string]any{"requests": n.Load(), "failed": failed.Load()}
+	if opts.rate > 0 {
+		out["late"], out["dropped"] = late.Load(), dropped.Load()
+	}
+	return out, nil
 }
 
 // loop sends requests on the worker's connection until the slice's end (one when slice is 0).
@@ -210,4 +278,49 @@ func (w *worker) loop(ctx context.Context, st *lib.State, t *target, slice time.
 		}
 	}
 	w.e.flush(ctx)
+}
+
+// paced sends this connection's slots due before the slice's end, each when it is due or, if
+// the connection is still busy then, as soon as it is free (late when that is past the
+// tolerance); latency from the due time, service time from the send. At the run's end
+// (final) the slots due but never sent are counted dropped.
+func (w *worker) paced(ctx context.Context, st *lib.State, t *target, until time.Time, final bool, n, failed *atomic.Int64) {
+	w.late, w.dropped = 0, 0
+	for ctx.Err() == nil {
+		due := w.s.due(w.s.k)
+		if !due.Before(until) {
+			break
+		}
+		start := time.Now()
+		if wait := due.Sub(start); wait > spinBelow {
+			time.Sleep(wait) // at most until the slice's end (100 ms)
+			start = time.Now()
+		}
+		res, keep := w.c.do(ctx, st, t)
+		done := time.Now()
+		if ctx.Err() != nil && res.err != nil {
+			break // the scenario stopped mid-request: not a result
+		}
+		w.s.k++
+		from := due
+		if start.Before(due) { // sent a little early rather than sleeping
+			from = start
+		}
+		if start.Sub(due) > lateTolerance {
+			w.late++
+		}
+		serviceLatency.add(done.Sub(start))
+		w.e.add(done, done.Sub(from), res)
+		n.Add(1)
+		if res.failed() {
+			failed.Add(1)
+		}
+		if !keep {
+			w.c.close()
+		}
+	}
+	if final {
+		w.dropped = w.s.dropAt(until)
+	}
+	w.e.flushPaced(ctx, w.late, w.dropped)
 }

@@ -64,6 +64,7 @@ trap 'on_signal SIGINT 130' INT
 trap 'on_signal SIGTERM 143' TERM
 
 pf_up "$SCENARIO"
+[ -z "${SERVER_CPU_LIST:-}" ] || placement_warning "$CLIENT_CPU_LIST" "$SERVER_CPU_LIST" "${PLACEMENT_SHARED:-}"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
 

@@ -54,6 +54,14 @@ export function vuConnections(cfg, id) {
   return Math.floor(cfg.connections / vus) + (((id - 1) % vus) < cfg.connections % vus ? 1 : 0);
 }
 
+// The 0-based index, across the whole test, of VU `id`'s first connection: the open model's
+// schedule gives every connection its own slots (xk6/pacing.go).
+export function vuFirstConnection(cfg, id) {
+  let first = 0;
+  for (let i = 1; i < id; i++) first += vuConnections(cfg, i);
+  return first;
+}
+
 // Turns the environment into a validated config; throws one readable Error on bad input.
 export function parseConfig(env, scenario) {
   const profile = PROFILES[scenario];
@@ -116,8 +124,10 @@ export function parseConfig(env, scenario) {
       p99: setting(env, 'P99_MS', profile.p99),
       rpsMin: setting(env, 'RPS_MIN', 0),
       droppedMax: setting(env, 'DROPPED_MAX'),
+      lateMax: setting(env, 'LATE_MAX'),
       // Server-side thresholds on the correlation (k6/lib/correlation.js); 0: none.
       loadgenCpuMax: setting(env, 'LOADGEN_CPU_MAX', 0),
+      requireValid: setting(env, 'REQUIRE_VALID'),
       rpsPerCoreMin: setting(env, 'RPS_PER_CORE_MIN', 0),
     },
     prometheusUrl,

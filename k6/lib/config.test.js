@@ -92,10 +92,10 @@ test('tags carry testid, variant, platform, scenario', () => {
   assert.equal(c.resultsDir, 'results/run-1');
 });
 
-test('the engine: k6/http unless ENGINE=native, anything else refused', () => {
-  assert.equal(parseConfig({}, 'rps').engine, 'js');
-  assert.equal(parseConfig({ ENGINE: 'native' }, 'tps').engine, 'native');
+test('the engine: native unless ENGINE=js, anything else refused', () => {
+  assert.equal(parseConfig({}, 'rps').engine, 'native');
+  assert.equal(parseConfig({ ENGINE: 'js' }, 'tps').engine, 'js');
   bad({ ENGINE: 'turbo' }, 'rps', /unknown ENGINE 'turbo' \(known: js, native\)/);
-  bad({ ENGINE: 'native', K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
+  bad({ K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
   assert.equal(parseConfig({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
 });

@@ -1,14 +1,18 @@
 // k6 options from a parsed config. Pure: unit-tested under node.
 import { TLS_CIPHER, closedModelVus } from './config.js';
+import { LIMITS, SATURATION } from './signals.js';
 
 export function buildOptions(cfg) {
   const t = cfg.thresholds;
-  const executor = cfg.rate
-    ? { // Open model: requests arrive at RATE/s whatever the latency; a VU shortage shows as dropped_iterations.
+  // Closed model (wrk -c N), and the native engine's open model, which paces its connections
+  // itself (xk6/pacing.go): the VUs only carry the connections. k6/http's open model: requests
+  // arrive at RATE/s whatever the latency; a VU shortage shows as dropped_iterations.
+  const executor = cfg.rate && cfg.engine !== 'native'
+    ? {
       executor: 'constant-arrival-rate', rate: cfg.rate, timeUnit: '1s', duration: cfg.duration,
       preAllocatedVUs: cfg.connections, maxVUs: cfg.connections,
     }
-    : { executor: 'constant-vus', vus: closedModelVus(cfg), duration: cfg.duration }; // closed model, wrk -c N
+    : { executor: 'constant-vus', vus: closedModelVus(cfg), duration: cfg.duration };
 
   // One array per metric: a second key for the same metric in this object would silently
   // replace the first (the ingress-nginx loadtest.js bug the design notes).
@@ -26,8 +30,16 @@ export function buildOptions(cfg) {
     thresholds.http_req_duration = [`p(95)<${t.p95}`, `p(99)<${t.p99}`];
   }
   if (t.rpsMin) thresholds.http_reqs = [`rate>=${t.rpsMin}`];
-  if (cfg.rate) thresholds.dropped_iterations = [`count<=${t.droppedMax}`];
+  if (cfg.rate && cfg.engine === 'native') {
+    thresholds.bench_sends_dropped = [`count<=${t.droppedMax}`];
+    thresholds.bench_sends_late = [`count<=${Math.floor(t.lateMax * cfg.rate * cfg.durationMs / 1000)}`];
+  } else if (cfg.rate) thresholds.dropped_iterations = [`count<=${t.droppedMax}`];
   // Server-side signals, as the Gauges the teardown sets from Prometheus (bench_<signal>).
+  // Validity: a signal whose saturation makes the verdict NOT VALID (the load generator's)
+  // is a threshold at that level by default, so such a run exits 99 instead of passing.
+  if (t.requireValid) {
+    for (const { key, valid } of LIMITS) if (!valid) thresholds[`bench_${key}`] = [`value<${SATURATION[key]}`];
+  }
   if (t.loadgenCpuMax) thresholds.bench_loadgen_cpu_utilization = [`value<${t.loadgenCpuMax}`];
   if (t.rpsPerCoreMin) thresholds.bench_rps_per_ingress_core = [`value>=${t.rpsPerCoreMin}`];
 

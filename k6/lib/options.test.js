@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseConfig, vuConnections } from './config.js';
+import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
 
 test('closed model: constant VUs = connections, one threshold array per metric', () => {
-  const o = buildOptions(parseConfig({ CONNECTIONS: '50', DURATION: '30s' }, 'rps'));
+  const o = buildOptions(parseConfig({ ENGINE: 'js', CONNECTIONS: '50', DURATION: '30s' }, 'rps'));
   assert.deepEqual(o.scenarios.rps, { executor: 'constant-vus', vus: 50, duration: '30s', gracefulStop: '5s' });
   assert.deepEqual(o.thresholds.http_req_duration, ['p(95)<250', 'p(99)<500']);
   assert.deepEqual(o.thresholds.http_req_failed, ['rate<0.0001']);
@@ -13,8 +13,8 @@ test('closed model: constant VUs = connections, one threshold array per metric',
   assert.equal(o.noConnectionReuse, false);
 });
 
-test('open model gates on dropped iterations; RPS floor is optional', () => {
-  const o = buildOptions(parseConfig({ RATE: '5000', CONNECTIONS: '20', RPS_MIN: '4000', DROPPED_MAX: '3' }, 'rps'));
+test('k6/http open model gates on dropped iterations; RPS floor is optional', () => {
+  const o = buildOptions(parseConfig({ ENGINE: 'js', RATE: '5000', CONNECTIONS: '20', RPS_MIN: '4000', DROPPED_MAX: '3' }, 'rps'));
   assert.equal(o.scenarios.rps.executor, 'constant-arrival-rate');
   assert.equal(o.scenarios.rps.rate, 5000);
   assert.equal(o.scenarios.rps.maxVUs, 20);
@@ -53,6 +53,25 @@ test('native closed model: connections in groups of VUs, exactly CONNECTIONS in 
     for (let id = 1; id <= vus; id++) total += vuConnections(cfg, id);
     assert.equal(total, n);
   }
-  // The open model keeps a VU per in-flight request.
-  assert.equal(buildOptions(parseConfig({ ENGINE: 'native', RATE: '100', CONNECTIONS: '40' }, 'rps')).scenarios.rps.maxVUs, 40);
+  // k6/http's open model keeps a VU per in-flight request.
+  assert.equal(buildOptions(parseConfig({ ENGINE: 'js', RATE: '100', CONNECTIONS: '40' }, 'rps')).scenarios.rps.maxVUs, 40);
+});
+
+test('native open model: the engine paces the connections; every connection has its own index', () => {
+  const cfg = parseConfig({ ENGINE: 'native', RATE: '2000', CONNECTIONS: '60', DURATION: '10s', LATE_MAX: '0.02' }, 'rps');
+  const o = buildOptions(cfg);
+  assert.equal(o.scenarios.rps.executor, 'constant-vus');
+  assert.equal(o.scenarios.rps.vus, 3);
+  assert.deepEqual(o.thresholds.bench_sends_dropped, ['count<=0']);
+  assert.deepEqual(o.thresholds.bench_sends_late, ['count<=400']); // 2% of 20,000
+  assert.equal(o.thresholds.dropped_iterations, undefined);
+  const firsts = [1, 2, 3].map((id) => vuFirstConnection(cfg, id));
+  assert.deepEqual(firsts, [0, 20, 40]);
+  assert.equal(firsts[2] + vuConnections(cfg, 3), 60);
+});
+
+test('validity: the load generator\'s saturation is a threshold by default, REQUIRE_VALID=0 drops it', () => {
+  assert.deepEqual(buildOptions(parseConfig({}, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.9']);
+  assert.equal(buildOptions(parseConfig({ REQUIRE_VALID: '0' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined);
+  assert.deepEqual(buildOptions(parseConfig({ REQUIRE_VALID: '0', LOADGEN_CPU_MAX: '0.5' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.5']);
 });

@@ -3,7 +3,7 @@ import http from 'k6/http';
 import { check } from 'k6';
 import exec from 'k6/execution';
 import { Gauge } from 'k6/metrics';
-import { parseConfig, vuConnections } from './config.js';
+import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
 import { SIGNALS, correlationQuery, parseSignals, windowSeconds } from './correlation.js';
@@ -65,11 +65,16 @@ export function scenario(name) {
     iteration: cfg.engine === 'native'
       ? () => ib.run({
         url: cfg.url, host: cfg.host, reuse: cfg.reuse, bodyBytes: cfg.bodyBytes,
-        // Closed model: this VU's share of the connections, 100 ms of requests on each per
-        // call (the JS call is then ~0.01% of the time), never past the scenario's end;
-        // open model: one request on one connection, paced by k6.
-        connections: cfg.rate ? 1 : vuConnections(cfg, exec.vu.idInTest),
-        sliceMs: cfg.rate ? 0 : 100, endMs: exec.scenario.startTime + cfg.durationMs,
+        // This VU's share of the connections, 100 ms of requests on each per call (the JS
+        // call is then ~0.01% of the time), never past the scenario's end. Open model: each
+        // connection sends on its slots of the test's RATE/s schedule from the scenario's
+        // start (xk6/pacing.go), not one JS iteration per request.
+        connections: vuConnections(cfg, exec.vu.idInTest),
+        sliceMs: 100, endMs: exec.scenario.startTime + cfg.durationMs,
+        ...(cfg.rate ? {
+          rate: cfg.rate, totalConnections: cfg.connections, startMs: exec.scenario.startTime,
+          firstConnection: vuFirstConnection(cfg, exec.vu.idInTest),
+        } : {}),
         checkStatus: checkNames[0], checkBody: checkNames[1],
       })
       : () => check(http.get(cfg.url, params), checks),

@@ -1,6 +1,7 @@
 // End-of-run summary: the per-run directory's files and the short text a person reads.
 // Pure: takes k6's summary data and the parsed config; unit-tested under node.
 import { SIGNALS, verdict, missingReasons, correlationText } from './correlation.js';
+import { LIMITS } from './signals.js';
 
 const metric = (data, name) => (data.metrics[name] && data.metrics[name].values) || {};
 
@@ -36,6 +37,14 @@ export function headline(data, cfg) {
     error_rate: failed.rate || 0,
     errors: failed.passes || 0, // http_req_failed is a Rate: passes are failed requests
     dropped_iterations: metric(data, 'dropped_iterations').count || 0,
+    // The native engine's open model (xk6/pacing.go): latency above is from when each request
+    // was due; the service time, from when it was sent; sends late past 1 ms and never made.
+    ...(cfg.rate && cfg.engine === 'native' ? {
+      sends_late: metric(data, 'bench_sends_late').count || 0,
+      sends_dropped: metric(data, 'bench_sends_dropped').count || 0,
+      service_p95_ms: metric(data, 'bench_http_req_service_p95').value,
+      service_p99_ms: metric(data, 'bench_http_req_service_p99').value,
+    } : {}),
     gbit_per_s: gbits(recv.rate || 0),
     tls_handshake_avg_ms: tls.avg,
     thresholds,
@@ -71,9 +80,16 @@ export function textSummary(h, cfg, c, v) {
     (h.dropped_iterations ? `, dropped ${fmtInt(h.dropped_iterations)}` : '') +
     `, received ${h.gbit_per_s.toFixed(3)} Gbit/s` +
     (h.tls_handshake_avg_ms ? `, TLS handshake avg ${ms(h.tls_handshake_avg_ms)}` : ''));
+  if (h.sends_late !== undefined) {
+    lines.push(`${'open model'.padEnd(COL)}${fmtInt(h.rps)} of ${fmtInt(cfg.rate)} req/s asked (${(h.rps / cfg.rate * 100).toFixed(2)}%), ` +
+      `late ${fmtInt(h.sends_late)}, dropped ${fmtInt(h.sends_dropped)}; latency from the due time, service time p95 ${ms(h.service_p95_ms)}  p99 ${ms(h.service_p99_ms)}`);
+  }
   const failedT = h.thresholds.filter((t) => !t.ok);
+  // A run that measured the client fails on its validity threshold: the line says why.
+  const invalid = v && !v.valid && failedT.some((t) => t.metric === `bench_${LIMITS.find((l) => l.limit === v.limit).key}`);
   lines.push(`${'result'.padEnd(COL)}${h.passed ? 'PASS' : 'FAIL'} (${h.thresholds.length - failedT.length}/${h.thresholds.length} thresholds)` +
-    failedT.map((t) => `  ✗ ${t.metric} ${t.expr}`).join(''));
+    failedT.map((t) => `  ✗ ${t.metric} ${t.expr}`).join('') +
+    (invalid ? `  NOT VALID: ${v.text} (REQUIRE_VALID=0 reports it without failing)` : ''));
   if (c) lines.push(...correlationText(c, v, COL));
   lines.push(`${'target'.padEnd(COL)}${cfg.url} (variant ${cfg.tags.variant}, platform ${cfg.tags.platform})`);
   return lines.join('\n') + '\n';

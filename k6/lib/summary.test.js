@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig } from './config.js';
 import { headline, textSummary, summaryFiles, fmtInt, gbits } from './summary.js';
+import { verdict } from './correlation.js';
 
 // The shape k6 hands to handleSummary, trimmed to what the summary reads.
 const data = (failedRate = 0, ok = true) => ({
@@ -51,4 +52,28 @@ test('files: summary.json, summary.txt, meta.json in the run directory', () => {
   assert.equal(meta.variant, 'default');
   assert.equal(meta.target, 'http://198.18.0.2/1kb.bin');
   assert.equal(JSON.parse(files['out/t1/summary.json']).result.rps, 18422);
+});
+
+test('native open model: the asked and achieved rates, late and dropped sends, the service time', () => {
+  const d = data();
+  Object.assign(d.metrics, {
+    bench_sends_late: { values: { count: 12 } }, bench_sends_dropped: { values: { count: 0 } },
+    bench_http_req_service_p95: { values: { value: 0.21 } }, bench_http_req_service_p99: { values: { value: 0.35 } },
+  });
+  const cfg = parseConfig({ ENGINE: 'native', RATE: '18500' }, 'rps');
+  const h = headline(d, cfg);
+  assert.deepEqual([h.sends_late, h.sends_dropped, h.service_p99_ms], [12, 0, 0.35]);
+  assert.match(textSummary(h, cfg), /open model {4}18,422 of 18,500 req\/s asked \(99\.58%\), late 12, dropped 0; .*service time p95 0\.21 ms {2}p99 0\.35 ms/);
+  assert.equal(headline(d, parseConfig({ ENGINE: 'native' }, 'rps')).sends_late, undefined);
+});
+
+test('a load-generator-bound run fails its validity threshold, and the result line says why', () => {
+  const d = data();
+  d.metrics.bench_loadgen_cpu_utilization = { values: { value: 0.97 }, thresholds: { 'value<0.9': { ok: false } } };
+  const cfg = parseConfig({}, 'rps');
+  const h = headline(d, cfg);
+  const v = verdict({ loadgen_cpu_utilization: 0.97 });
+  assert.equal(h.passed, false);
+  const result = textSummary(h, cfg, null, v).split('\n').find((l) => l.startsWith('result'));
+  assert.match(result, /^result +FAIL \(3\/4 thresholds\) +✗ bench_loadgen_cpu_utilization value<0\.9 +NOT VALID: load-generator-bound: the load generator \(k6\) ran out of CPU.*\(97%\) \(REQUIRE_VALID=0 reports it without failing\)$/);
 });

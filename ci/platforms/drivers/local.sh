@@ -37,5 +37,6 @@ pf_up() {
   export TARGET=$scheme://$addr
   SERVER_CPU_LIST=$(ingress_cpuset)
   CLIENT_CPU_LIST=$(cpus_except "$SERVER_CPU_LIST")
+  PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
   RUN=(taskset -c "$CLIENT_CPU_LIST")
 }

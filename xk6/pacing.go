@@ -1,0 +1,60 @@
+package ingressbench
+
+import (
+	"math"
+	"time"
+)
+
+// The open model in Go: each connection sends on its own schedule, and the schedules of all
+// connections of the test interleave into one of exactly `rate` requests per second.
+// Connection j (0-based, unique across VUs and execution segments) of `total` sends its
+// k-th request at origin + (j + k*total)/rate, so request m of the whole test is due at
+// origin + m/rate. As in wrk2, a request whose connection is still busy when it is due is
+// sent as soon as the connection is free, and its latency is measured from when it was due
+// (coordinated omission corrected); the service time, from when it was sent, is kept beside.
+
+// lateTolerance: a send that starts later than this after it was due is counted late. At a
+// sustainable rate the previous response is back long before (tens to hundreds of µs here),
+// so a late send means the connection, the client or the target fell behind.
+const lateTolerance = time.Millisecond
+
+// spinBelow: a send due sooner than this goes now rather than sleeping (a timer wake-up
+// costs more than it would be early); its latency is then measured from the real send.
+const spinBelow = 20 * time.Microsecond
+
+// schedule is one connection's place in the test's arrival schedule.
+type schedule struct {
+	origin  time.Time
+	rate    float64 // requests per second, the whole test's
+	j       int64   // this connection's index
+	total   int64   // connections of the whole test
+	k       int64   // this connection's next slot
+	dropped int64   // slots counted as dropped at the end (never sent)
+}
+
+// due is when this connection's slot k is.
+func (s *schedule) due(k int64) time.Time {
+	return s.origin.Add(time.Duration(float64(s.j+k*s.total) * 1e9 / s.rate))
+}
+
+// slotsBefore is the number of this connection's slots due before t.
+func (s *schedule) slotsBefore(t time.Time) int64 {
+	m := (float64(t.Sub(s.origin))*s.rate/1e9 - float64(s.j)) / float64(s.total)
+	if m <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(m))
+}
+
+// dropAt counts, once, the slots due before the run's end (less the tolerance, so that a
+// send that would only have been late is not dropped) that were never sent, and moves past
+// them: a later call at the end counts nothing more. Returns the number newly dropped.
+func (s *schedule) dropAt(end time.Time) int64 {
+	n := s.slotsBefore(end.Add(-lateTolerance)) - s.k
+	if n <= 0 {
+		return 0
+	}
+	s.k += n
+	s.dropped += n
+	return n
+}
