@@ -251,10 +251,11 @@ func (e *emitter) check(now time.Time, name string, ok bool) {
 
 // flushPaced adds the open model's counters of the call (zeros too: a threshold on a
 // counter without samples would not be judged) and flushes.
-func (e *emitter) flushPaced(ctx context.Context, late, dropped int64) {
+func (e *emitter) flushPaced(ctx context.Context, late, clientLate, dropped int64) {
 	now, tags := time.Now(), e.st.Tags.GetCurrentValues().Tags
 	e.samples = append(e.samples,
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsLate, Tags: tags}, Time: now, Value: float64(late)},
+		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsClientLate, Tags: tags}, Time: now, Value: float64(clientLate)},
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsDropped, Tags: tags}, Time: now, Value: float64(dropped)})
 	e.flush(ctx)
 }

@@ -4,6 +4,7 @@ and tbf qdiscs of the same kinds survive untouched), a down with nothing up chan
 and while it runs every listening port of its processes is bound to loopback or the node's
 bridge address and refuses an unauthenticated client, from the host and from the lab's
 client namespace."""
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -41,6 +42,9 @@ def foreign_objects(add):
                 cmds += [["iptables", "-t", table, "-D", *jump], ["iptables", "-t", table, "-F", chain],
                          ["iptables", "-t", table, op, chain]]
     if add:
+        # The first `ip netns add` on a host makes /run/netns a mount: the test's own, undone
+        # below like the lab's (ci/platforms/lab.sh).
+        foreign_objects.netns_mount_made = sh("mountpoint", "-q", "/run/netns").returncode != 0
         cmds += [["ip", "netns", "add", "cni-foreign-test"], ["ip", "link", "add", "bwpforeign", "type", "ifb"],
                  ["ip", "link", "add", "tbfforeign", "type", "ifb"],
                  ["tc", "qdisc", "add", "dev", "tbfforeign", "root", "tbf", *FOREIGN_TBF.replace("lat", "latency").split()]]
@@ -50,6 +54,8 @@ def foreign_objects(add):
     for c in cmds:
         r = sh(*c)
         assert r.returncode == 0 or not add, (c, r.stderr)
+    if not add and getattr(foreign_objects, "netns_mount_made", False) and not os.listdir("/run/netns"):
+        sh("umount", "/run/netns")
 
 
 def drop_foreign_kube_chains():

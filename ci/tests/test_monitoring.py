@@ -121,17 +121,21 @@ def test_prometheus_unreachable_still_writes_results(bench):
     assert run.summary["server"]["requests"] > 0 and (run.dir / "report.html").exists()
 
 
-def test_starved_client_is_judged_client_bound(bench):
-    """k6 held to a fifth of a CPU by a CFS quota on its cgroup: it uses all it may."""
+def test_starved_client_is_judged_client_bound_and_fails_its_validity_threshold(bench):
+    """k6 held to a tenth of a CPU by a CFS quota on its cgroup (the native engine there sends
+    a fraction of what the LB serves): it uses all it may, the verdict says NOT VALID, and
+    the validity threshold (REQUIRE_VALID, on by default) fails the run with exit 99."""
     CPU_CG.mkdir(parents=True, exist_ok=True)
     try:
-        (CPU_CG / "cpu.cfs_quota_us").write_text("20000")  # of cpu.cfs_period_us 100000
+        (CPU_CG / "cpu.cfs_quota_us").write_text("10000")  # of cpu.cfs_period_us 100000
         run = bench("rps", DURATION="12s")
     finally:
         (CPU_CG / "cpu.cfs_quota_us").write_text("-1")
     v = run.summary["verdict"]
-    assert run.rc == 0 and v["limit"] == "load-generator" and v["valid"] is False, (v, run.summary["correlation"]["signals"])
-    assert "NOT VALID" in (run.dir / "summary.txt").read_text()
+    assert v["limit"] == "load-generator" and v["valid"] is False, (v, run.summary["correlation"]["signals"])
+    assert run.rc == 99, run.err
+    result = next(l for l in run.out.splitlines() if l.startswith("result"))
+    assert "✗ bench_loadgen_cpu_utilization value<0.9" in result and "NOT VALID: load-generator-bound" in result, result
 
 
 def test_cpu_limited_ingress_is_judged_ingress_bound(bench):

@@ -63,7 +63,7 @@ test('native open model: the engine paces the connections; every connection has 
   assert.equal(o.scenarios.rps.executor, 'constant-vus');
   assert.equal(o.scenarios.rps.vus, 3);
   assert.deepEqual(o.thresholds.bench_sends_dropped, ['count<=0']);
-  assert.deepEqual(o.thresholds.bench_sends_late, ['count<=400']); // 2% of 20,000
+  assert.deepEqual(o.thresholds.bench_sends_client_late, ['count<=400']); // 2% of 20,000
   assert.equal(o.thresholds.dropped_iterations, undefined);
   const firsts = [1, 2, 3].map((id) => vuFirstConnection(cfg, id));
   assert.deepEqual(firsts, [0, 20, 40]);
@@ -71,7 +71,9 @@ test('native open model: the engine paces the connections; every connection has 
 });
 
 test('validity: the load generator\'s saturation is a threshold by default, REQUIRE_VALID=0 drops it', () => {
-  assert.deepEqual(buildOptions(parseConfig({}, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.9']);
+  const prom = { PROMETHEUS_URL: 'http://198.18.0.1:9090' };
+  assert.deepEqual(buildOptions(parseConfig(prom, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.9']);
+  assert.equal(buildOptions(parseConfig({}, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined); // cannot be judged
   assert.equal(buildOptions(parseConfig({ REQUIRE_VALID: '0' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined);
   assert.deepEqual(buildOptions(parseConfig({ REQUIRE_VALID: '0', LOADGEN_CPU_MAX: '0.5' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.5']);
 });

@@ -60,7 +60,9 @@ export function scenario(name) {
         return;
       }
       answered.add(1);
-      for (const [key, v] of Object.entries(parseSignals(res.json()))) gauges[key].add(v);
+      // -1: no data for the signal (all are >= 0); a Gauge never set would read 0.
+      const signals = parseSignals(res.json());
+      for (const key of Object.keys(gauges)) gauges[key].add(key in signals ? signals[key] : -1);
     },
     iteration: cfg.engine === 'native'
       ? () => ib.run({

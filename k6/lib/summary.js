@@ -41,6 +41,7 @@ export function headline(data, cfg) {
     // was due; the service time, from when it was sent; sends late past 1 ms and never made.
     ...(cfg.rate && cfg.engine === 'native' ? {
       sends_late: metric(data, 'bench_sends_late').count || 0,
+      sends_client_late: metric(data, 'bench_sends_client_late').count || 0,
       sends_dropped: metric(data, 'bench_sends_dropped').count || 0,
       service_p95_ms: metric(data, 'bench_http_req_service_p95').value,
       service_p99_ms: metric(data, 'bench_http_req_service_p99').value,
@@ -57,12 +58,14 @@ const ms = (v) => (v === undefined ? '-' : `${v.toFixed(v < 10 ? 2 : 1)} ms`);
 
 // The server side of the run, from the Gauges the teardown set (k6/lib/scenario.js).
 export function correlation(data, cfg, now) {
+  // A Gauge with a threshold but no sample reads 0 in k6's data: only what the teardown set
+  // from Prometheus' answer counts, and it sets -1 for a signal without data (k6/lib/scenario.js).
+  const answered = metric(data, 'bench_prometheus_answered').value === 1;
   const signals = {};
   for (const key of Object.keys(SIGNALS)) {
     const m = data.metrics[`bench_${key}`];
-    if (m && m.values && m.values.value !== undefined) signals[key] = m.values.value;
+    if (answered && m && m.values && m.values.value >= 0) signals[key] = m.values.value;
   }
-  const answered = metric(data, 'bench_prometheus_answered').value === 1;
   const end = now.getTime() / 1000;
   return {
     source: 'prometheus', url: cfg.prometheusUrl || null,
@@ -82,7 +85,8 @@ export function textSummary(h, cfg, c, v) {
     (h.tls_handshake_avg_ms ? `, TLS handshake avg ${ms(h.tls_handshake_avg_ms)}` : ''));
   if (h.sends_late !== undefined) {
     lines.push(`${'open model'.padEnd(COL)}${fmtInt(h.rps)} of ${fmtInt(cfg.rate)} req/s asked (${(h.rps / cfg.rate * 100).toFixed(2)}%), ` +
-      `late ${fmtInt(h.sends_late)}, dropped ${fmtInt(h.sends_dropped)}; latency from the due time, service time p95 ${ms(h.service_p95_ms)}  p99 ${ms(h.service_p99_ms)}`);
+      `late ${fmtInt(h.sends_late)} (the client's own ${fmtInt(h.sends_client_late)}), dropped ${fmtInt(h.sends_dropped)}; ` +
+      `latency from the due time, service time p95 ${ms(h.service_p95_ms)}  p99 ${ms(h.service_p99_ms)}`);
   }
   const failedT = h.thresholds.filter((t) => !t.ok);
   // A run that measured the client fails on its validity threshold: the line says why.

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig } from './config.js';
-import { headline, textSummary, summaryFiles, fmtInt, gbits } from './summary.js';
+import { correlation, headline, textSummary, summaryFiles, fmtInt, gbits } from './summary.js';
 import { verdict } from './correlation.js';
 
 // The shape k6 hands to handleSummary, trimmed to what the summary reads.
@@ -57,13 +57,13 @@ test('files: summary.json, summary.txt, meta.json in the run directory', () => {
 test('native open model: the asked and achieved rates, late and dropped sends, the service time', () => {
   const d = data();
   Object.assign(d.metrics, {
-    bench_sends_late: { values: { count: 12 } }, bench_sends_dropped: { values: { count: 0 } },
+    bench_sends_late: { values: { count: 12 } }, bench_sends_client_late: { values: { count: 2 } }, bench_sends_dropped: { values: { count: 0 } },
     bench_http_req_service_p95: { values: { value: 0.21 } }, bench_http_req_service_p99: { values: { value: 0.35 } },
   });
   const cfg = parseConfig({ ENGINE: 'native', RATE: '18500' }, 'rps');
   const h = headline(d, cfg);
   assert.deepEqual([h.sends_late, h.sends_dropped, h.service_p99_ms], [12, 0, 0.35]);
-  assert.match(textSummary(h, cfg), /open model {4}18,422 of 18,500 req\/s asked \(99\.58%\), late 12, dropped 0; .*service time p95 0\.21 ms {2}p99 0\.35 ms/);
+  assert.match(textSummary(h, cfg), /open model {4}18,422 of 18,500 req\/s asked \(99\.58%\), late 12 \(the client's own 2\), dropped 0; .*service time p95 0\.21 ms {2}p99 0\.35 ms/);
   assert.equal(headline(d, parseConfig({ ENGINE: 'native' }, 'rps')).sends_late, undefined);
 });
 
@@ -76,4 +76,17 @@ test('a load-generator-bound run fails its validity threshold, and the result li
   assert.equal(h.passed, false);
   const result = textSummary(h, cfg, null, v).split('\n').find((l) => l.startsWith('result'));
   assert.match(result, /^result +FAIL \(3\/4 thresholds\) +✗ bench_loadgen_cpu_utilization value<0\.9 +NOT VALID: load-generator-bound: the load generator \(k6\) ran out of CPU.*\(97%\) \(REQUIRE_VALID=0 reports it without failing\)$/);
+});
+
+test('correlation: only the signals the teardown set from an answer; -1 is a signal without data', () => {
+  const d = data();
+  d.metrics.bench_loadgen_cpu_utilization = { values: { value: 0 }, thresholds: { 'value<0.9': { ok: true } } }; // never set
+  const cfg = parseConfig({ PROMETHEUS_URL: 'http://198.18.0.1:9090' }, 'rps');
+  assert.deepEqual(correlation(d, cfg, new Date()).signals, {});
+  d.metrics.bench_prometheus_answered = { values: { value: 1 } };
+  d.metrics.bench_ingress_cpu_cores = { values: { value: -1 } };
+  d.metrics.bench_loadgen_cpu_utilization.values.value = 0.42;
+  const c = correlation(d, cfg, new Date());
+  assert.deepEqual(c.signals, { loadgen_cpu_utilization: 0.42 });
+  assert.match(c.missing.ingress_cpu_cores, /no data in the run window/);
 });

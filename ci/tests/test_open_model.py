@@ -1,0 +1,95 @@
+"""The native engine's open model on the real lab (xk6/pacing.go): the rate asked is the rate
+sent, latency counts from when each request was due (coordinated omission corrected, as wrk2
+does) with the service time beside it, and sends the client could not make on time are
+counted and fail the run."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import LAB, ROOT, Run, sh, within
+
+BACKEND = f"http://{LAB['LAB_BACKEND_NET']}.{int(LAB['LAB_BACKEND_OCTET0']) + 1}"
+BACKEND_NS = f"{LAB['LAB_NS_PREFIX']}be1"  # ci/platforms/lab.sh add_host be<i>
+
+
+@pytest.mark.parametrize("rate", [1000, 3000, 6000])  # the lab LB serves ~10k/s on its one CPU
+def test_the_rate_asked_is_the_rate_sent(bench, rate):
+    """Every slot of RATE x DURATION sent (within 1%), none late past the tolerance's share,
+    none dropped; the client's CPU per request is reported."""
+    run = bench("rps", ENGINE="native", RATE=str(rate), DURATION="4s", MONITORING="0")
+    assert run.rc == 0, run.err
+    r = run.result
+    sent = r["requests"] - 1  # setup's readiness GET
+    assert within(sent, rate * 4, 0.01), (sent, rate * 4)
+    assert r["sends_dropped"] == 0 and r["errors"] == 0
+    assert r["sends_client_late"] <= 0.01 * rate * 4, r["sends_client_late"]
+    assert 0 < r["service_p99_ms"] <= r["p99_ms"] * 1.01  # from the send vs from the due time
+    assert run.summary["client"]["cpu_us_per_request"] > 0
+    assert within(sent, run.summary["server"]["requests"] - 1, 0.01)  # the LB counted the same
+    assert "open model" in run.out and f"of {rate:,} req/s asked" in run.out
+
+
+def test_a_stalled_target_shows_in_the_corrected_latency_not_the_service_time(bench_async):
+    """The backend stopped for 200 ms mid-run (SIGSTOP): the requests due meanwhile wait, and
+    their latency counts from when they were due, so the p99 shows the stall; the service time
+    of the few requests in flight at the stop does not reach the p99. The late sends are
+    about the requests due during the pause."""
+    rate, pause = 2000, 0.2
+    run = bench_async("rps", ENGINE="native", RATE=str(rate), DURATION="5s", TARGET=BACKEND, MONITORING="0")
+    run.wait_for_load()
+    time.sleep(2)
+    pids = sh("ip", "netns", "pids", BACKEND_NS).stdout.split()
+    assert pids, "the backend runs no process"
+    sh("kill", "-STOP", *pids)
+    time.sleep(pause)
+    sh("kill", "-CONT", *pids)
+    r = run.result()
+    assert run.rc == 0, run.err  # 200 ms: under the p95/p99 thresholds, and the client was on time
+    assert r["p99_ms"] >= 0.5 * pause * 1000, r  # the stall, seen from the due time
+    assert r["service_p99_ms"] < 0.25 * pause * 1000, r  # what the target took once asked
+    assert 0.7 * rate * pause <= r["sends_late"] <= 1.5 * rate * pause, r["sends_late"]
+    assert r["sends_client_late"] <= 0.1 * r["sends_late"], r  # the target held them, not the client
+    assert r["sends_dropped"] == 0
+
+
+def test_a_rate_that_cannot_be_sent_fails_on_dropped_sends(bench):
+    """Two connections cannot carry 100,000 requests/s: the backlog is late, what is still due
+    at the end is dropped, and that threshold fails the run (exit 99) with its name."""
+    run = bench("rps", ENGINE="native", RATE="100000", CONNECTIONS="2", DURATION="2s", MONITORING="0")
+    assert run.rc == 99, run.err
+    r = run.result
+    assert r["sends_dropped"] > 50000 and r["sends_late"] > 1000, r
+    failed = {t["metric"] for t in r["thresholds"] if not t["ok"]}
+    assert "bench_sends_dropped" in failed, r["thresholds"]
+    assert "✗ bench_sends_dropped" in run.out
+
+
+@pytest.fixture
+def bench_async(tmp_path):
+    """bench_async(scenario, **env): ci/run/bench.sh started in the background; wait_for_load()
+    returns once its k6 sends, result() waits for the run and reads its summary."""
+    class Async:
+        def __init__(self, scenario, env):
+            self.root = tmp_path / "results"
+            env = {"PLATFORM": "lab", "RESULTS_ROOT": str(self.root), "CONNECTIONS": "20", **env}
+            self.proc = subprocess.Popen(["bash", "ci/run/bench.sh", scenario], cwd=ROOT, env=dict(os.environ, **env),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def wait_for_load(self):
+            for _ in range(600):
+                if sh("pgrep", "-f", f"k6 run .*{ROOT}/k6/").stdout.strip():
+                    time.sleep(0.5)  # past setup's readiness request
+                    return
+                assert self.proc.poll() is None, self.proc.communicate()
+                time.sleep(0.1)
+            raise AssertionError("k6 did not start within 60 s")
+
+        def result(self):
+            out, err = self.proc.communicate(timeout=120)
+            run = Run(subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err), self.root)
+            self.rc, self.err = run.rc, run.err
+            return run.result
+
+    return lambda scenario, **env: Async(scenario, env)
