@@ -249,25 +249,29 @@ func (e *emitter) check(now time.Time, name string, ok bool) {
 	e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: e.st.BuiltinMetrics.Checks, Tags: ts}, Time: now, Value: v})
 }
 
-// flushPaced adds the open model's counters of the call (zeros too: a threshold on a
-// counter without samples would not be judged) and flushes.
-func (e *emitter) flushPaced(ctx context.Context, late, clientLate, dropped int64) {
-	now, tags := time.Now(), e.st.Tags.GetCurrentValues().Tags
-	e.samples = append(e.samples,
-		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsLate, Tags: tags}, Time: now, Value: float64(late)},
-		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsClientLate, Tags: tags}, Time: now, Value: float64(clientLate)},
-		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: sendsDropped, Tags: tags}, Time: now, Value: float64(dropped)})
-	e.flush(ctx)
-}
-
-func (e *emitter) flush(ctx context.Context) {
+// take returns this call's samples, with its http_reqs counts, and starts a new buffer (the
+// one returned is k6's from then on).
+func (e *emitter) take() metrics.Samples {
 	now := time.Now()
 	for status, n := range e.requests {
 		e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: e.st.BuiltinMetrics.HTTPReqs, Tags: e.tags(status)}, Time: now, Value: n})
 		delete(e.requests, status)
 	}
-	if len(e.samples) > 0 {
-		metrics.PushIfNotDone(ctx, e.st.Samples, e.samples)
-		e.samples = make(metrics.Samples, 0, cap(e.samples))
+	out := e.samples
+	e.samples = make(metrics.Samples, 0, cap(out))
+	return out
+}
+
+// push hands samples to k6. A call stopped mid-slice (Ctrl-C, the end of a graceful stop)
+// still pushes the requests it completed, which the server counted too: k6 reads samples
+// until its outputs stop, after the VUs return; a second at most, never blocked for good.
+// (PushIfNotDone alone dropped them: up to a slice, 100 ms of requests, on an interrupt.)
+func push(ctx context.Context, ch chan<- metrics.SampleContainer, s metrics.Samples) {
+	if ctx.Err() == nil {
+		metrics.PushIfNotDone(ctx, ch, s)
+		return
 	}
+	late, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	metrics.PushIfNotDone(late, ch, s)
 }

@@ -254,6 +254,22 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 		}
 		wg.Wait()
 	}
+	// One push per call for all of the VU's connections (a channel send each was a burst of
+	// up to 25 at every slice's end); the open model's counters once, zeros too (a threshold
+	// on a counter without samples would not be judged).
+	var samples metrics.Samples
+	for _, w := range m.workers {
+		samples = append(samples, w.e.take()...)
+	}
+	if opts.rate > 0 {
+		now, tags := time.Now(), st.Tags.GetCurrentValues().Tags
+		for metric, v := range map[*metrics.Metric]int64{sendsLate: late.Load(), sendsClientLate: clientLate.Load(), sendsDropped: dropped.Load()} {
+			samples = append(samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: metric, Tags: tags}, Time: now, Value: float64(v)})
+		}
+	}
+	if len(samples) > 0 {
+		push(ctx, st.Samples, samples)
+	}
 	runLatency.publish(ctx, st, false)
 	serviceLatency.publish(ctx, st, false)
 	out := map[string]any{"requests": n.Load(), "failed": failed.Load()}
@@ -284,7 +300,6 @@ func (w *worker) loop(ctx context.Context, st *lib.State, t *target, slice time.
 			break
 		}
 	}
-	w.e.flush(ctx)
 }
 
 // paced sends this connection's slots due before the slice's end, each when it is due or, if
@@ -297,7 +312,14 @@ func (w *worker) paced(ctx context.Context, st *lib.State, t *target, until time
 		// The slice ends at until even with a backlog (slots due long ago): its samples are
 		// pushed while the scenario runs, and at the end what is still due is dropped.
 		due := w.s.due(w.s.k)
-		if !due.Before(until) || !time.Now().Before(until) {
+		now := time.Now()
+		if !now.Before(until) {
+			break
+		}
+		if !due.Before(until) {
+			// No slot left in this slice: wait out its end, or the VU would call run() again
+			// at once, over and over (a connection's slots can be further apart than a slice).
+			time.Sleep(until.Sub(now))
 			break
 		}
 		// free: when the connection could send again. Later than due, the target (or the
@@ -344,5 +366,4 @@ func (w *worker) paced(ctx context.Context, st *lib.State, t *target, until time
 	if final {
 		w.dropped = w.s.dropAt(until)
 	}
-	w.e.flushPaced(ctx, w.late, w.clientLate, w.dropped)
 }

@@ -233,7 +233,7 @@ def test_every_setting_reaches_the_local_platforms_k6(form, tmp_path):
     assert {k: got.get(k) for k in given} == given
     # And one more: the deployed ingress's address, which bench.sh hands k6 on this platform.
     assert set(got) - set(given) == {"TARGET"} and got["TARGET"].startswith("https://198.18.")
-    assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == ("native", 50, 7, False)
+    assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == (given["ENGINE"], 50, 7, False)
     assert meta["target"].startswith("https://198.18.") and meta["target"].endswith("/4kb.bin")
 
 

@@ -187,3 +187,17 @@ def test_lab_monitoring_refused_without_the_lab():
     sh("bash", "ci/platforms/lab.sh", "down")
     r = sh("bash", "ci/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"})
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: the lab is not up")
+
+
+def test_a_placement_that_cannot_saturate_the_ingress_is_said_before_the_load(bench):
+    """k6 on one CPU for an LB on two (the lab's CPU lists): one warning line, before k6
+    starts, saying what to change; the run itself goes on."""
+    run = bench("rps", LAB_CLIENT_CPUS="0", LAB_SERVER_CPUS="0-1", DURATION="2s", MONITORING="0")
+    assert run.rc == 0, run.err
+    warnings = [l for l in run.err.splitlines() if l.startswith("warning: placement:")]
+    assert warnings == ["warning: placement: k6 has 1 CPU(s) (0) for an ingress on 2 (0-1): give it at least 2 "
+                        "(LAB_CLIENT_CPUS), or the run will likely measure k6 (NOT VALID, exit 99)"], run.err
+    lines = run.err.splitlines()
+    assert lines.index(warnings[0]) < next(i for i, l in enumerate(lines) if l.startswith("client "))
+    # the default placement (client 0, servers 1) says nothing
+    assert "warning: placement" not in bench("rps", DURATION="1s", MONITORING="0").err

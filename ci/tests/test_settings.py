@@ -54,7 +54,7 @@ def test_every_setting_reaches_the_lab_k6(form, tmp_path):
     assert got == given
     # And they took effect: the run is what they say.
     meta = json.loads((only_run(root) / "meta.json").read_text())
-    assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == ("native", 50, 7, False)
+    assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == (given["ENGINE"], 50, 7, False)
     assert meta["target"] == "https://198.18.0.2/4kb.bin" and meta["variant"] == "seed002-nginx-lb-tuned"
 
 

@@ -66,7 +66,7 @@ export const SETTINGS = [
     meaning: 'threshold: a floor on requests/s' },
   { name: 'DROPPED_MAX', type: 'int', min: 0, default: '0', reaches: ['k6', 'pods'], example: '3',
     meaning: 'threshold: requests of the open model never sent (`ENGINE=native`: sends due before the end and not made, `bench_sends_dropped`; `js`: k6\'s `dropped_iterations`)' },
-  { name: 'LATE_MAX', type: 'number', default: '0.01', reaches: ['k6', 'pods'], example: '0.5',
+  { name: 'LATE_MAX', type: 'number', default: '0.05', reaches: ['k6', 'pods'], example: '0.5',
     meaning: 'threshold, open model with `ENGINE=native`: the share of requests the client itself sent more than 2 ms after they were due, their connection free (`bench_sends_client_late`; all late sends, mostly held by a slow target, are `bench_sends_late`, and their latency counts from when they were due)' },
   { name: 'REQUIRE_VALID', type: 'flag', default: '1', reaches: ['k6', 'pods'], example: '0',
     meaning: 'a run the verdict calls NOT VALID (the load generator saturated: it measured the client) fails a threshold, `bench_loadgen_cpu_utilization` below its saturation level, and exits 99; `0` only reports it' },
