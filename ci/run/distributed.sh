@@ -106,4 +106,4 @@ aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --s
 say results "$dir/"
 [ "$signal_rc" = 0 ] || exit "$signal_rc" # 130 SIGINT, 143 SIGTERM: never a pass
 # A crossed threshold in any segment: k6's own code for it (the pods end 0 then, job.yaml).
-[ "$(jq -r .result.passed "$dir/summary.json")" = true ] || exit 99
+[ "$(jq -r .passed "$dir/summary.json")" = true ] || exit 99

@@ -196,6 +196,16 @@ def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
 
 
+def test_a_crossed_threshold_in_the_pods_is_exit_99_with_the_summary(tmp_path):
+    """A pod whose k6 crossed a threshold finished its run: the Job completes, the segments
+    are summed, and the run exits 99 (k6's code for it), not "did not complete"."""
+    r = sh("bash", "ci/run/distributed.sh", "rps", env={"SEGMENTS": "2", "DURATION": "3s", "CONNECTIONS": "20",
+                                                     "P99_MS": "0.001", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
+    assert r.returncode == 99, r.stderr
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["segments"] == 2 and summary["requests"] > 0 and summary["passed"] is False
+
+
 def test_native_engine_on_the_local_platform(bench):
     """ENGINE=native against the cluster's ingress, k6 on the host: the same checks as k6/http."""
     run = bench("rps", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", ENGINE="native", MONITORING="0")
