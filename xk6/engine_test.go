@@ -27,3 +27,30 @@ func TestHostIsWrittenOnce(t *testing.T) {
 		}
 	}
 }
+
+// run()'s options: each refused with the option named; the open model's schedule complete.
+func TestOptionsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		o    map[string]any
+		want string
+	}{
+		{map[string]any{"conections": 5.0}, "unknown option 'conections'"},
+		{map[string]any{"connections": 0.0}, "connections must be a whole number of at least 1"},
+		{map[string]any{"connections": 2.5}, "connections must be a whole number of at least 1"},
+		{map[string]any{"url": 3.0}, "url must be a string"},
+		{map[string]any{"reuse": "yes"}, "reuse must be true or false"},
+		{map[string]any{"sliceMs": -1.0}, "sliceMs must be a number of at least 0"},
+		{map[string]any{"rate": 100.0, "sliceMs": 100.0, "endMs": 2.0}, "rate needs sliceMs, startMs and endMs"},
+		{map[string]any{"rate": 100.0, "sliceMs": 100.0, "endMs": 2.0, "startMs": 1.0, "connections": 3.0, "firstConnection": 8.0, "totalConnections": 10.0},
+			"firstConnection 8 + connections 3 must be whole and at most totalConnections 10"},
+	} {
+		if _, err := parseOptions(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want %q", c.o, err, c.want)
+		}
+	}
+	r, err := parseOptions(map[string]any{"url": "http://198.18.0.2/", "rate": int64(400), "sliceMs": 100.0, "endMs": 2.0, "startMs": 1.0,
+		"connections": 25.0, "firstConnection": 25.0, "totalConnections": 50.0})
+	if err != nil || r.rate != 400 || r.connections != 25 || r.url != "http://198.18.0.2/" || !r.reuse {
+		t.Errorf("a complete open-model call refused or misread: %+v %v", r, err)
+	}
+}

@@ -115,42 +115,24 @@ var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, che
 
 func parseOptions(o map[string]any) (runOptions, error) {
 	r := runOptions{reuse: true, connections: 1}
+	strs := map[string]*string{"url": &r.url, "host": &r.host, "checkStatus": &r.checkStatus, "checkBody": &r.checkBody}
+	nums := map[string]*float64{"bodyBytes": &r.bodyBytes, "connections": &r.connections, "sliceMs": &r.sliceMs, "endMs": &r.endMs,
+		"rate": &r.rate, "totalConnections": &r.totalConnections, "firstConnection": &r.firstConnection, "startMs": &r.startMs}
 	for k, v := range o {
 		var err error
-		switch k {
-		case "url":
-			r.url, err = stringOption(k, v)
-		case "host":
-			r.host, err = stringOption(k, v)
-		case "checkStatus":
-			r.checkStatus, err = stringOption(k, v)
-		case "checkBody":
-			r.checkBody, err = stringOption(k, v)
-		case "reuse":
-			var ok bool
+		if p, ok := strs[k]; ok {
+			*p, err = stringOption(k, v)
+		} else if p, ok := nums[k]; ok {
+			*p, err = numberOption(k, v)
+		} else if k == "reuse" {
 			if r.reuse, ok = v.(bool); !ok {
 				err = fmt.Errorf("reuse must be true or false, got %v", v)
 			}
-		case "bodyBytes":
-			r.bodyBytes, err = numberOption(k, v)
-		case "connections":
-			if r.connections, err = numberOption(k, v); err == nil && (r.connections < 1 || r.connections != float64(int(r.connections))) {
-				err = fmt.Errorf("connections must be a whole number of at least 1, got %v", v)
-			}
-		case "sliceMs":
-			r.sliceMs, err = numberOption(k, v)
-		case "endMs":
-			r.endMs, err = numberOption(k, v)
-		case "rate":
-			r.rate, err = numberOption(k, v)
-		case "totalConnections":
-			r.totalConnections, err = numberOption(k, v)
-		case "firstConnection":
-			r.firstConnection, err = numberOption(k, v)
-		case "startMs":
-			r.startMs, err = numberOption(k, v)
-		default:
+		} else {
 			err = fmt.Errorf("unknown option '%s' (known: %s)", k, optionNames)
+		}
+		if err == nil && k == "connections" && (r.connections < 1 || r.connections != float64(int(r.connections))) {
+			err = fmt.Errorf("connections must be a whole number of at least 1, got %v", v)
 		}
 		if err != nil {
 			return r, fmt.Errorf("ingressbench.run: %w", err)
