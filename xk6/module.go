@@ -29,8 +29,8 @@ type rootModule struct{}
 // Registering the engine's own metrics, once per run (one k6 process runs one test); the
 // error names a name another metric type took. openModel: some connection runs paced.
 var (
-	registerOnce            sync.Once
-	errRegister             error
+	registerOnce                             sync.Once
+	errRegister                              error
 	sendsLate, sendsClientLate, sendsDropped *metrics.Metric
 	openModel                                atomic.Bool
 )
@@ -71,9 +71,9 @@ type moduleInstance struct {
 // worker is one connection of the VU and its samples; s is its schedule in the open model
 // (nil: closed model, each request sent when the previous one is answered).
 type worker struct {
-	c             conn
-	e             *emitter
-	s             *schedule
+	c                         conn
+	e                         *emitter
+	s                         *schedule
 	late, clientLate, dropped int64 // this call's, open model
 }
 
@@ -261,6 +261,18 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
+// record counts one request's result, and closes the connection when it is not to be reused.
+func (w *worker) record(now time.Time, latency time.Duration, res result, keep bool, n, failed *atomic.Int64) {
+	w.e.add(now, latency, res)
+	n.Add(1)
+	if res.failed() {
+		failed.Add(1)
+	}
+	if !keep {
+		w.c.close()
+	}
+}
+
 // loop sends requests on the worker's connection until the slice's end (one when slice is 0).
 func (w *worker) loop(ctx context.Context, st *lib.State, t *target, slice time.Duration, until time.Time, n, failed *atomic.Int64) {
 	for {
@@ -270,14 +282,7 @@ func (w *worker) loop(ctx context.Context, st *lib.State, t *target, slice time.
 		if ctx.Err() != nil && res.err != nil {
 			break // the scenario stopped mid-request: not a result
 		}
-		w.e.add(now, now.Sub(start), res)
-		n.Add(1)
-		if res.failed() {
-			failed.Add(1)
-		}
-		if !keep {
-			w.c.close()
-		}
+		w.record(now, now.Sub(start), res, keep, n, failed)
 		if slice == 0 || !now.Before(until) || ctx.Err() != nil {
 			break
 		}
@@ -336,14 +341,7 @@ func (w *worker) paced(ctx context.Context, st *lib.State, t *target, until time
 			}
 		}
 		serviceLatency.add(done.Sub(start))
-		w.e.add(done, done.Sub(from), res)
-		n.Add(1)
-		if res.failed() {
-			failed.Add(1)
-		}
-		if !keep {
-			w.c.close()
-		}
+		w.record(done, done.Sub(from), res, keep, n, failed)
 	}
 	if final {
 		w.dropped = w.s.dropAt(until)

@@ -34,8 +34,8 @@ func TestSchedulesInterleaveIntoOneRate(t *testing.T) {
 func TestDroppedCountsUnsentSlotsOnce(t *testing.T) {
 	origin := time.UnixMilli(1_700_000_000_000)
 	s := schedule{origin: origin, rate: 1000, j: 1, total: 4} // due at 1, 5, 9, ... ms
-	s.k = 3                                                    // sent the slots at 1, 5 and 9 ms
-	end := origin.Add(30 * time.Millisecond)                   // due before 28 ms: 13, 17, 21, 25 ms
+	s.k = 3                                                   // sent the slots at 1, 5 and 9 ms
+	end := origin.Add(30 * time.Millisecond)                  // due before 28 ms: 13, 17, 21, 25 ms
 	if n := s.dropAt(end); n != 4 {
 		t.Fatalf("dropped %d, want 4", n)
 	}
