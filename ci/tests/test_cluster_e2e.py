@@ -3,8 +3,12 @@ overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions 
 requests > 0, no errors, client and server counts within 1%, full handshakes for tps; and the
 machine exactly as found after cluster:down."""
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -204,6 +208,32 @@ def test_a_crossed_threshold_in_the_pods_is_exit_99_with_the_summary(tmp_path):
     assert r.returncode == 99, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["segments"] == 2 and summary["requests"] > 0 and summary["passed"] is False
+
+
+def test_an_interrupted_distributed_run_is_recorded_aborted(tmp_path):
+    """SIGINT to distributed.sh's process group while its pods load (a terminal's Ctrl-C): each
+    pod's k6 stops gracefully and prints what it measured, the segments are summed, marked
+    aborted and never passed, exit 130; no pod keeps running."""
+    log = tmp_path / "out.log"
+    with open(log, "w") as out:
+        p = subprocess.Popen(["bash", "ci/run/distributed.sh", "rps"], cwd=ROOT, start_new_session=True, stdout=out,
+                             stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, SEGMENTS="2", DURATION="60s", CONNECTIONS="20", RESULTS_ROOT=str(tmp_path / "r")))
+        deadline = time.time() + 240
+        while "Running" not in kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/name=k6", "-o",
+                                               "jsonpath={range .items[*]}{.status.phase} {end}").stdout:
+            assert p.poll() is None and time.time() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
+        time.sleep(5)
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=120) == 130, log.read_text()[-2000:]
+    summary = json.loads(next((tmp_path / "r").glob("*/summary.json")).read_text())
+    assert summary["aborted"] is True and summary["passed"] is False, summary
+    assert summary["interrupted"]["signal"] == "SIGINT" and summary["requests"] > 0, summary
+    assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
+    phases = kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/name=k6", "-o",
+                     "jsonpath={range .items[*]}{.status.phase} {end}").stdout
+    assert "Running" not in phases, phases
 
 
 def test_native_engine_on_the_local_platform(bench):
