@@ -48,6 +48,9 @@ debian_mirror() {
   [ -n "$m" ] || die "no Debian mirror found in /etc/apt/sources.list*: needed $1"
   echo "$m"
 }
+# rm_state DIR: removes a platform's state directory, and /run/ingress-bench with the last one
+# (an empty parent a down would otherwise leave on a host that had none).
+rm_state() { rm -rf "$1"; rmdir "$(dirname "$1")" 2>/dev/null || true; }
 need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
 
 # Variants. VARIANT names an overlay on every platform (overlays/<name>). The lab runs plain

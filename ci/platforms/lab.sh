@@ -47,7 +47,7 @@ down() {
     umount /run/netns 2>/dev/null || true
     [ "$(cat "$STATE/netns-mount-made")" = dir ] && rmdir /run/netns 2>/dev/null || true
   fi
-  rm -rf "$STATE"
+  rm_state "$STATE"
 }
 
 # add_host NAME IP: a namespace with one veth on the bridge. The kernel settings are the

@@ -339,7 +339,7 @@ down() {
   if [ -f "$S/sysctls.saved" ]; then
     while IFS='=' read -r k v; do [ -n "$v" ] && sysctl -qw "$k=$v" 2>/dev/null || true; done <"$S/sysctls.saved"
   fi
-  rm -rf "$S"
+  rm_state "$S"
 }
 
 # cleanup_iptables: removes the rules and chains that appeared since up (against $S/before)

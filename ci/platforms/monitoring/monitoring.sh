@@ -102,7 +102,7 @@ lab_down() {
   for pid in $(lab_pids); do kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 50); do [ -z "$(lab_pids)" ] && break; sleep 0.1; done
   for pid in $(lab_pids); do kill -KILL "$pid" 2>/dev/null || true; done
-  rm -rf "$LAB_STATE"
+  rm_state "$LAB_STATE"
 }
 
 # wait_loaded URL: until Prometheus has the bench rules and scrapes an ingress (the operator
