@@ -37,6 +37,7 @@ export function buildOptions(cfg) {
     thresholds.bench_sends_client_late = [`count<=${Math.floor(t.lateMax * cfg.rate * cfg.durationMs / 1000)}`];
   } else if (cfg.rate) thresholds.dropped_iterations = [`count<=${t.droppedMax}`];
   // Server-side signals, as the Gauges the teardown sets from Prometheus (bench_<signal>).
+  //
   // Validity: a signal whose saturation makes the verdict NOT VALID (the load generator's)
   // is a threshold at that level by default, so such a run exits 99 instead of passing.
   if (t.requireValid && cfg.prometheusUrl) { // without Prometheus it cannot be judged

@@ -38,7 +38,7 @@ export function headline(data, cfg) {
     errors: failed.passes || 0, // http_req_failed is a Rate: passes are failed requests
     dropped_iterations: metric(data, 'dropped_iterations').count || 0,
     // The native engine's open model (xk6/pacing.go): latency above is from when each request
-    // was due; the service time, from when it was sent; sends late past 1 ms and never made.
+    // was due; the service time, from when it was sent; sends late past 2 ms and never made.
     ...(cfg.rate && cfg.engine === 'native' ? {
       sends_late: metric(data, 'bench_sends_late').count || 0,
       sends_client_late: metric(data, 'bench_sends_client_late').count || 0,
