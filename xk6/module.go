@@ -74,7 +74,8 @@ type worker struct {
 	c                         conn
 	e                         *emitter
 	s                         *schedule
-	late, clientLate, dropped int64 // this call's, open model
+	late, clientLate, dropped int64     // this call's, open model
+	free                      time.Time // open model: when the previous response ended
 }
 
 func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
@@ -211,7 +212,10 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 	slice := time.Duration(opts.sliceMs * float64(time.Millisecond))
 	until := time.Now().Add(slice)
 	if end := opts.endMs; end > 0 {
-		if e := time.UnixMilli(int64(end)); e.Before(until) {
+		// Up to the end when less than a slice would be left after this one: k6 starts no
+		// iteration past the scenario's duration, so a slice ending just short of it would
+		// leave the last slots neither sent nor counted.
+		if e := time.UnixMilli(int64(end)); e.Sub(until) < slice {
 			until = e
 		}
 	}
@@ -289,31 +293,38 @@ func (w *worker) loop(ctx context.Context, st *lib.State, t *target, slice time.
 // paced sends this connection's slots due before the slice's end, each when it is due or, if
 // the connection is still busy then, as soon as it is free (late when that is past the
 // tolerance); latency from the due time, service time from the send. At the run's end
-// (final) the slots due but never sent are counted dropped.
+// (final) the backlog due before it is still sent, late, for up to drainFor; what is left
+// is counted dropped.
 func (w *worker) paced(ctx context.Context, st *lib.State, t *target, until time.Time, final bool, n, failed *atomic.Int64) {
 	w.late, w.clientLate, w.dropped = 0, 0, 0
+	stop := until
+	if final {
+		stop = until.Add(drainFor)
+	}
 	for ctx.Err() == nil {
-		// The slice ends at until even with a backlog (slots due long ago): its samples are
-		// pushed while the scenario runs, and at the end what is still due is dropped.
 		due := w.s.due(w.s.k)
 		now := time.Now()
-		if !now.Before(until) {
-			break
-		}
 		if !due.Before(until) {
 			// No slot left in this slice: wait out its end, or the VU would call run() again
 			// at once, over and over (a connection's slots can be further apart than a slice).
-			time.Sleep(until.Sub(now))
+			if now.Before(until) {
+				time.Sleep(until.Sub(now))
+			}
 			break
 		}
-		// free: when the connection could send again. Later than due, the target (or the
-		// client's CPU) held it: the wait counts in the latency, from due. Before due, the
+		if !now.Before(stop) {
+			// The slice ends on time even with a backlog (slots due long ago): its samples
+			// are pushed while the scenario runs; the backlog is sent in the next slice.
+			break
+		}
+		// free: when the connection could send again, its previous response's end (in an
+		// earlier slice, if so: the gap between slices is the client's). Later than due, the
+		// target held it: the wait counts in the latency, from due. Before due, the
 		// connection waits for its slot, and the latency counts from the send, so that a
 		// wake-up after due (the runtime's timers are coarse when the process is idle) is
 		// not charged to the target; such a send is still counted late past the tolerance.
-		free := time.Now()
-		start := free
-		if wait := due.Sub(free); wait > spinBelow {
+		free, start := w.free, now
+		if wait := due.Sub(now); wait > spinBelow {
 			time.Sleep(wait) // at most until the slice's end (100 ms)
 			start = time.Now()
 		}
@@ -323,6 +334,7 @@ func (w *worker) paced(ctx context.Context, st *lib.State, t *target, until time
 			break // the scenario stopped mid-request: not a result
 		}
 		w.s.k++
+		w.free = done
 		from := due
 		if free.Before(due) {
 			from = start

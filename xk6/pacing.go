@@ -49,11 +49,15 @@ func (s *schedule) slotsBefore(t time.Time) int64 {
 	return int64(math.Ceil(m))
 }
 
-// dropAt counts, once, the slots due before the run's end (less the tolerance, so that a
-// send that would only have been late is not dropped) that were never sent, and moves past
-// them: a later call at the end counts nothing more. Returns the number newly dropped.
+// drainFor: how long after the run's end the backlog due before it is still sent (late,
+// its latency from the due time); a run whose backlog outlasts it was over its capacity,
+// and what is left is dropped. Well inside the scenario's gracefulStop (k6/lib/options.js).
+const drainFor = time.Second
+
+// dropAt counts, once, the slots due before the run's end that were never sent, and moves
+// past them: a later call at the end counts nothing more. Returns the number newly dropped.
 func (s *schedule) dropAt(end time.Time) int64 {
-	n := s.slotsBefore(end.Add(-lateTolerance)) - s.k
+	n := s.slotsBefore(end) - s.k
 	if n <= 0 {
 		return 0
 	}

@@ -29,21 +29,20 @@ func TestSchedulesInterleaveIntoOneRate(t *testing.T) {
 	}
 }
 
-// Dropped: the slots due before the end (less the tolerance) that were not sent, counted
-// once; a send that would only have been late is not dropped.
+// Dropped: the slots due before the end that were not sent, counted once.
 func TestDroppedCountsUnsentSlotsOnce(t *testing.T) {
 	origin := time.UnixMilli(1_700_000_000_000)
 	s := schedule{origin: origin, rate: 1000, j: 1, total: 4} // due at 1, 5, 9, ... ms
 	s.k = 3                                                   // sent the slots at 1, 5 and 9 ms
-	end := origin.Add(30 * time.Millisecond)                  // due before 28 ms: 13, 17, 21, 25 ms
-	if n := s.dropAt(end); n != 4 {
-		t.Fatalf("dropped %d, want 4", n)
+	end := origin.Add(30 * time.Millisecond)                  // due before 30 ms: 13, 17, 21, 25, 29 ms
+	if n := s.dropAt(end); n != 5 {
+		t.Fatalf("dropped %d, want 5", n)
 	}
-	if n := s.dropAt(end); n != 0 || s.dropped != 4 {
+	if n := s.dropAt(end); n != 0 || s.dropped != 5 {
 		t.Fatalf("counted again: %d (total %d)", n, s.dropped)
 	}
-	s2 := schedule{origin: origin, rate: 1000, j: 1, total: 4, k: 7} // slot 7 due at 29 ms: within the tolerance
+	s2 := schedule{origin: origin, rate: 1000, j: 1, total: 4, k: 8} // slot 8 due at 33 ms: after the end
 	if n := s2.dropAt(end); n != 0 {
-		t.Fatalf("a slot due within the tolerance of the end was dropped (%d)", n)
+		t.Fatalf("a slot due after the end was dropped (%d)", n)
 	}
 }

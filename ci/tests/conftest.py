@@ -35,6 +35,13 @@ class Run:
     def metric(self, name):
         return self.summary["k6"]["metrics"][name]["values"]
 
+    @property
+    def why(self):
+        """What a failed run's assertion shows: the thresholds that failed, with their values,
+        and what the run printed on stderr."""
+        failed = [t for t in (self.summary or {}).get("result", {}).get("thresholds", []) if not t["ok"]]
+        return f"failed thresholds {failed}\n{self.err}"
+
     def error_lines(self):
         return [l for l in self.err.splitlines() if l.startswith("error:")]
 

@@ -19,7 +19,7 @@ def test_the_rate_asked_is_the_rate_sent(bench, rate):
     """Every slot of RATE x DURATION sent (within 1%), none late past the tolerance's share,
     none dropped; the client's CPU per request is reported."""
     run = bench("rps", ENGINE="native", RATE=str(rate), DURATION="4s", MONITORING="0")
-    assert run.rc == 0, run.err
+    assert run.rc == 0, run.why
     r = run.result
     sent = r["requests"] - 1  # setup's readiness GET
     assert within(sent, rate * 4, 0.01), (sent, rate * 4)
@@ -46,7 +46,7 @@ def test_a_stalled_target_shows_in_the_corrected_latency_not_the_service_time(be
     time.sleep(pause)
     sh("kill", "-CONT", *pids)
     r = run.result()
-    assert run.rc == 0, run.err  # 200 ms: under the p95/p99 thresholds, and the client was on time
+    assert run.rc == 0, run.why  # 200 ms: under the p95/p99 thresholds, and the client was on time
     assert r["p99_ms"] >= 0.5 * pause * 1000, r  # the stall, seen from the due time
     assert r["service_p99_ms"] < 0.25 * pause * 1000, r  # what the target took once asked
     assert 0.7 * rate * pause <= r["sends_late"] <= 1.5 * rate * pause, r["sends_late"]
@@ -89,7 +89,7 @@ def bench_async(tmp_path):
         def result(self):
             out, err = self.proc.communicate(timeout=120)
             run = Run(subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err), self.root)
-            self.rc, self.err = run.rc, run.err
+            self.rc, self.err, self.why = run.rc, run.err, run.why
             return run.result
 
     return lambda scenario, **env: Async(scenario, env)
