@@ -65,7 +65,7 @@ export const SETTINGS = [
   { name: 'RPS_MIN', type: 'number', default: null, defaultText: 'unset', reaches: ['k6', 'pods'], example: '1',
     meaning: 'threshold: a floor on requests/s' },
   { name: 'DROPPED_MAX', type: 'int', min: 0, default: '0', reaches: ['k6', 'pods'], example: '3',
-    meaning: 'threshold: requests of the open model never sent (`ENGINE=native`: sends due before the end and not made, `bench_sends_dropped`; `js`: k6\'s `dropped_iterations`)' },
+    meaning: 'threshold: requests of the open model never sent (`ENGINE=native`: sends due before the end and not made 1 s after it, `bench_sends_dropped`; `js`: k6\'s `dropped_iterations`)' },
   { name: 'LATE_MAX', type: 'number', default: '0.05', reaches: ['k6', 'pods'], example: '0.5',
     meaning: 'threshold, open model with `ENGINE=native`: the share of requests the client itself sent more than 2 ms after they were due, their connection free (`bench_sends_client_late`; all late sends, mostly held by a slow target, are `bench_sends_late`, and their latency counts from when they were due)' },
   { name: 'REQUIRE_VALID', type: 'flag', default: '1', reaches: ['k6', 'pods'], example: '0',
