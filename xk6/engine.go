@@ -103,19 +103,19 @@ func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, ke
 		res.err = err
 		return res, false
 	}
-	status, length, closeAfter, err := readHead(c.r)
+	h, err := readHead(c.r)
 	if err != nil {
 		res.err = err
 		return res, false
 	}
-	res.status = status
-	n, err := io.CopyN(io.Discard, c.r, length)
+	res.status = h.status
+	n, err := io.CopyN(io.Discard, c.r, h.length)
 	res.bodyBytes = n
 	if err != nil {
 		res.err = err
 		return res, false
 	}
-	return res, t.reuse && !closeAfter
+	return res, t.reuse && !h.closeAfter
 }
 
 func (c *conn) close() {
@@ -127,48 +127,92 @@ func (c *conn) close() {
 
 var errChunked = errors.New("the native engine reads Content-Length bodies only (the response was chunked)")
 
-// readHead parses the status line and the headers the engine needs.
-func readHead(r *bufio.Reader) (status int, length int64, closeAfter bool, err error) {
+// head is what the engine reads of a response's head.
+type head struct {
+	status     int
+	length     int64 // Content-Length; -1 until one is read
+	closeAfter bool  // Connection: close
+}
+
+// statusLine starts a head from its first line (with or without its CRLF).
+func statusLine(line []byte) (head, error) {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		return head{}, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return head{}, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
+	}
+	return head{status: status, length: -1}, nil
+}
+
+// header reads one header line (without its CRLF) into h.
+func (h *head) header(line []byte) (err error) {
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
+		return nil
+	}
+	name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
+	switch {
+	case bytes.EqualFold(name, []byte("Content-Length")):
+		if h.length, err = strconv.ParseInt(string(value), 10, 64); err != nil {
+			return fmt.Errorf("malformed Content-Length %q", value)
+		}
+	case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+		return errChunked
+	case bytes.EqualFold(name, []byte("Connection")):
+		h.closeAfter = bytes.EqualFold(value, []byte("close"))
+	}
+	return nil
+}
+
+// done checks the head once its blank line is read.
+func (h *head) done() error {
+	if h.length < 0 {
+		return errors.New("the response has no Content-Length")
+	}
+	return nil
+}
+
+// readHead reads the status line and the headers the engine needs from r.
+func readHead(r *bufio.Reader) (h head, err error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
-		return 0, 0, false, err
+		return h, err
 	}
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
-		return 0, 0, false, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
+	if h, err = statusLine(line); err != nil {
+		return h, err
 	}
-	if status, err = strconv.Atoi(string(line[9:12])); err != nil {
-		return 0, 0, false, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
-	}
-	length = -1
 	for {
-		line, err = r.ReadSlice('\n')
-		if err != nil {
-			return 0, 0, false, err
+		if line, err = r.ReadSlice('\n'); err != nil {
+			return h, err
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			break
+		if line = bytes.TrimRight(line, "\r\n"); len(line) == 0 {
+			return h, h.done()
 		}
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 {
-			continue
-		}
-		name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
-		switch {
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil {
-				return 0, 0, false, fmt.Errorf("malformed Content-Length %q", value)
-			}
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			return 0, 0, false, errChunked
-		case bytes.EqualFold(name, []byte("Connection")):
-			closeAfter = bytes.EqualFold(value, []byte("close"))
+		if err = h.header(line); err != nil {
+			return h, err
 		}
 	}
-	if length < 0 {
-		return 0, 0, false, errors.New("the response has no Content-Length")
+}
+
+// parseHead reads a head from the start of b: its length in bytes, 0 while b does not hold
+// the whole head yet.
+func parseHead(b []byte) (h head, size int, err error) {
+	end := bytes.Index(b, []byte("\r\n\r\n"))
+	if end < 0 {
+		return h, 0, nil
 	}
-	return status, length, closeAfter, nil
+	lines := bytes.Split(b[:end], []byte("\r\n"))
+	if h, err = statusLine(lines[0]); err != nil {
+		return h, 0, err
+	}
+	for _, line := range lines[1:] {
+		if err = h.header(line); err != nil {
+			return h, 0, err
+		}
+	}
+	return h, end + 4, h.done()
 }
 
 func hostOnly(hostport string) string {
@@ -267,6 +311,9 @@ func (e *emitter) take() metrics.Samples {
 // until its outputs stop, after the VUs return; a second at most, never blocked for good.
 // (PushIfNotDone alone dropped them: up to a slice, 100 ms of requests, on an interrupt.)
 func push(ctx context.Context, ch chan<- metrics.SampleContainer, s metrics.Samples) {
+	if len(s) == 0 {
+		return
+	}
 	if ctx.Err() == nil {
 		metrics.PushIfNotDone(ctx, ch, s)
 		return

@@ -54,3 +54,27 @@ func TestOptionsAreChecked(t *testing.T) {
 		t.Errorf("a complete open-model call refused or misread: %+v %v", r, err)
 	}
 }
+
+// A head read from a buffer as from a stream: incomplete until its blank line, then its size.
+func TestParseHeadFromABuffer(t *testing.T) {
+	full := "HTTP/1.1 200 OK\r\nServer: nginx\r\ncontent-length: 1024\r\nConnection: close\r\n\r\nbody"
+	for cut := 0; cut < len(full)-4; cut++ {
+		if _, size, err := parseHead([]byte(full[:cut])); size != 0 || err != nil {
+			t.Fatalf("%d bytes: size %d, err %v before the blank line", cut, size, err)
+		}
+	}
+	h, size, err := parseHead([]byte(full))
+	if err != nil || size != len(full)-4 || h.status != 200 || h.length != 1024 || !h.closeAfter {
+		t.Fatalf("got %+v size %d err %v", h, size, err)
+	}
+	for text, want := range map[string]string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n": "chunked",
+		"HTTP/1.1 204 No Content\r\n\r\n":                       "no Content-Length",
+		"SSH-2.0-OpenSSH_9.2\r\n\r\n":                           "malformed status line",
+		"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n":          "malformed Content-Length",
+	} {
+		if _, _, err := parseHead([]byte(text)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", text, err, want)
+		}
+	}
+}

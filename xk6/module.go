@@ -66,6 +66,7 @@ type moduleInstance struct {
 	vu      modules.VU
 	t       *target
 	workers []*worker
+	loop    *eloop // the closed model's keep-alive plain HTTP: one epoll loop instead of workers
 }
 
 // worker is one connection of the VU and its samples; s is its schedule in the open model
@@ -197,15 +198,25 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 			return nil, fmt.Errorf("ingressbench.run: %w", err)
 		}
 		m.t = t
-		for i := range int(opts.connections) {
-			w := &worker{e: &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
-				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}}
-			if opts.rate > 0 {
-				openModel.Store(true)
-				w.s = &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
-					j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
+		newEmitter := func() *emitter {
+			return &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
+				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}
+		}
+		if opts.rate == 0 && opts.sliceMs > 0 && opts.endMs > 0 && eloopFor(t) {
+			if m.loop, err = newEloop(t, int(opts.connections), newEmitter()); err != nil {
+				return nil, fmt.Errorf("ingressbench.run: %w", err)
 			}
-			m.workers = append(m.workers, w)
+			go m.loop.serve(st, time.UnixMilli(int64(opts.endMs)))
+		} else {
+			for i := range int(opts.connections) {
+				w := &worker{e: newEmitter()}
+				if opts.rate > 0 {
+					openModel.Store(true)
+					w.s = &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
+						j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
+				}
+				m.workers = append(m.workers, w)
+			}
 		}
 	}
 	ctx := m.vu.Context()
@@ -228,7 +239,11 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 			w.loop(ctx, st, m.t, slice, until, &n, &failed)
 		}
 	}
-	if len(m.workers) == 1 {
+	if m.loop != nil {
+		reqs, fails := m.loop.collect(ctx, until, final)
+		n.Add(reqs)
+		failed.Add(fails)
+	} else if len(m.workers) == 1 {
 		loop(m.workers[0])
 	} else {
 		var wg sync.WaitGroup

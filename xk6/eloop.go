@@ -1,0 +1,344 @@
+//go:build linux
+
+package ingressbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"go.k6.io/k6/lib"
+	"go.k6.io/k6/lib/netext"
+)
+
+// eloop is the closed model's loop for keep-alive plain HTTP, the rps and throughput
+// scenarios' hot path, as wrk runs it: one loop per VU owns its connections' sockets and
+// waits for them in one level-triggered epoll set; a readable socket is read once, and a
+// complete response is recorded and the next request written at once. It runs from the
+// VU's first call to the scenario's end in a goroutine of its own, while each call only
+// collects what it recorded: the connections never idle at a call's end (draining them
+// every 100 ms cost ~5% of the rate against a saturated target). Go's netpoller,
+// which the goroutine-per-connection path (worker.loop) rides, costs an extra failed read
+// and a goroutine park and wake-up per request (xk6/README.md, "Closer to wrk"). TLS, a new
+// connection per request, and the open model keep that path.
+//
+// Connections are dialled by k6's own dialer (its blocklists, hosts and resolver), then the
+// socket is taken over: its descriptor duplicated, Go's copy closed. The bytes read and
+// written are added to that dialer's counters, from which k6 emits data_received and
+// data_sent after each iteration, as for every other connection.
+type eloop struct {
+	epfd int
+	// The epoll set as a file in Go's own netpoller: the loop parks there, as any goroutine
+	// waiting for a socket does, when none of its connections is ready. (Blocking in
+	// epoll_wait instead held the thread outside the scheduler: on the client's one CPU the
+	// loop then waited up to Go's 10 ms time slice for it, a p99 of 12 ms wrk does not see.)
+	set                  *os.File
+	poll                 syscall.RawConn
+	t                    *target
+	conns                []*econn
+	byFd                 map[int32]*econn
+	events               []syscall.EpollEvent
+	bytesRead, bytesSent *int64 // k6's dialer's counters
+	// The loop's own context: k6 cancels a call's at the call's end, so the loop outlives
+	// them; collect cancels it when the scenario is stopped.
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
+
+	e           *emitter
+	reqs, fails atomic.Int64 // since the last collect
+}
+
+// pushEvery: the loop owns its emitter and hands its samples to k6 itself this often (a
+// channel send), so that no lock stands between it and the calls, which only count.
+const pushEvery = 10 * time.Millisecond
+
+// econn is one connection of the loop: its socket (-1 before a dial), the bytes of the
+// response read so far, and the request in flight.
+type econn struct {
+	fd     int
+	buf    []byte
+	n      int   // bytes buffered, not yet parsed
+	h      head  // the response's head once read (h.status > 0)
+	left   int64 // body bytes still to come
+	body   int64 // body bytes read
+	start  time.Time
+	busy   bool // a request in flight
+	failed error
+}
+
+const eloopBuffer = 64 << 10
+
+func newEloop(t *target, connections int, e *emitter) (*eloop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	if err = syscall.SetNonblock(epfd, true); err != nil {
+		syscall.Close(epfd)
+		return nil, fmt.Errorf("epoll set non-blocking: %w", err)
+	}
+	l := &eloop{epfd: epfd, t: t, byFd: map[int32]*econn{}, events: make([]syscall.EpollEvent, connections), e: e, done: make(chan struct{})}
+	l.set = os.NewFile(uintptr(epfd), "eloop")
+	if l.poll, err = l.set.SyscallConn(); err != nil {
+		l.set.Close()
+		return nil, fmt.Errorf("epoll set: %w", err)
+	}
+	l.ctx, l.stop = context.WithCancel(context.Background())
+	for range connections {
+		l.conns = append(l.conns, &econn{fd: -1, buf: make([]byte, eloopBuffer)})
+	}
+	return l, nil
+}
+
+// dial connects c through k6's dialer and takes its socket over.
+func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
+	nc, err := st.Dialer.DialContext(ctx, "tcp", l.t.addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close() // Go's descriptor; the loop keeps its duplicate
+	kc, ok := nc.(*netext.Conn)
+	if !ok {
+		return fmt.Errorf("k6's dialer returned a %T, not its own connection", nc)
+	}
+	sc, ok := kc.Conn.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("k6's dialer returned a %T, not a socket", kc.Conn)
+	}
+	l.bytesRead, l.bytesSent = kc.BytesRead, kc.BytesWritten
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	fd, derr := -1, error(nil)
+	if err = raw.Control(func(f uintptr) { fd, derr = syscall.Dup(int(f)) }); err != nil || derr != nil {
+		return errors.Join(err, derr)
+	}
+	syscall.CloseOnExec(fd)
+	// Non-blocking already: the flag belongs to the socket's open file, which both share.
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
+	if err = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		syscall.Close(fd)
+		return fmt.Errorf("epoll_ctl: %w", err)
+	}
+	c.fd = fd
+	l.byFd[int32(fd)] = c
+	return nil
+}
+
+func (l *eloop) closeConn(c *econn) {
+	if c.fd >= 0 {
+		delete(l.byFd, int32(c.fd))
+		syscall.Close(c.fd) // also leaves the epoll set
+		c.fd = -1
+	}
+	c.n, c.busy = 0, false
+}
+
+// send starts a request on c, dialling first when it has no socket; false when it could not
+// (the failure is recorded as the request's result).
+func (l *eloop) send(ctx context.Context, st *lib.State, c *econn) bool {
+	c.start = time.Now()
+	if c.fd < 0 {
+		if err := l.dial(ctx, st, c); err != nil {
+			l.finish(c, result{err: err})
+			return false
+		}
+	}
+	w, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&l.t.request[0])), uintptr(len(l.t.request)))
+	if errno != 0 || int(w) != len(l.t.request) {
+		// The previous response was read whole, so the socket's send buffer is empty: a
+		// short write of a ~100-byte request means the connection is broken.
+		err := error(errno)
+		if errno == 0 {
+			err = fmt.Errorf("short write: %d of %d bytes", w, len(l.t.request))
+		}
+		l.finish(c, result{err: err})
+		return false
+	}
+	atomic.AddInt64(l.bytesSent, int64(w))
+	c.h, c.body, c.busy = head{}, 0, true
+	return true
+}
+
+// finish records c's request, and closes c when it is not to be reused.
+func (l *eloop) finish(c *econn, res result) {
+	now := time.Now()
+	l.e.add(now, now.Sub(c.start), res)
+	l.reqs.Add(1)
+	if res.failed() {
+		l.fails.Add(1)
+	}
+	c.busy = false
+	if res.err != nil || c.h.closeAfter {
+		l.closeConn(c)
+	}
+}
+
+// readable reads c's socket once and parses what it holds; true when a response completed.
+func (l *eloop) readable(c *econn) bool {
+	r, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[c.n])), uintptr(len(c.buf)-c.n))
+	switch {
+	case errno == syscall.EAGAIN:
+		return false
+	case errno != 0:
+		l.finish(c, result{err: errno})
+		return true
+	case r == 0:
+		l.finish(c, result{err: errors.New("the server closed the connection before its response ended")})
+		return true
+	}
+	atomic.AddInt64(l.bytesRead, int64(r))
+	c.n += int(r)
+	if c.h.status == 0 {
+		h, size, err := parseHead(c.buf[:c.n])
+		switch {
+		case err != nil:
+			l.finish(c, result{status: h.status, err: err})
+			return true
+		case size == 0 && c.n == len(c.buf):
+			l.finish(c, result{err: fmt.Errorf("a response head longer than %d bytes", len(c.buf))})
+			return true
+		case size == 0:
+			return false
+		}
+		c.h, c.left = h, h.length
+		c.n = copy(c.buf, c.buf[size:c.n])
+	}
+	take := min(c.left, int64(c.n))
+	c.left, c.body = c.left-take, c.body+take
+	c.n = copy(c.buf, c.buf[take:c.n])
+	if c.left > 0 {
+		return false
+	}
+	if c.n > 0 { // one request in flight: bytes past its response are the server's error
+		l.finish(c, result{status: c.h.status, err: fmt.Errorf("%d bytes past the response's end", c.n)})
+		return true
+	}
+	l.finish(c, result{status: c.h.status, bodyBytes: c.body})
+	return true
+}
+
+// serve keeps every connection busy until end (or until stopped); then it waits for the
+// requests in flight, as each goroutine of the other path finishes its last one.
+func (l *eloop) serve(st *lib.State, end time.Time) {
+	ctx := l.ctx
+	pushed := time.Now()
+	defer func() {
+		push(ctx, st.Samples, l.e.take())
+		for _, c := range l.conns {
+			l.closeConn(c)
+		}
+		l.set.Close()
+		close(l.done)
+	}()
+	busy := 0
+	for _, c := range l.conns {
+		if l.send(ctx, st, c) {
+			busy++
+		}
+	}
+	for ctx.Err() == nil {
+		now := time.Now()
+		if busy == 0 {
+			if !now.Before(end) {
+				return
+			}
+			// Every send failed (a target refusing connections): retry, not in a tight loop.
+			time.Sleep(min(end.Sub(now), 10*time.Millisecond))
+			for _, c := range l.conns {
+				if l.send(ctx, st, c) {
+					busy++
+				}
+			}
+			continue
+		}
+		k, err := l.wait()
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			for _, c := range l.conns {
+				if c.busy {
+					l.finish(c, result{err: fmt.Errorf("epoll_wait: %w", err)})
+				}
+			}
+			return
+		}
+		now = time.Now()
+		if now.Sub(pushed) >= pushEvery {
+			push(ctx, st.Samples, l.e.take())
+			pushed = now
+		}
+		more := now.Before(end)
+		for _, ev := range l.events[:max(k, 0)] {
+			c := l.byFd[ev.Fd]
+			if c == nil || !c.busy {
+				continue
+			}
+			if l.readable(c) {
+				busy--
+				if more && l.send(ctx, st, c) {
+					busy++
+				}
+			}
+		}
+	}
+	// Stopped mid-request: not a result (the deferred close ends those connections).
+}
+
+// wait returns the connections ready: a non-blocking epoll_wait (a raw system call: under
+// load some connections always are ready), and when none is, parked in Go's netpoller until
+// one is, or for 10 ms at most, so that a stopped scenario or the end is noticed that soon.
+func (l *eloop) wait() (int, error) {
+	var k uintptr
+	var errno syscall.Errno
+	ready := func(fd uintptr) bool {
+		k, _, errno = syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, fd, uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+		return errno != syscall.EINTR && (errno != 0 || k > 0)
+	}
+	if ready(uintptr(l.epfd)) {
+		return eventsOrError(k, errno)
+	}
+	if err := l.set.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
+		return 0, err
+	}
+	if err := l.poll.Read(ready); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	return eventsOrError(k, errno)
+}
+
+func eventsOrError(k uintptr, errno syscall.Errno) (int, error) {
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(k), nil
+}
+
+// collect is one call's share: it waits until the slice's end (at the scenario's end, or
+// when the scenario is stopped, until the loop has ended and pushed its last samples) and
+// returns the requests the loop made since the previous call.
+func (l *eloop) collect(ctx context.Context, until time.Time, final bool) (reqs, fails int64) {
+	wait := time.NewTimer(time.Until(until))
+	select {
+	case <-wait.C:
+	case <-l.done:
+	case <-ctx.Done(): // the scenario stopped (Ctrl-C, the end of a graceful stop)
+		l.stop()
+	}
+	wait.Stop()
+	if final || ctx.Err() != nil {
+		<-l.done
+	}
+	return l.reqs.Swap(0), l.fails.Swap(0)
+}
+
+// eloopFor is whether the loop can run the target: plain HTTP over keep-alive.
+func eloopFor(t *target) bool { return !t.tls && t.reuse }
