@@ -88,8 +88,10 @@ if [ -n "$interrupted" ]; then
   while read -r pod phase; do
     [ "$phase" = Running ] && kubectl -n ingress-bench exec "$pod" -- sh -c 'kill -INT $(pidof k6)' >/dev/null 2>&1 || true
   done < <(pods)
-  # Each pod ends after its k6's graceful stop; 20 s for all.
-  for _ in $(seq 100); do pods | grep -qw -e Running -e Pending || break; sleep 0.2; done
+  # Each pod ends after its k6's graceful stop (5 s) and teardown, whose Prometheus queries
+  # may take up to k6's teardownTimeout (60 s) on a loaded node: 20 s was not always enough
+  # (an empty segment). 90 s for all.
+  for _ in $(seq 450); do pods | grep -qw -e Running -e Pending || break; sleep 0.2; done
 elif [ "$wait_rc" != 0 ]; then
   die "job $name did not complete: $(pods | awk '{print $2}' | paste -sd' ')"
 fi

@@ -372,43 +372,57 @@ def fmt(v, col):
     return format(v, col.get("format", ".4g")) + str(col.get("unit", ""))
 
 
+def blank_run(c, extra, testid, mdir):
+    return {"case": c["name"], "testid": testid, "settings": extra, "dir": str(mdir / testid),
+            "log": str(mdir / "logs" / f"{testid}.log"), "rc": None, "status": None, "reason": None, "crossed": [], "values": {}}
+
+
+def run_one(c, extra, testid, mdir, m):
+    """One run of case c (its environment plus the settings in extra) as TESTID into mdir,
+    its output in mdir/logs/; returns the run: status passed, crossed (exit 99: the thresholds
+    it crossed) or failed (its one-line reason), and its values of m's value columns."""
+    run = blank_run(c, extra, testid, mdir)
+    env = dict(c["env"], **extra, TESTID=testid, RESULTS_ROOT=str(mdir))
+    with open(run["log"], "w") as log:
+        # MONITORING=0: nothing of the stack runs, not only that this run ignores it.
+        if env.get("MONITORING") in ("0", "false") and c["platform"] in ("lab", "local"):
+            down = subprocess.run(["bash", str(MONITORING_SH), "down"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            if down.returncode != 0:
+                run.update(rc=1, status="failed", reason="the platform's monitoring did not go down")
+        if run["status"] is None:
+            run["rc"] = subprocess.run(["bash", str(BENCH), c["scenario"]], cwd=ROOT, env=env,
+                                       stdout=log, stderr=subprocess.STDOUT).returncode
+    if not Path(run["dir"]).is_dir():
+        run["dir"] = None  # the run stopped before it made one
+    if run["status"] is None:
+        if run["rc"] in (0, 99) and run["dir"]:
+            run["status"] = "passed" if run["rc"] == 0 else "crossed"
+            read_run(run, m)
+        else:
+            run["status"] = "failed"
+            run["reason"] = error_line(Path(run["log"]).read_text()) or f"exit {run['rc']}"
+    return run
+
+
+def outcome(run, col=None):
+    """A finished run in a few words: its first value column's figure and its status."""
+    shown = f"{fmt(run['values'].get(col['key']), col)} {col['title']}, " if col and run["status"] != "failed" else ""
+    return shown + {"passed": "passed", "crossed": f"crossed ({'; '.join(run['crossed'])})",
+                    "failed": f"FAILED: {run['reason']}"}[run["status"]]
+
+
 def execute(m, rounds, mdir, stamp):
     """Every case once per round, the order rotated each round; returns the runs in order."""
-    logs = mdir / "logs"
-    logs.mkdir()
+    (mdir / "logs").mkdir()
     cases, runs, n = m["cases"], [], len(m["cases"])
     first = next((c for c in m["columns"] if c["kind"] == "value"), None)
     try:
         for r in range(1, rounds + 1):
             for c in cases[(r - 1) % n:] + cases[:(r - 1) % n]:
                 testid = f"{c['name']}-r{r}-{stamp}"
-                run = {"case": c["name"], "round": r, "order": len(runs) + 1, "testid": testid,
-                       "dir": str(mdir / testid), "log": str(logs / f"{testid}.log"), "rc": None,
-                       "status": None, "reason": None, "crossed": [], "values": {}}
-                runs.append(run)
-                env = dict(c["env"], TESTID=testid, RESULTS_ROOT=str(mdir))
-                with open(run["log"], "w") as log:
-                    # MONITORING=0: nothing of the stack runs, not only that this run ignores it.
-                    if env.get("MONITORING") in ("0", "false") and c["platform"] in ("lab", "local"):
-                        down = subprocess.run(["bash", str(MONITORING_SH), "down"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-                        if down.returncode != 0:
-                            run.update(rc=1, status="failed", reason="the platform's monitoring did not go down")
-                    if run["status"] is None:
-                        run["rc"] = subprocess.run(["bash", str(BENCH), c["scenario"]], cwd=ROOT, env=env,
-                                                   stdout=log, stderr=subprocess.STDOUT).returncode
-                if not Path(run["dir"]).is_dir():
-                    run["dir"] = None  # the run stopped before it made one
-                if run["status"] is None:
-                    if run["rc"] in (0, 99) and run["dir"]:
-                        run["status"] = "passed" if run["rc"] == 0 else "crossed"
-                        read_run(run, m)
-                    else:
-                        run["status"] = "failed"
-                        run["reason"] = error_line(Path(run["log"]).read_text()) or f"exit {run['rc']}"
-                shown = f"{fmt(run['values'].get(first['key']), first)} {first['title']}, " if first and run["status"] != "failed" else ""
-                detail = {"passed": "passed", "crossed": f"crossed ({'; '.join(run['crossed'])})",
-                          "failed": f"FAILED: {run['reason']}"}[run["status"]]
-                say("matrix", f"{c['name']} round {r}/{rounds}: {shown}{detail}")
+                runs.append(dict(blank_run(c, {}, testid, mdir), round=r, order=len(runs) + 1))  # what an interrupt marks
+                runs[-1].update(run_one(c, {}, testid, mdir, m))
+                say("matrix", f"{c['name']} round {r}/{rounds}: {outcome(runs[-1], first)}")
     except KeyboardInterrupt:
         if runs and runs[-1]["status"] is None:
             runs[-1].update(status="failed", reason="interrupted")
@@ -520,6 +534,19 @@ def run_listing(runs, mdir):
     return "\n".join(out) + "\n"
 
 
+def new_results_dir(env, name):
+    """RESULTS_ROOT/<name>-<UTC time>/, new, and its time stamp (the runs' TESTIDs end with it)."""
+    results = Path(env.get("RESULTS_ROOT") or ROOT / "results").resolve()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    mdir = results / f"{name}-{stamp}"
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        mdir.mkdir()
+    except FileExistsError:
+        raise Bad(f"results directory {mdir} exists already: results are never overwritten")
+    return mdir, stamp
+
+
 def main(argv):
     env = dict(os.environ)
     reg = registry()
@@ -538,14 +565,7 @@ def main(argv):
         return 0
     if os.geteuid() != 0 and any(c["platform"] in ("lab", "local") for c in m["cases"]):
         raise Bad(f"the matrix {m['file']} needs root (network namespaces, nginx on ports 80/443): run it as root")
-    results = Path(env.get("RESULTS_ROOT") or ROOT / "results").resolve()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    mdir = results / f"{Path(path).stem}-{stamp}"
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-        mdir.mkdir()
-    except FileExistsError:
-        raise Bad(f"results directory {mdir} exists already: results are never overwritten")
+    mdir, stamp = new_results_dir(env, Path(path).stem)
     (mdir / "cases.yaml").write_text(Path(path).read_text())
     for c in m["cases"]:
         replaced = [k for k, v in c["settings"].items() if env.get(k) and env[k] != v]
@@ -578,12 +598,17 @@ def main(argv):
     return rc
 
 
-if __name__ == "__main__":
+def entry(main, *args):
+    """A runner's exit: its code, or bad input (and an interrupt) as one `error:` line, 1."""
     try:
-        sys.exit(main(sys.argv))
+        sys.exit(main(*args))
     except Bad as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    entry(main, sys.argv)

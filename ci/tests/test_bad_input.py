@@ -187,7 +187,8 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
     ("overhead", {"VARIANT": "turbo"}, "unknown overlay 'turbo'"),  # the default platform: local
     ("overhead", {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
     ("calibrate", {"CASES": "http-1kb grpc"}, "unknown case 'grpc' (known: http-1kb https-1kb tls-handshakes throughput-1mb)"),
-    ("calibrate", {"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native)"),
+    ("calibrate", {"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native native-open)"),
+    ("calibrate", {"CLIENTS": "wrk native-open"}, "CLIENTS: native-open paces a share of the native closed model's rate: list native before it"),
     ("calibrate", {"ROUNDS": "0"}, "ROUNDS must be a whole number from 1 to 99, got '0'"),
     ("calibrate", {"DURATION": "1m"}, "DURATION must be whole seconds like 15s, got '1m'"),
     ("calibrate", {"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),

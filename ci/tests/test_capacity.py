@@ -1,0 +1,61 @@
+"""The capacity search (`./task bench:capacity`, ci/run/capacity.py) on the real lab, as a user
+types it: a closed-model run, then open-model steps; the highest rate that held the SLO."""
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT, k6_running, lab_leftovers, task, within
+
+sys.path.insert(0, str(ROOT / "ci"))
+from report.doc import check_page  # noqa: E402  (the pages' own check: images and links exist)
+
+
+def test_capacity_of_a_cpu_limited_lb_is_near_its_closed_model_maximum(tmp_path):
+    """The lab's LB has one CPU: what it serves pushed by 20 connections (closed model) is its
+    maximum, and the open-model search finds a rate within 10% of it that holds p99 < 50 ms
+    with nothing dropped; the rate above it did not hold. Every step's rate was really sent:
+    the LB counted what k6 did."""
+    results = tmp_path / "results"
+    r = task("bench:capacity", "PLATFORM=lab", "DURATION=3s", "CONNECTIONS=20", "MONITORING=0", "CAPACITY_PRECISION=0.04",
+             f"RESULTS_ROOT={results}", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    [d] = results.iterdir()
+    doc = json.loads((d / "capacity.json").read_text())
+    closed, cap = doc["closed_rps"], doc["capacity"]
+    assert closed > 2000, doc["closed"]["values"]  # the lab's LB serves ~10k/s; far less: something else is wrong
+    assert within(cap, closed, 0.10), (cap, closed, [(s["rate"], s["status"], s["values"]["p99_ms"]) for s in doc["steps"]])
+    held = [s for s in doc["steps"] if s["status"] == "passed"]
+    over = [s for s in doc["steps"] if s["status"] == "crossed"]
+    assert max(s["rate"] for s in held) == cap and over, doc["why"]
+    assert min(s["rate"] for s in over) > cap  # the search's bracket: held below, not above
+    assert min(s["rate"] for s in over) - cap <= 0.04 * min(s["rate"] for s in over) + 1
+    for s in held:
+        v = s["values"]
+        assert v["p99_ms"] < 50 and v["errors"] == 0 and v["dropped"] == 0, v
+        assert within(v["requests"] - 1, s["rate"] * 3, 0.01), (s["rate"], v["requests"])  # every slot sent
+        assert within(v["requests"], v["server_requests"], 0.01), v  # and the LB counted them
+    for s in over:  # judged on the target's latency, never on the client's limits
+        assert any(t.startswith(("bench_http_req_duration_p99", "bench_sends_dropped")) for t in s["crossed"]), s["crossed"]
+    assert f"{cap:,} req/s held p99 < 50 ms" in r.stderr
+    assert (d / "knee.png").stat().st_size > 10000
+    assert check_page(d / "report.html") == []
+    assert "| asked (req/s) |" in r.stdout  # the steps' table on the terminal
+
+
+@pytest.mark.parametrize("args,message", [
+    (["SLO_P99_MS=fast"], "SLO_P99_MS must be a number"),
+    (["SLO_P99_MS=0"], "SLO_P99_MS must be more than 0 ms"),
+    (["CAPACITY_PRECISION=0"], "CAPACITY_PRECISION must be from 0.001 to 0.5"),
+    (["RATE=5000"], "bench:capacity: unset RATE: it chooses the rate of each step"),
+    (["P99_MS=20"], "bench:capacity: unset P99_MS: each step's p99 limit is SLO_P99_MS"),
+    (["SCENARIO=latency"], "unknown SCENARIO 'latency'"),
+    (["VARIANT=turbo"], "unknown variant 'turbo'"),
+    (["CONNECTIONS=many"], "CONNECTIONS must be a whole number"),
+])
+def test_bad_input_to_the_capacity_search_is_refused_before_anything_starts(args, message, lab_down, tmp_path):
+    r = task("bench:capacity", "PLATFORM=lab", f"RESULTS_ROOT={tmp_path / 'r'}", *args)
+    assert r.returncode == 1, r.stderr
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error")]  # after ./task's tools line
+    assert len(errors) == 1 and message in errors[0] and r.stderr.rstrip().endswith(errors[0]), r.stderr
+    assert not (tmp_path / "r").exists() and not k6_running() and lab_leftovers() == []
