@@ -235,7 +235,12 @@ type emitter struct {
 	checkTags   map[string]*metrics.TagSet
 	requests    map[int]float64 // this call's requests by status
 	samples     metrics.Samples
+	logged      int // failed requests logged, as k6/http logs them ("Request Failed"), the first few
 }
+
+// logFailures: the failed requests each connection's emitter logs with their error, enough
+// to say why a run failed, never a flood at a dead target's rate.
+const logFailures = 3
 
 func (e *emitter) tags(status int) *metrics.TagSet {
 	if ts, ok := e.byStatus[status]; ok {
@@ -263,6 +268,10 @@ func (e *emitter) add(now time.Time, dur time.Duration, res result) {
 	failed := 0.0
 	if res.failed() {
 		failed = 1
+		if res.err != nil && e.logged < logFailures {
+			e.logged++
+			e.st.Logger.WithError(res.err).WithField("url", e.t.url).Warn("Request Failed (ingressbench)")
+		}
 	}
 	e.requests[res.status]++
 	runLatency.add(dur)
