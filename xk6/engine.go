@@ -203,12 +203,18 @@ func parseHead(b []byte) (h head, size int, err error) {
 	if end < 0 {
 		return h, 0, nil
 	}
-	lines := bytes.Split(b[:end], []byte("\r\n"))
-	if h, err = statusLine(lines[0]); err != nil {
+	rest := b[:end+2] // each line with its CRLF; scanned in place, nothing allocated per request
+	next := func() []byte {
+		i := bytes.IndexByte(rest, '\n') // found: rest ends with "\r\n"
+		line := bytes.TrimSuffix(rest[:i], []byte("\r"))
+		rest = rest[i+1:]
+		return line
+	}
+	if h, err = statusLine(next()); err != nil {
 		return h, 0, err
 	}
-	for _, line := range lines[1:] {
-		if err = h.header(line); err != nil {
+	for len(rest) > 0 {
+		if err = h.header(next()); err != nil {
 			return h, 0, err
 		}
 	}

@@ -72,6 +72,7 @@ func TestParseHeadFromABuffer(t *testing.T) {
 		"HTTP/1.1 204 No Content\r\n\r\n":                       "no Content-Length",
 		"SSH-2.0-OpenSSH_9.2\r\n\r\n":                           "malformed status line",
 		"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n":          "malformed Content-Length",
+		"HTTP/1.1 200 OK\r\n\nX: y\n\r\n\r\n":                   "no Content-Length", // bare LFs: read as lines, never a panic
 	} {
 		if _, _, err := parseHead([]byte(text)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", text, err, want)

@@ -146,7 +146,7 @@ for case in $CASES; do
     g=$(median "${GBIT[$k]}" || true) # only throughput has one
     sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
     [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $(calc %.0f%% "100 * $OPEN_SHARE") of native closed"
-    rows+=("| $case | ${k#*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}$sent |")
+    rows+=("| $case | ${k#*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
   done
 done
 

@@ -42,7 +42,7 @@ export const SETTINGS = [
     example: 'seed002-nginx-lb-tuned', meaning: 'an overlay (`overlays/`); on the lab also knob names joined by `+` (below)' },
   { name: 'ENGINE', type: 'enum', values: ['js', 'native'], default: 'native',
     defaultText: '`native` (`js` in Grafana\'s stock k6 image, `IMAGE_SET=upstream`)', reaches: ['k6', 'pods', 'distributed'], example: 'js',
-    meaning: 'the request loop: `native` (the project\'s Go extension `k6/x/ingressbench`, `xk6/`: ~13 µs of client CPU per keep-alive request, 1.2–1.3× wrk\'s, the open model paced in Go; latency thresholds on its bounded-histogram Gauges `bench_http_req_duration_p95/p99`; see `xk6/README.md`) or `js` (k6/http, the reference: 55–90 µs per request)' },
+    meaning: 'the request loop: `native` (the project\'s Go extension `k6/x/ingressbench`, `xk6/`: ~13 µs of client CPU per keep-alive request, 1.14× wrk\'s (one epoll loop per VU), the open model paced in Go; latency thresholds on its bounded-histogram Gauges `bench_http_req_duration_p95/p99`; see `xk6/README.md`) or `js` (k6/http, the reference: 55–90 µs per request)' },
   { name: 'DURATION', type: 'duration', default: '10s', reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '2s',
     meaning: 'k6 duration (`30s`, `3m`, `1m30s`); the seeds used `180s`' },
   { name: 'CONNECTIONS', type: 'int', min: 1, max: 20000, default: null, defaultText: '50 per client CPU, at most 1000',
