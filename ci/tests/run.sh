@@ -40,8 +40,13 @@ node "$IB_ROOT/ci/settings/generate.mjs" --check || exit 1
 say test "generated: the signal contract's views (monitoring/generate.py --check)"
 python "$IB_ROOT/monitoring/generate.py" --check || exit 1
 say test "unit: xk6, the native engine (go test)"
+# -mod=mod may write requirements into go.mod: that would change the extension's hash, and so
+# the k6 binary and image names (ci/lib.sh IB_K6_EXT), under the tools built a moment ago.
+mods=$(cat xk6/go.mod xk6/go.sum | sha256sum)
 (cd xk6 && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./... >"$logs/go-unit.log" 2>&1) ||
   failed go-unit.log "xk6 unit tests failed"
+[ "$(cat xk6/go.mod xk6/go.sum | sha256sum)" = "$mods" ] ||
+  die "go test rewrote xk6/go.mod or go.sum (git diff xk6/ shows what): commit that, then run the tests again"
 tail -n1 "$logs/go-unit.log" >&2
 say test "static and end to end on the lab (pytest)"
 # Results of test runs go to pytest's temporary directories, never into results/. The whole
