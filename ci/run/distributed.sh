@@ -99,7 +99,7 @@ after=$(stub)
 
 for i in $(seq 0 $((SEGMENTS - 1))); do
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
-  kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,$p' | tail -n +2 >"$dir/segment-$i.json"
+  kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,/^@@end$/{//!p}' >"$dir/segment-$i.json"
 done
 # summary.json: the segments summed, with nginx's count (ci/report/summary.py).
 aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")
