@@ -61,15 +61,14 @@ const pushEvery = 10 * time.Millisecond
 // econn is one connection of the loop: its socket (-1 before a dial), the bytes of the
 // response read so far, and the request in flight.
 type econn struct {
-	fd     int
-	buf    []byte
-	n      int   // bytes buffered, not yet parsed
-	h      head  // the response's head once read (h.status > 0)
-	left   int64 // body bytes still to come
-	body   int64 // body bytes read
-	start  time.Time
-	busy   bool // a request in flight
-	failed error
+	fd    int
+	buf   []byte
+	n     int   // bytes buffered, not yet parsed
+	h     head  // the response's head once read (h.status > 0)
+	left  int64 // body bytes still to come
+	body  int64 // body bytes read
+	start time.Time
+	busy  bool // a request in flight
 }
 
 const eloopBuffer = 64 << 10

@@ -244,8 +244,9 @@ type emitter struct {
 	logged      int // failed requests logged, as k6/http logs them ("Request Failed"), the first few
 }
 
-// logFailures: the failed requests each connection's emitter logs with their error, enough
-// to say why a run failed, never a flood at a dead target's rate.
+// logFailures: the failed requests each emitter (a connection's, or an epoll loop's for all
+// of its connections) logs with their error, enough to say why a run failed, never a flood
+// at a dead target's rate.
 const logFailures = 3
 
 func (e *emitter) tags(status int) *metrics.TagSet {
