@@ -4,8 +4,11 @@ package ingressbench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -14,9 +17,10 @@ import (
 
 	"go.k6.io/k6/lib"
 	"go.k6.io/k6/lib/netext"
+	"golang.org/x/sys/unix"
 )
 
-// eloop is the closed model's loop for keep-alive plain HTTP, the rps and throughput
+// eloop is the closed model's loop for keep-alive HTTP and HTTPS, the rps and throughput
 // scenarios' hot path, as wrk runs it: one loop per VU owns its connections' sockets and
 // waits for them in one level-triggered epoll set; a readable socket is read once, and a
 // complete response is recorded and the next request written at once. It runs from the
@@ -24,8 +28,8 @@ import (
 // collects what it recorded: the connections never idle at a call's end (draining them
 // every 100 ms cost ~5% of the rate against a saturated target). Go's netpoller,
 // which the goroutine-per-connection path (worker.loop) rides, costs an extra failed read
-// and a goroutine park and wake-up per request (xk6/README.md, "Closer to wrk"). TLS, a new
-// connection per request, and the open model keep that path.
+// and a goroutine park and wake-up per request (xk6/README.md, "Closer to wrk"). A new
+// connection per request and the open model keep that path.
 //
 // Connections are dialled by k6's own dialer (its blocklists, hosts and resolver), then the
 // socket is taken over: its descriptor duplicated, Go's copy closed. The bytes read and
@@ -40,8 +44,7 @@ type eloop struct {
 	set                  *os.File
 	poll                 syscall.RawConn
 	t                    *target
-	conns                []*econn
-	byFd                 map[int32]*econn
+	conns                []*econn // an epoll event carries its connection's index here
 	events               []syscall.EpollEvent
 	bytesRead, bytesSent *int64 // k6's dialer's counters
 	// The loop's own context: k6 cancels a call's at the call's end, so the loop outlives
@@ -52,6 +55,8 @@ type eloop struct {
 
 	e           *emitter
 	reqs, fails atomic.Int64 // since the last collect
+	ended       time.Time    // when the last request ended
+	deadline    time.Time    // the parked wait's, kept while it is ahead (one timer change less per park)
 }
 
 // pushEvery: the loop owns its emitter and hands its samples to k6 itself this often (a
@@ -61,7 +66,11 @@ const pushEvery = 10 * time.Millisecond
 // econn is one connection of the loop: its socket (-1 before a dial), the bytes of the
 // response read so far, and the request in flight.
 type econn struct {
+	i     int32 // its index in conns
 	fd    int
+	tc    *tls.Conn     // on an https target, the TLS session over sock
+	sock  *sock         // the socket tc reads and writes
+	tlsAt time.Duration // the handshake's time, reported with the connection's first request
 	buf   []byte
 	n     int   // bytes buffered, not yet parsed
 	h     head  // the response's head once read (h.status > 0)
@@ -82,20 +91,21 @@ func newEloop(t *target, connections int, e *emitter) (*eloop, error) {
 		syscall.Close(epfd)
 		return nil, fmt.Errorf("epoll set non-blocking: %w", err)
 	}
-	l := &eloop{epfd: epfd, t: t, byFd: map[int32]*econn{}, events: make([]syscall.EpollEvent, connections), e: e, done: make(chan struct{})}
+	l := &eloop{epfd: epfd, t: t, events: make([]syscall.EpollEvent, connections), e: e, done: make(chan struct{})}
 	l.set = os.NewFile(uintptr(epfd), "eloop")
 	if l.poll, err = l.set.SyscallConn(); err != nil {
 		l.set.Close()
 		return nil, fmt.Errorf("epoll set: %w", err)
 	}
 	l.ctx, l.stop = context.WithCancel(context.Background())
-	for range connections {
-		l.conns = append(l.conns, &econn{fd: -1, buf: make([]byte, eloopBuffer)})
+	for i := range connections {
+		l.conns = append(l.conns, &econn{i: int32(i), fd: -1, buf: make([]byte, eloopBuffer)})
 	}
 	return l, nil
 }
 
-// dial connects c through k6's dialer and takes its socket over.
+// dial connects c through k6's dialer and takes its socket over; on an https target the
+// TLS handshake runs first, on Go's socket, and the session then continues on the loop's.
 func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
 	nc, err := st.Dialer.DialContext(ctx, "tcp", l.t.addr)
 	if err != nil {
@@ -111,6 +121,14 @@ func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
 		return fmt.Errorf("k6's dialer returned a %T, not a socket", kc.Conn)
 	}
 	l.bytesRead, l.bytesSent = kc.BytesRead, kc.BytesWritten
+	if l.t.tls {
+		s, start := &sock{Conn: nc, fd: -1, l: l}, time.Now()
+		tc, err := tlsHandshake(ctx, st, l.t, s)
+		if err != nil {
+			return err
+		}
+		c.tc, c.sock, c.tlsAt = tc, s, time.Since(start)
+	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
 		return err
@@ -121,47 +139,62 @@ func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
 	}
 	syscall.CloseOnExec(fd)
 	// Non-blocking already: the flag belongs to the socket's open file, which both share.
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
+	// The event's data is c's index, not the descriptor: a slice index, not a map lookup, per
+	// event (the map cost 4% of the client's CPU). A stale event of a closed descriptor finds
+	// the connection idle or its new socket not yet readable (EAGAIN): both are ignored.
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: c.i}
 	if err = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		syscall.Close(fd)
 		return fmt.Errorf("epoll_ctl: %w", err)
 	}
 	c.fd = fd
-	l.byFd[int32(fd)] = c
+	if c.sock != nil {
+		c.sock.fd = fd
+	}
 	return nil
 }
 
 func (l *eloop) closeConn(c *econn) {
+	if c.tc != nil {
+		c.tc.Close() // its close_notify, as the other path's TLS connections send it
+		c.tc, c.sock = nil, nil
+	}
 	if c.fd >= 0 {
-		delete(l.byFd, int32(c.fd))
 		syscall.Close(c.fd) // also leaves the epoll set
 		c.fd = -1
 	}
 	c.n, c.busy = 0, false
 }
 
-// send starts a request on c, dialling first when it has no socket; false when it could not
-// (the failure is recorded as the request's result).
-func (l *eloop) send(ctx context.Context, st *lib.State, c *econn) bool {
-	c.start = time.Now()
+// send starts a request on c at now, dialling first when it has no socket; false when it
+// could not (the failure is recorded as the request's result).
+func (l *eloop) send(ctx context.Context, st *lib.State, c *econn, now time.Time) bool {
+	c.start = now
 	if c.fd < 0 {
 		if err := l.dial(ctx, st, c); err != nil {
 			l.finish(c, result{err: err})
 			return false
 		}
 	}
-	w, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&l.t.request[0])), uintptr(len(l.t.request)))
-	if errno != 0 || int(w) != len(l.t.request) {
-		// The previous response was read whole, so the socket's send buffer is empty: a
-		// short write of a ~100-byte request means the connection is broken.
-		err := error(errno)
-		if errno == 0 {
-			err = fmt.Errorf("short write: %d of %d bytes", w, len(l.t.request))
+	if c.tc != nil {
+		if _, err := c.tc.Write(l.t.request); err != nil {
+			l.finish(c, result{err: err})
+			return false
 		}
-		l.finish(c, result{err: err})
-		return false
+	} else {
+		w, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&l.t.request[0])), uintptr(len(l.t.request)))
+		if errno != 0 || int(w) != len(l.t.request) {
+			// The previous response was read whole, so the socket's send buffer is empty: a
+			// short write of a ~100-byte request means the connection is broken.
+			err := error(errno)
+			if errno == 0 {
+				err = fmt.Errorf("short write: %d of %d bytes", w, len(l.t.request))
+			}
+			l.finish(c, result{err: err})
+			return false
+		}
+		atomic.AddInt64(l.bytesSent, int64(w))
 	}
-	atomic.AddInt64(l.bytesSent, int64(w))
 	c.h, c.body, c.busy = head{}, 0, true
 	return true
 }
@@ -169,6 +202,8 @@ func (l *eloop) send(ctx context.Context, st *lib.State, c *econn) bool {
 // finish records c's request, and closes c when it is not to be reused.
 func (l *eloop) finish(c *econn, res result) {
 	now := time.Now()
+	l.ended = now
+	res.tlsTime, c.tlsAt = c.tlsAt, 0
 	l.e.add(now, now.Sub(c.start), res)
 	l.reqs.Add(1)
 	if res.failed() {
@@ -181,31 +216,59 @@ func (l *eloop) finish(c *econn, res result) {
 }
 
 // readable reads c's socket once and parses what it holds; true when a response completed.
+// A TLS session reads on until its socket has nothing more (errAgain): the socket's bytes
+// it has already taken may hold more records, of which epoll knows nothing.
 func (l *eloop) readable(c *econn) bool {
-	r, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[c.n])), uintptr(len(c.buf)-c.n))
-	switch {
-	case errno == syscall.EAGAIN:
-		return false
-	case errno != 0:
-		l.finish(c, result{err: errno})
-		return true
-	case r == 0:
-		l.finish(c, result{err: errors.New("the server closed the connection before its response ended")})
-		return true
+	for {
+		var r int
+		if c.tc != nil {
+			var err error
+			r, err = c.tc.Read(c.buf[c.n:])
+			switch {
+			case errors.Is(err, errAgain):
+				return false
+			case err != nil:
+				l.finish(c, result{err: err})
+				return true
+			}
+		} else {
+			n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[c.n])), uintptr(len(c.buf)-c.n))
+			switch {
+			case errno == syscall.EAGAIN:
+				return false
+			case errno != 0:
+				l.finish(c, result{err: errno})
+				return true
+			case n == 0:
+				l.finish(c, result{err: errClosedEarly})
+				return true
+			}
+			atomic.AddInt64(l.bytesRead, int64(n))
+			r = int(n)
+		}
+		if done, complete := l.parse(c, r); done || complete || c.tc == nil {
+			return done || complete
+		}
 	}
-	atomic.AddInt64(l.bytesRead, int64(r))
-	c.n += int(r)
+}
+
+var errClosedEarly = errors.New("the server closed the connection before its response ended")
+
+// parse takes r more bytes of c's response: done when the request ended in an error,
+// complete when its response is whole (both recorded).
+func (l *eloop) parse(c *econn, r int) (done, complete bool) {
+	c.n += r
 	if c.h.status == 0 {
 		h, size, err := parseHead(c.buf[:c.n])
 		switch {
 		case err != nil:
 			l.finish(c, result{status: h.status, err: err})
-			return true
+			return true, false
 		case size == 0 && c.n == len(c.buf):
 			l.finish(c, result{err: fmt.Errorf("a response head longer than %d bytes", len(c.buf))})
-			return true
+			return true, false
 		case size == 0:
-			return false
+			return false, false
 		}
 		c.h, c.left = h, h.length
 		c.n = copy(c.buf, c.buf[size:c.n])
@@ -214,14 +277,14 @@ func (l *eloop) readable(c *econn) bool {
 	c.left, c.body = c.left-take, c.body+take
 	c.n = copy(c.buf, c.buf[take:c.n])
 	if c.left > 0 {
-		return false
+		return false, false
 	}
 	if c.n > 0 { // one request in flight: bytes past its response are the server's error
 		l.finish(c, result{status: c.h.status, err: fmt.Errorf("%d bytes past the response's end", c.n)})
-		return true
+		return true, false
 	}
 	l.finish(c, result{status: c.h.status, bodyBytes: c.body})
-	return true
+	return false, true
 }
 
 // serve keeps every connection busy until end (or until stopped); then it waits for the
@@ -239,7 +302,7 @@ func (l *eloop) serve(st *lib.State, end time.Time) {
 	}()
 	busy := 0
 	for _, c := range l.conns {
-		if l.send(ctx, st, c) {
+		if l.send(ctx, st, c, time.Now()) {
 			busy++
 		}
 	}
@@ -252,7 +315,7 @@ func (l *eloop) serve(st *lib.State, end time.Time) {
 			// Every send failed (a target refusing connections): retry, not in a tight loop.
 			time.Sleep(min(end.Sub(now), 10*time.Millisecond))
 			for _, c := range l.conns {
-				if l.send(ctx, st, c) {
+				if l.send(ctx, st, c, time.Now()) {
 					busy++
 				}
 			}
@@ -274,13 +337,14 @@ func (l *eloop) serve(st *lib.State, end time.Time) {
 		}
 		more := now.Before(end)
 		for _, ev := range l.events[:max(k, 0)] {
-			c := l.byFd[ev.Fd]
-			if c == nil || !c.busy {
+			c := l.conns[ev.Fd]
+			if !c.busy || c.fd < 0 {
 				continue
 			}
 			if l.readable(c) {
 				busy--
-				if more && l.send(ctx, st, c) {
+				// The next request starts when the last ended (one clock read less per request).
+				if more && l.send(ctx, st, c, l.ended) {
 					busy++
 				}
 			}
@@ -302,10 +366,23 @@ func (l *eloop) wait() (int, error) {
 	if ready(uintptr(l.epfd)) {
 		return eventsOrError(k, errno)
 	}
-	if err := l.set.SetReadDeadline(time.Now().Add(10 * time.Millisecond)); err != nil {
-		return 0, err
+	if now := time.Now(); !now.Before(l.deadline) {
+		l.deadline = now.Add(10 * time.Millisecond)
+		if err := l.set.SetReadDeadline(l.deadline); err != nil {
+			return 0, err
+		}
 	}
-	if err := l.poll.Read(ready); err != nil {
+	// RawConn.Read tries its function before parking: that try was the one just made (an
+	// epoll_wait saved per park). An event since then is not missed: Go's netpoller saw the
+	// set become readable and does not park.
+	tried := false
+	if err := l.poll.Read(func(fd uintptr) bool {
+		if !tried {
+			tried = true
+			return false
+		}
+		return ready(fd)
+	}); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0, nil
 		}
@@ -339,5 +416,95 @@ func (l *eloop) collect(ctx context.Context, until time.Time, final bool) (reqs,
 	return l.reqs.Swap(0), l.fails.Swap(0)
 }
 
-// eloopFor is whether the loop can run the target: plain HTTP over keep-alive.
-func eloopFor(t *target) bool { return !t.tls && t.reuse }
+// eloopFor is whether the loop can run the target: HTTP or HTTPS over keep-alive.
+func eloopFor(t *target) bool { return t.reuse }
+
+// sock is the socket under a TLS session of the loop: Go's connection (k6's, counting its
+// bytes) during the handshake, then the loop's non-blocking descriptor, read without
+// waiting: errAgain, a temporary net.Error, tells crypto/tls that nothing more is there yet
+// and leaves the session intact, with any partial record kept for the next read.
+type sock struct {
+	net.Conn
+	fd int
+	l  *eloop
+}
+
+type again struct{}
+
+func (again) Error() string   { return "nothing to read yet" }
+func (again) Timeout() bool   { return false }
+func (again) Temporary() bool { return true }
+
+var errAgain net.Error = again{}
+
+func (s *sock) Read(p []byte) (int, error) {
+	if s.fd < 0 {
+		return s.Conn.Read(p)
+	}
+	r, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	switch {
+	case errno == syscall.EAGAIN:
+		return 0, errAgain
+	case errno != 0:
+		return 0, errno
+	case r == 0:
+		return 0, io.EOF
+	}
+	atomic.AddInt64(s.l.bytesRead, int64(r))
+	return int(r), nil
+}
+
+// Write writes p whole: a full send buffer (a request is one small record, so hardly ever)
+// is waited out in poll(2), for the 5 s crypto/tls itself gives a close_notify at most.
+func (s *sock) Write(p []byte) (int, error) {
+	if s.fd < 0 {
+		return s.Conn.Write(p)
+	}
+	done := 0
+	for done < len(p) {
+		w, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done))
+		switch {
+		case errno == syscall.EAGAIN:
+			fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLOUT}}
+			if k, err := unix.Poll(fds, 5000); err != nil || k == 0 {
+				return done, errors.Join(errors.New("the socket accepted no more bytes for 5 s"), err)
+			}
+			continue
+		case errno != 0:
+			return done, errno
+		}
+		atomic.AddInt64(s.l.bytesSent, int64(w))
+		done += int(w)
+	}
+	return done, nil
+}
+
+// Close: the loop closes the descriptor itself (closeConn).
+func (s *sock) Close() error {
+	if s.fd < 0 {
+		return s.Conn.Close()
+	}
+	return nil
+}
+
+// Deadlines apply to Go's socket only; the loop's never blocks (but in Write, bounded).
+func (s *sock) SetDeadline(t time.Time) error {
+	if s.fd < 0 {
+		return s.Conn.SetDeadline(t)
+	}
+	return nil
+}
+
+func (s *sock) SetReadDeadline(t time.Time) error {
+	if s.fd < 0 {
+		return s.Conn.SetReadDeadline(t)
+	}
+	return nil
+}
+
+func (s *sock) SetWriteDeadline(t time.Time) error {
+	if s.fd < 0 {
+		return s.Conn.SetWriteDeadline(t)
+	}
+	return nil
+}

@@ -19,6 +19,4 @@ func newEloop(*target, int, *emitter) (*eloop, error) { return nil, errors.ErrUn
 
 func (*eloop) serve(*lib.State, time.Time) {}
 
-func (*eloop) collect(context.Context, time.Time, bool) (metrics.Samples, int64, int64) {
-	return nil, 0, 0
-}
+func (*eloop) collect(context.Context, time.Time, bool) (reqs, fails int64) { return 0, 0 }

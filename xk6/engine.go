@@ -79,12 +79,9 @@ func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, ke
 			return result{err: err}, false
 		}
 		if t.tls {
-			cfg := st.TLSConfig.Clone()
-			cfg.ServerName = hostOnly(t.host)
-			cfg.NextProtos = []string{"http/1.1"}
-			tc := tls.Client(raw, cfg)
 			start := time.Now()
-			if err := tc.HandshakeContext(ctx); err != nil {
+			tc, err := tlsHandshake(ctx, st, t, raw)
+			if err != nil {
 				raw.Close()
 				return result{err: err}, false
 			}
@@ -118,6 +115,16 @@ func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, ke
 	return res, t.reuse && !h.closeAfter
 }
 
+// tlsHandshake starts a TLS session on raw with k6's TLS settings (its versions, ciphers,
+// verification), as k6/http would for the target.
+func tlsHandshake(ctx context.Context, st *lib.State, t *target, raw net.Conn) (*tls.Conn, error) {
+	cfg := st.TLSConfig.Clone()
+	cfg.ServerName = hostOnly(t.host)
+	cfg.NextProtos = []string{"http/1.1"}
+	tc := tls.Client(raw, cfg)
+	return tc, tc.HandshakeContext(ctx)
+}
+
 func (c *conn) close() {
 	if c.Conn != nil {
 		c.Conn.Close()
@@ -136,26 +143,29 @@ type head struct {
 
 // statusLine starts a head from its first line (with or without its CRLF).
 func statusLine(line []byte) (head, error) {
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+	status, ok := int64(0), len(line) >= 12 && bytes.HasPrefix(line, []byte("HTTP/1.")) && line[8] == ' '
+	if ok {
+		status, ok = decimal(line[9:12])
+	}
+	if !ok {
 		return head{}, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
 	}
-	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return head{}, fmt.Errorf("malformed status line %q", bytes.TrimSpace(line))
-	}
-	return head{status: status, length: -1}, nil
+	return head{status: int(status), length: -1}, nil
 }
 
 // header reads one header line (without its CRLF) into h.
 func (h *head) header(line []byte) (err error) {
 	colon := bytes.IndexByte(line, ':')
-	if colon < 0 {
+	// Only three names matter, told apart by their lengths first: most lines are skipped
+	// without a comparison.
+	if colon != len("Content-Length") && colon != len("Transfer-Encoding") && colon != len("Connection") {
 		return nil
 	}
 	name, value := line[:colon], bytes.TrimSpace(line[colon+1:])
 	switch {
 	case bytes.EqualFold(name, []byte("Content-Length")):
-		if h.length, err = strconv.ParseInt(string(value), 10, 64); err != nil {
+		var ok bool
+		if h.length, ok = decimal(value); !ok {
 			return fmt.Errorf("malformed Content-Length %q", value)
 		}
 	case bytes.EqualFold(name, []byte("Transfer-Encoding")):
@@ -164,6 +174,21 @@ func (h *head) header(line []byte) (err error) {
 		h.closeAfter = bytes.EqualFold(value, []byte("close"))
 	}
 	return nil
+}
+
+// decimal reads b's digits (at least one, at most 18: no overflow) without allocating, as
+// strconv's would to keep its error's text.
+func decimal(b []byte) (n int64, ok bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	for _, d := range b {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(d-'0')
+	}
+	return n, true
 }
 
 // done checks the head once its blank line is read.
@@ -196,29 +221,37 @@ func readHead(r *bufio.Reader) (h head, err error) {
 	}
 }
 
-// parseHead reads a head from the start of b: its length in bytes, 0 while b does not hold
-// the whole head yet.
+// parseHead reads a head from the start of b in one pass, in place (nothing allocated per
+// request): its length in bytes, 0 while b does not hold the whole head yet.
 func parseHead(b []byte) (h head, size int, err error) {
-	end := bytes.Index(b, []byte("\r\n\r\n"))
-	if end < 0 {
+	line := func() []byte { // the next line without its CRLF; nil when b has no whole one left
+		i := bytes.IndexByte(b[size:], '\n')
+		if i < 0 {
+			return nil
+		}
+		l := bytes.TrimSuffix(b[size:size+i], []byte("\r"))
+		size += i + 1
+		return l
+	}
+	first := line()
+	if first == nil {
 		return h, 0, nil
 	}
-	rest := b[:end+2] // each line with its CRLF; scanned in place, nothing allocated per request
-	next := func() []byte {
-		i := bytes.IndexByte(rest, '\n') // found: rest ends with "\r\n"
-		line := bytes.TrimSuffix(rest[:i], []byte("\r"))
-		rest = rest[i+1:]
-		return line
-	}
-	if h, err = statusLine(next()); err != nil {
+	if h, err = statusLine(first); err != nil {
 		return h, 0, err
 	}
-	for len(rest) > 0 {
-		if err = h.header(next()); err != nil {
+	for {
+		l := line()
+		switch {
+		case l == nil:
+			return h, 0, nil
+		case len(l) == 0:
+			return h, size, h.done()
+		}
+		if err = h.header(l); err != nil {
 			return h, 0, err
 		}
 	}
-	return h, end + 4, h.done()
 }
 
 func hostOnly(hostport string) string {
