@@ -3,6 +3,7 @@
 package ingressbench
 
 import (
+	"container/heap"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,16 +22,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// eloop is the closed model's loop for keep-alive HTTP and HTTPS, the rps and throughput
-// scenarios' hot path, as wrk runs it: one loop per VU owns its connections' sockets and
-// waits for them in one level-triggered epoll set; a readable socket is read once, and a
-// complete response is recorded and the next request written at once. It runs from the
-// VU's first call to the scenario's end in a goroutine of its own, while each call only
-// collects what it recorded: the connections never idle at a call's end (draining them
-// every 100 ms cost ~5% of the rate against a saturated target). Go's netpoller,
-// which the goroutine-per-connection path (worker.loop) rides, costs an extra failed read
-// and a goroutine park and wake-up per request (xk6/README.md, "Closer to wrk"). A new
-// connection per request and the open model keep that path.
+// eloop is the loop for keep-alive HTTP and HTTPS, the rps and throughput scenarios' hot
+// path, as wrk (and, paced, wrk2) runs it: one loop per VU owns its connections' sockets and
+// waits for them in one level-triggered epoll set; a readable socket is read, and a complete
+// response is recorded and the next request written at once (closed model) or when the
+// connection's next slot is due (open model). It runs from the VU's first call to the
+// scenario's end in a goroutine of its own, while each call only collects what it recorded:
+// the connections never idle at a call's end (draining them every 100 ms cost ~5% of the
+// rate against a saturated target). Go's netpoller, which the goroutine-per-connection path
+// (worker) rides, costs an extra failed read and a goroutine park and wake-up per request
+// (xk6/README.md, "Closer to wrk"). A new connection per request keeps that path.
 //
 // Connections are dialled by k6's own dialer (its blocklists, hosts and resolver), then the
 // socket is taken over: its descriptor duplicated, Go's copy closed. The bytes read and
@@ -47,16 +49,18 @@ type eloop struct {
 	conns                []*econn // an epoll event carries its connection's index here
 	events               []syscall.EpollEvent
 	bytesRead, bytesSent *int64 // k6's dialer's counters
+	counters             sync.Once
 	// The loop's own context: k6 cancels a call's at the call's end, so the loop outlives
 	// them; collect cancels it when the scenario is stopped.
 	ctx  context.Context
 	stop context.CancelFunc
 	done chan struct{}
 
-	e           *emitter
-	reqs, fails atomic.Int64 // since the last collect
-	ended       time.Time    // when the last request ended
-	deadline    time.Time    // the parked wait's, kept while it is ahead (one timer change less per park)
+	e                         *emitter
+	reqs, fails               atomic.Int64 // since the last collect
+	late, clientLate, dropped atomic.Int64 // the open model's, since the last collect
+	ended                     time.Time    // when the last request ended
+	deadline                  time.Time    // the parked wait's, kept while it is ahead (one timer change less per park)
 }
 
 // pushEvery: the loop owns its emitter and hands its samples to k6 itself this often (a
@@ -78,11 +82,19 @@ type econn struct {
 	body  int64 // body bytes read
 	start time.Time
 	busy  bool // a request in flight
+	// The open model's: this connection's slots (nil: closed model), when its next one is
+	// due, what the request's latency counts from (its due time, or its send when the
+	// connection waited for the slot), and when its previous response ended.
+	s          *schedule
+	next, from time.Time
+	free       time.Time
 }
 
 const eloopBuffer = 64 << 10
 
-func newEloop(t *target, connections int, e *emitter) (*eloop, error) {
+// newEloop makes a loop for connections, paced by the schedule sched gives each (connection
+// index within the loop) in the open model, or sched nil in the closed model.
+func newEloop(t *target, connections int, e *emitter, sched func(i int) *schedule) (*eloop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -99,7 +111,11 @@ func newEloop(t *target, connections int, e *emitter) (*eloop, error) {
 	}
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	for i := range connections {
-		l.conns = append(l.conns, &econn{i: int32(i), fd: -1, buf: make([]byte, eloopBuffer)})
+		c := &econn{i: int32(i), fd: -1, buf: make([]byte, eloopBuffer)}
+		if sched != nil {
+			c.s = sched(i)
+		}
+		l.conns = append(l.conns, c)
 	}
 	return l, nil
 }
@@ -120,7 +136,7 @@ func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
 	if !ok {
 		return fmt.Errorf("k6's dialer returned a %T, not a socket", kc.Conn)
 	}
-	l.bytesRead, l.bytesSent = kc.BytesRead, kc.BytesWritten
+	l.counters.Do(func() { l.bytesRead, l.bytesSent = kc.BytesRead, kc.BytesWritten }) // the VU's dialer's
 	if l.t.tls {
 		s, start := &sock{Conn: nc, fd: -1, l: l}, time.Now()
 		tc, err := tlsHandshake(ctx, st, l.t, s)
@@ -204,7 +220,12 @@ func (l *eloop) finish(c *econn, res result) {
 	now := time.Now()
 	l.ended = now
 	res.tlsTime, c.tlsAt = c.tlsAt, 0
-	l.e.add(now, now.Sub(c.start), res)
+	from := c.start
+	if c.s != nil {
+		from, c.free = c.from, now
+		serviceLatency.add(now.Sub(c.start))
+	}
+	l.e.add(now, now.Sub(from), res)
 	l.reqs.Add(1)
 	if res.failed() {
 		l.fails.Add(1)
@@ -215,39 +236,47 @@ func (l *eloop) finish(c *econn, res result) {
 	}
 }
 
-// readable reads c's socket once and parses what it holds; true when a response completed.
-// A TLS session reads on until its socket has nothing more (errAgain): the socket's bytes
-// it has already taken may hold more records, of which epoll knows nothing.
+// readable reads c's socket once and parses what it holds; true when the request ended.
 func (l *eloop) readable(c *econn) bool {
+	if c.tc != nil {
+		return l.readableTLS(c)
+	}
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[c.n])), uintptr(len(c.buf)-c.n))
+	switch {
+	case errno == syscall.EAGAIN:
+		return false
+	case errno != 0:
+		l.finish(c, result{err: errno})
+		return true
+	case n == 0:
+		l.finish(c, result{err: errClosedEarly})
+		return true
+	}
+	atomic.AddInt64(l.bytesRead, int64(n))
+	done, complete := l.parse(c, int(n))
+	return done || complete
+}
+
+// readableTLS reads c's session until its response is whole or the socket has nothing more
+// (errAgain): the bytes the session already took from the socket may hold more records, of
+// which epoll knows nothing.
+func (l *eloop) readableTLS(c *econn) bool {
 	for {
-		var r int
-		if c.tc != nil {
-			var err error
-			r, err = c.tc.Read(c.buf[c.n:])
-			switch {
-			case errors.Is(err, errAgain):
-				return false
-			case err != nil:
-				l.finish(c, result{err: err})
+		r, err := c.tc.Read(c.buf[c.n:])
+		if r > 0 { // with io.EOF when the server's close_notify follows: the bytes first
+			if done, complete := l.parse(c, r); done || complete {
+				if err != nil {
+					l.closeConn(c) // closed by the server after this response
+				}
 				return true
 			}
-		} else {
-			n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[c.n])), uintptr(len(c.buf)-c.n))
-			switch {
-			case errno == syscall.EAGAIN:
-				return false
-			case errno != 0:
-				l.finish(c, result{err: errno})
-				return true
-			case n == 0:
-				l.finish(c, result{err: errClosedEarly})
-				return true
-			}
-			atomic.AddInt64(l.bytesRead, int64(n))
-			r = int(n)
 		}
-		if done, complete := l.parse(c, r); done || complete || c.tc == nil {
-			return done || complete
+		switch {
+		case errors.Is(err, errAgain):
+			return false
+		case err != nil:
+			l.finish(c, result{err: err})
+			return true
 		}
 	}
 }
@@ -287,19 +316,36 @@ func (l *eloop) parse(c *econn, r int) (done, complete bool) {
 	return false, true
 }
 
-// serve keeps every connection busy until end (or until stopped); then it waits for the
-// requests in flight, as each goroutine of the other path finishes its last one.
+// serve runs the loop until end (or until stopped), closed or open model; then it waits for
+// the requests in flight, as each goroutine of the other path finishes its last one.
 func (l *eloop) serve(st *lib.State, end time.Time) {
-	ctx := l.ctx
-	pushed := time.Now()
 	defer func() {
-		push(ctx, st.Samples, l.e.take())
+		push(l.ctx, st.Samples, l.e.take())
 		for _, c := range l.conns {
 			l.closeConn(c)
 		}
 		l.set.Close()
 		close(l.done)
 	}()
+	// Every connection dialled at once first (a failed one dials again at its first send):
+	// one after the other, the loop would wait out each handshake, and in the open model the
+	// slots of the connections already up would go late meanwhile.
+	var dials sync.WaitGroup
+	for _, c := range l.conns {
+		dials.Go(func() { _ = l.dial(l.ctx, st, c) })
+	}
+	dials.Wait()
+	if len(l.conns) > 0 && l.conns[0].s != nil {
+		l.paced(st, end)
+	} else {
+		l.closed(st, end)
+	}
+}
+
+// closed keeps every connection busy until end.
+func (l *eloop) closed(st *lib.State, end time.Time) {
+	ctx := l.ctx
+	pushed := time.Now()
 	busy := 0
 	for _, c := range l.conns {
 		if l.send(ctx, st, c, time.Now()) {
@@ -321,13 +367,8 @@ func (l *eloop) serve(st *lib.State, end time.Time) {
 			}
 			continue
 		}
-		k, err := l.wait()
-		if err != nil && !errors.Is(err, syscall.EINTR) {
-			for _, c := range l.conns {
-				if c.busy {
-					l.finish(c, result{err: fmt.Errorf("epoll_wait: %w", err)})
-				}
-			}
+		k, err := l.wait(10 * time.Millisecond)
+		if l.failed(err) {
 			return
 		}
 		now = time.Now()
@@ -353,10 +394,120 @@ func (l *eloop) serve(st *lib.State, end time.Time) {
 	// Stopped mid-request: not a result (the deferred close ends those connections).
 }
 
+// paced sends each connection's slots of the open model's schedule (pacing.go): a free
+// connection when its slot is due, a busy one as soon as its response is in (late, its
+// latency from the due time). The backlog due before end is still sent for drainFor after
+// it; what is left then is counted dropped.
+func (l *eloop) paced(st *lib.State, end time.Time) {
+	ctx := l.ctx
+	pushed, stop := time.Now(), end.Add(drainFor)
+	waiting := &byDue{} // the free connections, by when their next slot is due
+	queue := func(c *econn) {
+		if c.next = c.s.due(c.s.k); c.next.Before(end) {
+			heap.Push(waiting, c)
+		}
+	}
+	for _, c := range l.conns {
+		queue(c)
+	}
+	busy := 0
+	for ctx.Err() == nil {
+		now := time.Now()
+		for waiting.Len() > 0 && (*waiting)[0].next.Sub(now) < spinBelow && now.Before(stop) {
+			c := heap.Pop(waiting).(*econn)
+			if l.sendDue(ctx, st, c, now) {
+				busy++
+			} else {
+				queue(c)
+			}
+		}
+		if busy == 0 && (waiting.Len() == 0 || !now.Before(stop)) {
+			break
+		}
+		timeout := 10 * time.Millisecond
+		if waiting.Len() > 0 && now.Before(stop) {
+			timeout = min(timeout, (*waiting)[0].next.Sub(now))
+		}
+		k, err := l.wait(timeout)
+		if l.failed(err) {
+			return
+		}
+		if now = time.Now(); now.Sub(pushed) >= pushEvery {
+			push(ctx, st.Samples, l.e.take())
+			pushed = now
+		}
+		for _, ev := range l.events[:max(k, 0)] {
+			c := l.conns[ev.Fd]
+			if !c.busy || c.fd < 0 {
+				continue
+			}
+			if l.readable(c) {
+				busy--
+				queue(c)
+			}
+		}
+	}
+	if ctx.Err() == nil {
+		for _, c := range l.conns {
+			l.dropped.Add(c.s.dropAt(end))
+		}
+	}
+}
+
+// sendDue sends c's next slot at now, counting it late past the tolerance, and the client's
+// own lateness apart (connection free and slot due, the send still later): as worker.paced.
+func (l *eloop) sendDue(ctx context.Context, st *lib.State, c *econn, now time.Time) bool {
+	due := c.s.due(c.s.k)
+	c.s.k++
+	c.from = due
+	if c.free.Before(due) { // the connection waited for its slot: latency from the send
+		c.from = now
+	}
+	if now.Sub(due) > lateTolerance {
+		l.late.Add(1)
+		ready := due
+		if c.free.After(due) {
+			ready = c.free
+		}
+		if now.Sub(ready) > lateTolerance {
+			l.clientLate.Add(1)
+		}
+	}
+	return l.send(ctx, st, c, now)
+}
+
+// byDue orders free connections by their next slot (container/heap).
+type byDue []*econn
+
+func (h byDue) Len() int           { return len(h) }
+func (h byDue) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h byDue) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *byDue) Push(x any)        { *h = append(*h, x.(*econn)) }
+func (h *byDue) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// failed records an epoll_wait error as every request in flight's and says the loop ends.
+func (l *eloop) failed(err error) bool {
+	if err == nil || errors.Is(err, syscall.EINTR) {
+		return false
+	}
+	for _, c := range l.conns {
+		if c.busy {
+			l.finish(c, result{err: fmt.Errorf("epoll_wait: %w", err)})
+		}
+	}
+	return true
+}
+
 // wait returns the connections ready: a non-blocking epoll_wait (a raw system call: under
 // load some connections always are ready), and when none is, parked in Go's netpoller until
-// one is, or for 10 ms at most, so that a stopped scenario or the end is noticed that soon.
-func (l *eloop) wait() (int, error) {
+// one is, or for timeout at most (10 ms: a stopped scenario or the end is noticed that soon;
+// the open model's next slot when sooner). A timeout of 0 or less does not park.
+func (l *eloop) wait(timeout time.Duration) (int, error) {
 	var k uintptr
 	var errno syscall.Errno
 	ready := func(fd uintptr) bool {
@@ -366,8 +517,13 @@ func (l *eloop) wait() (int, error) {
 	if ready(uintptr(l.epfd)) {
 		return eventsOrError(k, errno)
 	}
-	if now := time.Now(); !now.Before(l.deadline) {
-		l.deadline = now.Add(10 * time.Millisecond)
+	if timeout <= 0 {
+		return 0, nil
+	}
+	// The deadline set for an earlier park is kept while it is ahead and no later than this
+	// one's (one timer change less per park); waking earlier than asked is harmless.
+	if now, want := time.Now(), time.Now().Add(timeout); !now.Before(l.deadline) || l.deadline.After(want) {
+		l.deadline = want
 		if err := l.set.SetReadDeadline(l.deadline); err != nil {
 			return 0, err
 		}
@@ -398,14 +554,19 @@ func eventsOrError(k uintptr, errno syscall.Errno) (int, error) {
 	return int(k), nil
 }
 
+// counts are what the loop did since the previous call.
+type counts struct{ reqs, fails, late, clientLate, dropped int64 }
+
 // collect is one call's share: it waits until the slice's end (at the scenario's end, or
 // when the scenario is stopped, until the loop has ended and pushed its last samples) and
-// returns the requests the loop made since the previous call.
-func (l *eloop) collect(ctx context.Context, until time.Time, final bool) (reqs, fails int64) {
+// returns what the loop did since the previous call.
+func (l *eloop) collect(ctx context.Context, until time.Time, final bool) counts {
+	// The slice is waited out even when the loop has ended (the open model's last slots
+	// sent before the end): returning at once, the VU would call again at once, over and
+	// over, and take the CPU from the other VUs' loops (their last slots went 20 ms late).
 	wait := time.NewTimer(time.Until(until))
 	select {
 	case <-wait.C:
-	case <-l.done:
 	case <-ctx.Done(): // the scenario stopped (Ctrl-C, the end of a graceful stop)
 		l.stop()
 	}
@@ -413,7 +574,7 @@ func (l *eloop) collect(ctx context.Context, until time.Time, final bool) (reqs,
 	if final || ctx.Err() != nil {
 		<-l.done
 	}
-	return l.reqs.Swap(0), l.fails.Swap(0)
+	return counts{l.reqs.Swap(0), l.fails.Swap(0), l.late.Swap(0), l.clientLate.Swap(0), l.dropped.Swap(0)}
 }
 
 // eloopFor is whether the loop can run the target: HTTP or HTTPS over keep-alive.

@@ -15,8 +15,12 @@ type eloop struct{ e *emitter }
 
 func eloopFor(*target) bool { return false }
 
-func newEloop(*target, int, *emitter) (*eloop, error) { return nil, errors.ErrUnsupported }
+func newEloop(*target, int, *emitter, func(int) *schedule) (*eloop, error) {
+	return nil, errors.ErrUnsupported
+}
 
 func (*eloop) serve(*lib.State, time.Time) {}
 
-func (*eloop) collect(context.Context, time.Time, bool) (reqs, fails int64) { return 0, 0 }
+type counts struct{ reqs, fails, late, clientLate, dropped int64 }
+
+func (*eloop) collect(context.Context, time.Time, bool) counts { return counts{} }

@@ -66,7 +66,7 @@ type moduleInstance struct {
 	vu      modules.VU
 	t       *target
 	workers []*worker
-	loop    *eloop // the closed model's keep-alive plain HTTP: one epoll loop instead of workers
+	loop    *eloop // keep-alive HTTP(S): one epoll loop instead of workers
 }
 
 // worker is one connection of the VU and its samples; s is its schedule in the open model
@@ -202,18 +202,24 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 			return &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
 				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}
 		}
-		if opts.rate == 0 && opts.sliceMs > 0 && opts.endMs > 0 && eloopFor(t) {
-			if m.loop, err = newEloop(t, int(opts.connections), newEmitter()); err != nil {
+		var sched func(i int) *schedule // connection i's slots in the open model
+		if opts.rate > 0 {
+			openModel.Store(true)
+			sched = func(i int) *schedule {
+				return &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
+					j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
+			}
+		}
+		if opts.sliceMs > 0 && opts.endMs > 0 && eloopFor(t) {
+			if m.loop, err = newEloop(t, int(opts.connections), newEmitter(), sched); err != nil {
 				return nil, fmt.Errorf("ingressbench.run: %w", err)
 			}
 			go m.loop.serve(st, time.UnixMilli(int64(opts.endMs)))
 		} else {
 			for i := range int(opts.connections) {
 				w := &worker{e: newEmitter()}
-				if opts.rate > 0 {
-					openModel.Store(true)
-					w.s = &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
-						j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
+				if sched != nil {
+					w.s = sched(i)
 				}
 				m.workers = append(m.workers, w)
 			}
@@ -239,10 +245,12 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 			w.loop(ctx, st, m.t, slice, until, &n, &failed)
 		}
 	}
+	var late, clientLate, dropped int64
 	if m.loop != nil {
-		reqs, fails := m.loop.collect(ctx, until, final)
-		n.Add(reqs)
-		failed.Add(fails)
+		c := m.loop.collect(ctx, until, final)
+		n.Add(c.reqs)
+		failed.Add(c.fails)
+		late, clientLate, dropped = c.late, c.clientLate, c.dropped
 	} else if len(m.workers) == 1 {
 		loop(m.workers[0])
 	} else {
@@ -253,7 +261,6 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 		wg.Wait()
 	}
 	// Each connection's samples as they are (no copy on the hot path), after the slice.
-	var late, clientLate, dropped int64
 	for _, w := range m.workers {
 		if samples := w.e.take(); len(samples) > 0 {
 			push(ctx, st.Samples, samples)
