@@ -1,7 +1,8 @@
 // Package ingressbench is the k6 extension k6/x/ingressbench: the request hot loop of the
-// rps, tps and throughput scenarios run natively, one raw HTTP/1.1 client per connection
-// over Go's netpoller, emitting k6's standard HTTP metrics with k6/http's tags, so thresholds,
-// outputs and the summary work unchanged. The JS k6/http path stays the reference.
+// rps, tps and throughput scenarios run natively, a raw HTTP/1.1 client per connection (keep-
+// alive ones in one epoll loop per VU, eloop.go; a new connection per request on Go's
+// netpoller), emitting k6's standard HTTP metrics with k6/http's tags, so thresholds, outputs
+// and the summary work unchanged. The JS k6/http path stays the reference.
 package ingressbench
 
 import (
