@@ -371,25 +371,13 @@ func (l *eloop) closed(st *lib.State, end time.Time) {
 		if l.failed(err) {
 			return
 		}
-		now = time.Now()
-		if now.Sub(pushed) >= pushEvery {
-			push(ctx, st.Samples, l.e.take())
-			pushed = now
-		}
-		more := now.Before(end)
-		for _, ev := range l.events[:max(k, 0)] {
-			c := l.conns[ev.Fd]
-			if !c.busy || c.fd < 0 {
-				continue
+		l.handle(st, k, &pushed, func(c *econn) {
+			busy--
+			// The next request starts when the last ended (one clock read less per request).
+			if l.ended.Before(end) && l.send(ctx, st, c, l.ended) {
+				busy++
 			}
-			if l.readable(c) {
-				busy--
-				// The next request starts when the last ended (one clock read less per request).
-				if more && l.send(ctx, st, c, l.ended) {
-					busy++
-				}
-			}
-		}
+		})
 	}
 	// Stopped mid-request: not a result (the deferred close ends those connections).
 }
@@ -432,24 +420,28 @@ func (l *eloop) paced(st *lib.State, end time.Time) {
 		if l.failed(err) {
 			return
 		}
-		if now = time.Now(); now.Sub(pushed) >= pushEvery {
-			push(ctx, st.Samples, l.e.take())
-			pushed = now
-		}
-		for _, ev := range l.events[:max(k, 0)] {
-			c := l.conns[ev.Fd]
-			if !c.busy || c.fd < 0 {
-				continue
-			}
-			if l.readable(c) {
-				busy--
-				queue(c)
-			}
-		}
+		l.handle(st, k, &pushed, func(c *econn) {
+			busy--
+			queue(c)
+		})
 	}
 	if ctx.Err() == nil {
 		for _, c := range l.conns {
 			l.dropped.Add(c.s.dropAt(end))
+		}
+	}
+}
+
+// handle pushes the samples when pushEvery has passed, then reads the k connections epoll
+// found ready and hands each whose request ended to ended.
+func (l *eloop) handle(st *lib.State, k int, pushed *time.Time, ended func(c *econn)) {
+	if now := time.Now(); now.Sub(*pushed) >= pushEvery {
+		push(l.ctx, st.Samples, l.e.take())
+		*pushed = now
+	}
+	for _, ev := range l.events[:max(k, 0)] {
+		if c := l.conns[ev.Fd]; c.busy && c.fd >= 0 && l.readable(c) {
+			ended(c)
 		}
 	}
 }
