@@ -514,8 +514,8 @@ func (l *eloop) wait(timeout time.Duration) (int, error) {
 	}
 	// The deadline set for an earlier park is kept while it is ahead and no later than this
 	// one's (one timer change less per park); waking earlier than asked is harmless.
-	if now, want := time.Now(), time.Now().Add(timeout); !now.Before(l.deadline) || l.deadline.After(want) {
-		l.deadline = want
+	if now := time.Now(); !now.Before(l.deadline) || l.deadline.After(now.Add(timeout)) {
+		l.deadline = now.Add(timeout)
 		if err := l.set.SetReadDeadline(l.deadline); err != nil {
 			return 0, err
 		}
