@@ -20,9 +20,10 @@ K6_LOCAL_TAG=$K6_VERSION-xk6-$IB_K6_EXT # the local k6 image (ci/platforms/local
 IB_KUSTOMIZE_DIR=$IB_CACHE/kustomize-$KUSTOMIZE_VERSION
 IB_KUBECONFORM_DIR=$IB_CACHE/kubeconform-$KUBECONFORM_VERSION
 IB_TASK_DIR=$IB_CACHE/task-$TASK_VERSION
+IB_HELM_DIR=$IB_CACHE/helm-$HELM_VERSION-k8s$HELM_K8S_VERSION
 # One venv per content of ci/tools/requirements.txt: a changed pin builds a new one beside the old.
 IB_VENV=$IB_CACHE/venv-$(sha256sum "$IB_ROOT/ci/tools/requirements.txt" | cut -c1-12)
-export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_VENV/bin:$PATH"
+export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_HELM_DIR:$IB_VENV/bin:$PATH"
 # k6 1.8 would otherwise phone home, or ask a remote build service for unknown k6/x modules.
 export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
 

@@ -9,15 +9,15 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-# go_tool NAME VERSION DIR PACKAGE: build PACKAGE@VERSION with the local Go into DIR/NAME.
+# go_tool NAME VERSION DIR PACKAGE [LDFLAGS]: build PACKAGE@VERSION with the local Go into DIR/NAME.
 go_tool() {
-  local name=$1 version=$2 dir=$3 pkg=$4
+  local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
   [ -x "$dir/$name" ] && return 0
   need_go "$name $version"
   say tools "building $name $version with $(go env GOVERSION) (cold: 1-4 min, cached after)"
   local tmp; tmp=$(mktemp -d "$IB_CACHE/.build-XXXXXX")
   # GOTOOLCHAIN=local: never download another Go toolchain (the proxy here serves modules only).
-  if ! GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOBIN="$tmp" go install "$pkg@$version" >"$tmp.log" 2>&1; then
+  if ! GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOBIN="$tmp" go install -ldflags="$ldflags" "$pkg@$version" >"$tmp.log" 2>&1; then
     tail -n 5 "$tmp.log" >&2; rm -rf "$tmp" "$tmp.log"
     die "go install $pkg@$version failed (last lines above)"
   fi
@@ -141,6 +141,11 @@ check_min wrk "$(wrk_version)" "$WRK_MIN"
 k6_build
 go_tool kustomize "$KUSTOMIZE_VERSION" "$IB_KUSTOMIZE_DIR" sigs.k8s.io/kustomize/kustomize/v5
 go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yannh/kubeconform/cmd/kubeconform
+# What helm's Makefile stamps into a release build: its version and the Kubernetes version
+# `helm template` assumes without a cluster.
+hv=helm.sh/helm/v3/internal/version hc=helm.sh/helm/v3/pkg
+go_tool helm "$HELM_VERSION" "$IB_HELM_DIR" helm.sh/helm/v3/cmd/helm \
+  "-X $hv.version=$HELM_VERSION -X $hv.metadata= -X $hc/chartutil.k8sVersionMajor=${HELM_K8S_VERSION%.*} -X $hc/chartutil.k8sVersionMinor=${HELM_K8S_VERSION#*.} -X $hc/lint/rules.k8sVersionMajor=${HELM_K8S_VERSION%.*} -X $hc/lint/rules.k8sVersionMinor=${HELM_K8S_VERSION#*.}"
 # A venv cannot be moved (its scripts name their path): built in place, marked when complete.
 if [ ! -f "$IB_VENV/.complete" ]; then
   say tools "python venv from ci/tools/requirements.txt (pytest, PyYAML, matplotlib, grafana-foundation-sdk)"
@@ -150,7 +155,7 @@ if [ ! -f "$IB_VENV/.complete" ]; then
     { tail -n 3 "$IB_CACHE/pip.log" >&2; rm -rf "$IB_VENV"; die "pip install -r ci/tools/requirements.txt failed (log: $IB_CACHE/pip.log)"; }
   touch "$IB_VENV/.complete"
 fi
-say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, task $TASK_VERSION, nginx $(nginx_version), wrk $(wrk_version) ready"
+say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, helm $HELM_VERSION, task $TASK_VERSION, nginx $(nginx_version), wrk $(wrk_version) ready"
 [ "${1:-all}" = cluster ] || exit 0
 # shellcheck disable=SC2086
 apt_tools $CLUSTER_APT_PACKAGES
