@@ -53,8 +53,25 @@ TLS = k6_rate("k6_http_req_tls_handshaking_seconds")
 # count is requests: handshakes are the observations above zero (1 µs lies far above the zero
 # bucket and far below any real handshake).
 HANDSHAKES = f"histogram_count({TLS}) * histogram_fraction(1e-6, +Inf, {TLS})"
-# k6 exports a Rate as the fraction since the start of the run: the last value is the run's.
-ERRORS = f"avg by (testid) (k6_http_req_failed_rate{K6})"
+# Failed requests over all, from k6's request counter (its expected_response tag): k6's own
+# http_req_failed Rate is one series per tag set (status, url...), each its own fraction since
+# the start, and no mean of them is the run's (one error among 200 OKs read ~50%). "or 0 *":
+# a run without a failure has no such series at all, and reads 0, not "no data".
+FAILED = 'expected_response="false"'
+
+
+def error_ratio(window):
+    failed = f"sum by (testid) (increase(k6_http_reqs_total{{{K6[1:-1]}, {FAILED}}}[{window}]))"
+    total = f"sum by (testid) (increase(k6_http_reqs_total{K6}[{window}]))"
+    return f"({failed} or 0 * {total}) / {total}"
+
+
+ERRORS = error_ratio("$__rate_interval")
+# The run as a whole, at the end of the dashboard's time range (instant queries over
+# $__range): the same numbers as the end-of-run summary, within the native histogram's bucket
+# error, where a mean of per-interval p99s is not (grafana/k6#4580).
+ERRORS_RUN = error_ratio("$__range")
+P99_RUN = quantile(0.99, "sum by (testid) (increase(k6_http_req_duration_seconds" + K6 + "[$__range]))")
 RECEIVED_BITS = f"8 * {k6_rate('k6_data_received_total')}"
 
 CORES = "suffix: cores"
@@ -79,11 +96,12 @@ NEUTRAL = [(None, "blue")]
 ERROR_BUDGET = [(None, "green"), (0.0001, "red")]  # the suite's default ERROR_RATE_MAX
 
 
-def _panel(builder, title, unit, targets, desc, w, h):
+def _panel(builder, title, unit, targets, desc, w, h, instant=False):
     """Common to every panel: the datasource variable on the panel and each target, refIds A, B..."""
     builder.title(title).description(desc).datasource(DS).unit(unit).span(w).height(h)
     for ref, (expr, legend) in zip(string.ascii_uppercase, targets):
-        builder.with_target(prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DS))
+        q = prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DS)
+        builder.with_target(q.instant() if instant else q)
     return builder
 
 
@@ -110,13 +128,14 @@ def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None, 
     return _panel(p, title, unit, targets, desc, w, h)
 
 
-def single(title, unit, expr, legend, calc, steps, desc):
-    """A stat over the time range; one value per run when several are selected."""
+def single(title, unit, expr, legend, calc, steps, desc, instant=False):
+    """A stat over the time range; one value per run when several are selected. instant: the
+    query itself covers the range ($__range), evaluated once at its end."""
     p = (stat.Panel().graph_mode(cm.BigValueGraphMode.AREA).color_mode(cm.BigValueColorMode.BACKGROUND)
          .reduce_options(common.ReduceDataOptions().calcs([calc]))
          .thresholds(dashboard.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
                      .steps([dm.Threshold(value=v, color=c) for v, c in steps])))
-    return _panel(p, title, unit, [(expr, legend)], desc, 4, 4)
+    return _panel(p, title, unit, [(expr, legend)], desc, 4, 4, instant)
 
 
 def rows():
@@ -126,10 +145,12 @@ def rows():
         "Summary: what limited the run": [
             single("Requests/s (k6)", "reqps", RPS, "{{testid}}", "mean", NEUTRAL,
                    "Mean client request rate of each selected run."),
-            single("p99 latency", "s", quantile(0.99, LATENCY), "{{testid}}", "mean", NEUTRAL,
-                   "Mean of the p99 request duration over the run."),
-            single("Errors", "percentunit", ERRORS, "{{testid}}", "lastNotNull", ERROR_BUDGET,
-                   "Failed requests as a fraction of all; red above the suite's 0.01 % threshold."),
+            single("p99 latency", "s", P99_RUN, "{{testid}}", "lastNotNull", NEUTRAL,
+                   "p99 request duration of every request in the time range (k6's native histogram "
+                   "over $__range): the run's p99 when the range covers the run.", instant=True),
+            single("Errors", "percentunit", ERRORS_RUN, "{{testid}}", "lastNotNull", ERROR_BUDGET,
+                   "Failed requests over all requests in the time range; red above the suite's "
+                   "0.01 % threshold.", instant=True),
             single("Ingress CPU", "percentunit", INGRESS_CPU, "ingress", "max", saturation(INGRESS_CPU),
                    f"Peak ingress CPU against its limit. Red from {level(INGRESS_CPU)}, where the verdict "
                    "calls the ingress CPU-bound (the verdict judges the run's mean, this panel its peak)."),
@@ -147,7 +168,7 @@ def rows():
             series("Latency", "s", *percentiles(LATENCY, 0.5, 0.95, 0.99),
                    desc="Request duration percentiles from k6's native histogram."),
             series("Errors", "percentunit", (ERRORS, "{{testid}}"), w=6,
-                   desc="Failed requests as a fraction of all since the run started (k6's http_req_failed)."),
+                   desc="Failed requests over all requests, per interval (k6's request counter, tag expected_response)."),
             series("Dropped iterations", "suffix: iter/s", (k6_rate("k6_dropped_iterations_total"), "{{testid}}"),
                    w=6, desc="Open model (RATE=N) only: iterations k6 could not start for want of a free VU; "
                              "any means the target rate was not offered."),

@@ -64,7 +64,8 @@ def _panels(dash):
 def _sources(dash):
     """(kind, where, object, PromQL or None) for everything that names a datasource: panels (no
     query of their own), their targets, query variables, annotations. label_values(), Grafana's
-    and not PromQL, becomes the PromQL query that returns the same label values."""
+    and not PromQL, becomes the PromQL query that returns the same label values: those of the
+    series present anywhere in the time range (Grafana asks the series API for the range)."""
     for p in _panels(dash):
         where = f'panel {p.get("id")} "{p.get("title", "")}"'
         if p.get("targets") or p.get("datasource"):
@@ -75,7 +76,7 @@ def _sources(dash):
         if v.get("type") == "query":
             q = v.get("query") or ""
             q = q.get("query", "") if isinstance(q, dict) else q
-            yield "variable", f"variable {v.get('name')}", v, _LABEL_VALUES.sub(r"group by (\2) (\1)", q)
+            yield "variable", f"variable {v.get('name')}", v, _LABEL_VALUES.sub(r"group by (\2) (last_over_time(\1[$__range]))", q)
     for a in dash.get("annotations", {}).get("list", []):
         if not a.get("builtIn"):  # Grafana's own annotations, on its own store
             yield "annotation", f'annotation "{a.get("name")}"', a, a.get("expr", "")
@@ -127,7 +128,8 @@ def queries(dash, testid, interval="20s", **values):
     option to its all-value unless values names it. ValueError for a variable left without one."""
     known = {v["name"]: v["allValue"] for v in dash.get("templating", {}).get("list", [])
              if v.get("includeAll") and v.get("allValue")}
-    known.update(testid=testid, __rate_interval=interval, __interval=interval, **values)
+    # $__range: the dashboard's time range (the run-wide stats), 5 minutes unless values sets it.
+    known.update({"testid": testid, "__rate_interval": interval, "__interval": interval, "__range": "5m", **values})
 
     def value(m):
         name = next(g for g in m.groups() if g)

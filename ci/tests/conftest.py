@@ -114,6 +114,14 @@ def within(a, b, fraction):
 LOG_FIELDS = re.compile(r"conn=(\d+) reqs=(\d+) tls=(\S+) reused=(\S)")
 
 
+def prom_query(run, expr):
+    """An instant query at the end of the run's window, against the Prometheus it correlated with."""
+    corr = run.summary["correlation"]
+    url = f"{corr['url']}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": corr["window"]["end"]})
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)["data"]["result"]
+
+
 def dashboard_query_gaps(run, dash=None):
     """Every panel and variable query of the main dashboard, against the Prometheus the run
     correlated with, at the run's end: the queries that failed and those with no data. TLS
@@ -123,11 +131,11 @@ def dashboard_query_gaps(run, dash=None):
     corr = run.summary["correlation"]
     dash = dash or json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
     failed, empty = [], []
-    for where, expr in lint.queries(dash, testid, interval="10s"):
-        url = f"{corr['url']}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": corr["window"]["end"]})
+    # $__range: the run's window, as a dashboard whose time range is the run would set it.
+    run_range = f"{int(corr['window']['end'] - corr['window']['start']) + 1}s"
+    for where, expr in lint.queries(dash, testid, interval="10s", __range=run_range):
         try:
-            with urllib.request.urlopen(url, timeout=10) as r:
-                res = json.load(r)["data"]["result"]
+            res = prom_query(run, expr)
         except Exception as e:  # an error answer (400) is a broken query
             failed.append(f"{where}: {e}")
             continue

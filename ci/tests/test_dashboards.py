@@ -50,7 +50,7 @@ def test_the_dashboard_passes_lint():
 def test_the_dashboard_shows_the_whole_contract(dashboard):
     used = {name for _, expr in lint.queries(dashboard, TESTID) for name, _ in lint.selectors(expr)}
     assert lint.contract_rules() <= used
-    assert {"k6_http_reqs_total", "k6_http_req_duration_seconds", "k6_http_req_failed_rate",
+    assert {"k6_http_reqs_total", "k6_http_req_duration_seconds",
             "k6_dropped_iterations_total", "k6_http_req_tls_handshaking_seconds", "k6_data_received_total",
             "k6_vus"} <= used
 
@@ -130,7 +130,7 @@ def test_queries_are_promql_for_one_run(dashboard):
     assert not [q for q in qs.values() if "$" in q]
     assert qs['panel 9 "Requests per second" target A'] == (
         f'sum by (testid) (rate(k6_http_reqs_total{{testid=~"{TESTID}", variant=~".*", scenario=~".*"}}[20s]))')
-    assert qs["variable testid"] == 'group by (testid) (k6_http_reqs_total{variant=~".*", scenario=~".*"})'
+    assert qs["variable testid"] == 'group by (testid) (last_over_time(k6_http_reqs_total{variant=~".*", scenario=~".*"}[5m]))'
     assert f'testid=~"{TESTID}"' in qs['annotation "k6 runs"']
     narrowed = dict(lint.queries(dashboard, TESTID, interval="30s", variant="seed002-nginx-lb-default"))
     assert 'variant=~"seed002-nginx-lb-default"' in narrowed["variable scenario"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LAB, ROOT, dashboard_query_gaps, lint, sh
+from conftest import LAB, ROOT, dashboard_query_gaps, lint, prom_query, sh
 
 sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py)
@@ -96,6 +96,26 @@ def test_a_lab_run_is_correlated_with_every_signal(lab_run):
 
 def test_every_dashboard_query_answers_after_a_lab_run(lab_run):
     assert dashboard_query_gaps(lab_run) == ([], [])
+
+
+def test_the_dashboards_run_stats_are_the_summarys_numbers(lab_run):
+    """The "p99 latency" and "Errors" stats over the run's range: the run's own p99 within the
+    native histogram's bucket error (k6's remote write: buckets 2^(1/8) apart, ±4.4%), and its
+    error ratio from the request counters, not a mean of per-interval or per-series values."""
+    dash = json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
+    testid = json.loads((lab_run.dir / "meta.json").read_text())["testid"]
+    corr = lab_run.summary["correlation"]
+    run_range = f"{int(corr['window']['end'] - corr['window']['start']) + 1}s"
+    def stat(title):
+        panel = next(p for p in dash["panels"] if p["type"] == "stat" and p["title"] == title)
+        expr, = [e for w, e in lint.queries({**dash, "panels": [panel]}, testid, interval="10s", __range=run_range) if "target" in w]
+        return expr
+    stats = {t: stat(t) for t in ("p99 latency", "Errors")}
+    p99 = [float(r["value"][1]) * 1000 for r in prom_query(lab_run, stats["p99 latency"])]
+    assert len(p99) == 1 and abs(p99[0] - lab_run.result["p99_ms"]) <= 0.06 * lab_run.result["p99_ms"], (p99, lab_run.result["p99_ms"])
+    errors = [float(r["value"][1]) for r in prom_query(lab_run, stats["Errors"])]
+    assert errors == [lab_run.result["error_rate"]] == [0], errors
+    print(f"\np99: dashboard {p99[0]:.3f} ms, summary {lab_run.result['p99_ms']:.3f} ms")
 
 
 def test_the_dashboard_test_catches_an_unknown_metric(lab_run):
