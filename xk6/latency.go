@@ -100,6 +100,20 @@ func (h *histogram) percentiles(ps ...float64) []float64 {
 	return out
 }
 
+// export is the run's histogram as summary.json carries it: the middle of every non-empty
+// bucket in milliseconds with its count, ascending, and the bound on a value's error. Runs
+// of the same binary share the buckets, so a distributed run's segments merge by adding the
+// counts of equal values (ci/report/summary.py) into the percentiles of all their requests.
+func (h *histogram) export() map[string]any {
+	buckets := [][2]float64{}
+	for i := range h.counts {
+		if n := h.counts[i].Load(); n > 0 {
+			buckets = append(buckets, [2]float64{bucketValue(i) / float64(time.Millisecond), float64(n)})
+		}
+	}
+	return map[string]any{"relative_error": 1.0 / (2 * subBuckets), "buckets": buckets}
+}
+
 // publish pushes the percentiles as Gauge samples, when a second has passed since the last
 // publication or when final; one VU at a time, so the last value k6 gets is the newest.
 func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {

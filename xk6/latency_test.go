@@ -81,3 +81,30 @@ func TestBucketsAreContiguousAndOrdered(t *testing.T) {
 		t.Errorf("empty histogram: %v", h)
 	}
 }
+
+// The exported histogram holds every value once, ascending, each within the stated error of
+// a value it stands for: what ci/report/summary.py merges across segments.
+func TestExportHoldsEveryValueWithinItsError(t *testing.T) {
+	var h histogram
+	values := []time.Duration{0, 3 * time.Nanosecond, 250 * time.Microsecond, 251 * time.Microsecond, 2 * time.Millisecond, 2 * time.Millisecond, 7 * time.Second}
+	for _, d := range values {
+		h.add(d)
+	}
+	e := h.export()
+	rel := e["relative_error"].(float64)
+	buckets := e["buckets"].([][2]float64)
+	var n float64
+	for i, b := range buckets {
+		n += b[1]
+		if i > 0 && b[0] <= buckets[i-1][0] {
+			t.Fatalf("bucket %d (%v ms) not above the one before (%v ms)", i, b[0], buckets[i-1][0])
+		}
+	}
+	if n != float64(len(values)) || rel != 1.0/256 {
+		t.Fatalf("%v values in the buckets, relative error %v; want %d, 1/256", n, rel, len(values))
+	}
+	last := buckets[len(buckets)-1]
+	if want := 7000.0; math.Abs(last[0]-want) > want*rel || last[1] != 1 {
+		t.Fatalf("the largest bucket is %v ms x %v, want 7000 ms within %v", last[0], last[1], want*rel)
+	}
+}

@@ -88,7 +88,9 @@ func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
 }
 
 func (m *moduleInstance) Exports() modules.Exports {
-	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency}}
+	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency,
+		// For handleSummary: the run's latency histogram (http_req_duration's), mergeable.
+		"latencyHistogram": func() map[string]any { return runLatency.export() }}}
 }
 
 // publishLatency sends the whole run's percentiles (bench_http_req_duration_p95/p99), for

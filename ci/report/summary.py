@@ -11,7 +11,10 @@ as jq wrote them (a whole float as an integer, two-space indent), so a file is b
 what bench.sh's jq made. summary.json is replaced whole, never left half-written."""
 import json
 import re
+from bisect import bisect_right
+from collections import Counter
 from decimal import ROUND_HALF_UP, Decimal
+from itertools import accumulate
 
 from .fmt import num
 from .run import Bad, read_json
@@ -137,7 +140,61 @@ def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None):
     return lines
 
 
+# The latency thresholds (k6/lib/options.js): the native engine's histogram Gauges, or the
+# Trend on the JS path. A distributed run judges them on all segments' requests together.
+LATENCY_THRESHOLD = re.compile(r"^(?:value|p\((\d+)\))<([\d.]+)$")
+LATENCY_METRICS = {"bench_http_req_duration_p95": 95, "bench_http_req_duration_p99": 99, "http_req_duration": None}
+
+
+def percentiles(histograms, qs=(0.5, 0.95, 0.99)):
+    """The percentiles of every request of HISTOGRAMS together (each the native engine's export,
+    xk6/latency.go: [[bucket value ms, count], ...] of one binary, so equal buckets have equal
+    values), by k6's Trend rule: rank q*(n-1), interpolated between its two neighbours. None
+    when there is nothing to merge."""
+    counts = Counter()
+    for h in histograms:
+        for value, n in h["buckets"]:
+            counts[value] += n
+    if not counts:
+        return None
+    values = sorted(counts)
+    cum = list(accumulate(counts[v] for v in values))
+
+    def at(rank):
+        return values[bisect_right(cum, rank)]
+    out = {}
+    for q in qs:
+        r = q * (cum[-1] - 1)
+        lo = int(r)
+        v = at(lo)
+        if r > lo:
+            v += (at(lo + 1) - v) * (r - lo)
+        out[f"p{round(q * 100)}_ms"] = v
+    return out
+
+
+def run_thresholds(results, merged):
+    """The run's thresholds: the latency ones on the merged percentiles, every other one as the
+    segments judged it (a rate or a count is the segment's own)."""
+    out = []
+    for r in results:
+        for t in r.get("thresholds", []):
+            m = LATENCY_THRESHOLD.match(t["expr"])
+            if merged and t["metric"] in LATENCY_METRICS and m:
+                p = LATENCY_METRICS[t["metric"]] or int(m[1])
+                t = {**t, "ok": merged[f"p{p}_ms"] < float(m[2]), "value": merged[f"p{p}_ms"], "merged": True}
+                if t in out:
+                    continue
+            out.append(t)
+    return out
+
+
 def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None):
+    # A segment's own verdict stands, except on latency when the merged percentiles judge it.
+    def segment_ok(r):
+        return r["passed"] or bool(merged) and all(
+            t["ok"] or (t["metric"] in LATENCY_METRICS and LATENCY_THRESHOLD.match(t["expr"])) for t in r.get("thresholds", []))
+
     """distributed.sh's run: RUN_DIR/segment-<i>.json (each pod's k6 summary) summed, with the
     ingress's count -> RUN_DIR/summary.json; returns the lines it prints. ABORTED: the
     seconds after which SIGNAL cut the run short (never passed then)."""
@@ -148,10 +205,21 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
         raise Bad(f"no stub_status from the ingress of {variant}: the request count cannot be checked (results in {run_dir}/)")
     results = [k6_summary(f)["result"] for f in files]
     requests, _ = served(before, after)
+    # Percentiles of all the segments' requests together, from the native engine's histograms
+    # (each within their relative error); the JS path's segments have none to merge.
+    hists = [r.get("latency_histogram") for r in results]
+    merged = percentiles(hists) if all(hists) else None
+    thresholds = run_thresholds(results, merged)
     s = {"testid": testid, "variant": variant, "platform": platform, "segments": len(results),
          "requests": sum(r["requests"] for r in results), "rps": sum(r["rps"] for r in results),
-         "errors": sum(r["errors"] for r in results), "passed": all(r["passed"] for r in results),
-         "per_segment": [{"requests": r["requests"], "rps": r["rps"], "connections": r["connections"]} for r in results],
+         "errors": sum(r["errors"] for r in results),
+         **(merged or {}),
+         "latency": ({"merged": True, "relative_error": max(h["relative_error"] for h in hists),
+                      "source": "the segments' native-engine histograms, merged"} if merged else
+                     {"merged": False, "source": "none: ENGINE=js segments carry no mergeable histogram; each segment judged its own latency"}),
+         "thresholds": thresholds, "passed": all(t["ok"] for t in thresholds) and all(map(segment_ok, results)),
+         "per_segment": [{"requests": r["requests"], "rps": r["rps"], "connections": r["connections"],
+                          "p50_ms": r.get("p50_ms"), "p95_ms": r.get("p95_ms"), "p99_ms": r.get("p99_ms")} for r in results],
          "server": {"requests": requests}}
     s["server"]["client_over_server"] = per(s["requests"], requests)
     if aborted is not None:
@@ -161,6 +229,11 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
     parts = " + ".join(str(jq_round(p["rps"])) for p in s["per_segment"])
     lines = [f"k6 {s['segments']} segments → {jq_round(s['rps'])} req/s in all ({parts}), {s['requests']} requests, "
              f"errors {s['errors']}"]
+    if merged:
+        each = ", ".join(f"{p['p99_ms']:.2f}" for p in s["per_segment"])
+        lines.append(f"latency       all segments: p50 {merged['p50_ms']:.2f} ms  p95 {merged['p95_ms']:.2f} ms  "
+                     f"p99 {merged['p99_ms']:.2f} ms (merged histograms, ±{s['latency']['relative_error'] * 100:.1f}%); "
+                     f"per segment p99 {each} ms")
     if aborted is not None:
         lines.append(f"{'result':<14}ABORTED (interrupted after {aborted} s by {s['interrupted']['signal']})")
     return lines + [f"server        {requests} requests counted by nginx "

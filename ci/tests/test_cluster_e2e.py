@@ -254,6 +254,10 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"], summary
     assert all(s["rps"] > 0 for s in summary["per_segment"]), summary["per_segment"]
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
+    # One latency for the run: the pods' histograms merged (test_merged_percentiles.py holds
+    # the merge to the exact values); a mixture's p99 lies between its parts'.
+    each = [s["p99_ms"] for s in summary["per_segment"]]
+    assert summary["latency"]["merged"] and min(each) * 0.99 <= summary["p99_ms"] <= max(each) * 1.01, (summary["p99_ms"], each)
 
 
 @pytest.mark.parametrize("form", ["line", "env"])

@@ -111,8 +111,10 @@ export function metaJson(cfg, data, now) {
 }
 
 // The map k6's handleSummary returns: file path -> content, plus stdout.
-export function summaryFiles(data, cfg, now = new Date()) {
-  const h = headline(data, cfg);
+// histogram: the native engine's latency histogram of the run (xk6/latency.go export), kept
+// in the result for merging segments; null on the JS path.
+export function summaryFiles(data, cfg, now = new Date(), histogram = null) {
+  const h = { ...headline(data, cfg), ...(histogram ? { latency_histogram: histogram } : {}) };
   const c = correlation(data, cfg, now);
   const v = verdict(c.signals);
   const text = textSummary(h, cfg, c, v);

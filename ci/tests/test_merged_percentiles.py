@@ -1,0 +1,66 @@
+"""A distributed run's latency as a whole: the segments' native-engine histograms merged into
+the percentiles of all their requests (ci/report/summary.py), held to the exact percentiles of
+every request, on real runs of clearly different latency."""
+import json
+import math
+import sys
+
+from conftest import ROOT, sh
+from test_lab_e2e import load_durations
+
+sys.path.insert(0, str(ROOT / "ci"))
+from report.summary import percentiles  # noqa: E402
+
+
+def exact(d, q):
+    """k6's Trend rule on sorted values: rank q*(n-1), interpolated between its neighbours."""
+    rank = q * (len(d) - 1)
+    lo, hi = d[math.floor(rank)], d[min(math.floor(rank) + 1, len(d) - 1)]
+    return lo + (hi - lo) * (rank - math.floor(rank))
+
+
+def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
+    """Two segments on the lab, open model: 1 KB at 1,500/s (fast) and 1 MB at 300/s (slow),
+    each writing every sample (k6's CSV output). `ci/report segments` over the two: its p50,
+    p95 and p99 are the exact ones of all 5,400 requests within the histogram's stated error
+    (1/256), and its p99 is neither segment's (a slow segment's p94 here)."""
+    runs = []
+    for i, env in enumerate([{"PAYLOAD": "1kb", "RATE": "1500"}, {"PAYLOAD": "1mb", "RATE": "300"}]):
+        samples = tmp_path / f"samples-{i}.csv"
+        run = bench("rps", ENGINE="native", DURATION="3s", CONNECTIONS="20", MONITORING="0", K6_OUT=f"csv={samples}", **env)
+        assert run.rc == 0, run.why
+        runs.append((run, load_durations(samples)))
+    seg = tmp_path / "distributed"
+    seg.mkdir()
+    for i, (run, _) in enumerate(runs):
+        (seg / f"segment-{i}.json").write_text((run.dir / "summary.json").read_text())
+    served = sum(run.result["requests"] for run, _ in runs)
+    r = sh(sys.executable, "ci/report", "segments", str(seg), "--testid", "merged", "--variant", "seed002-nginx-lb-default",
+           "--platform", "lab", "--stub-before", "1 100", "--stub-after", f"3 {100 + served + 1}")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((seg / "summary.json").read_text())
+    every = sorted(v for _, d in runs for v in d)
+    assert s["latency"]["merged"] and s["latency"]["relative_error"] == 1 / 256
+    for q in (0.5, 0.95, 0.99):
+        want = exact(every, q)
+        assert abs(s[f"p{round(q * 100)}_ms"] - want) <= want / 256 + 1e-9, (q, s[f"p{round(q * 100)}_ms"], want)
+    # Clearly apart: the merged p99 is neither segment's own, nor their mean.
+    each = [exact(d, 0.99) for _, d in runs]
+    assert each[1] > 2 * each[0], each
+    assert all(abs(s["p99_ms"] - p) > 0.05 * p for p in each + [sum(each) / 2]), (s["p99_ms"], each)
+    assert [p["p99_ms"] for p in s["per_segment"]] == [run.result["p99_ms"] for run, _ in runs]
+    # Latency thresholds judged once, on the merged values; every other one as each segment did.
+    merged = [t for t in s["thresholds"] if t.get("merged")]
+    assert {t["metric"] for t in merged} == {"bench_http_req_duration_p95", "bench_http_req_duration_p99"}, s["thresholds"]
+    assert s["passed"] and "latency       all segments: p50" in r.stdout, r.stdout
+    print(f"\nmerged p50/p95/p99 {s['p50_ms']:.3f}/{s['p95_ms']:.3f}/{s['p99_ms']:.3f} ms; exact p99 {exact(every, 0.99):.3f}; "
+          f"segments' p99 {each[0]:.3f} and {each[1]:.3f} ms")
+
+
+def test_percentiles_merge_by_bucket():
+    """The merge itself, on two tiny histograms: counts of equal bucket values add up."""
+    a = {"relative_error": 1 / 256, "buckets": [[1.0, 3], [2.0, 1]]}
+    b = {"relative_error": 1 / 256, "buckets": [[2.0, 1], [10.0, 1]]}
+    # All six values: 1 1 1 2 2 10. p50: rank 2.5, between 1 and 2.
+    assert percentiles([a, b], (0.5, 1.0)) == {"p50_ms": 1.5, "p100_ms": 10.0}
+    assert percentiles([{"buckets": []}]) is None
