@@ -85,13 +85,20 @@ kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${
 waiter=$!
 wait_rc=0; wait "$waiter" || wait_rc=$?
 if [ -n "$interrupted" ]; then
-  while read -r pod phase; do
-    [ "$phase" = Running ] && kubectl -n ingress-bench exec "$pod" -- sh -c 'kill -INT $(pidof k6)' >/dev/null 2>&1 || true
-  done < <(pods)
-  # Each pod ends after its k6's graceful stop (5 s) and teardown, whose Prometheus queries
-  # may take up to k6's teardownTimeout (60 s) on a loaded node: 20 s was not always enough
-  # (an empty segment). 90 s for all.
-  for _ in $(seq 450); do pods | grep -qw -e Running -e Pending || break; sleep 0.2; done
+  # Each pod's k6 gets its SIGINT once it runs: a pod still Pending at the interrupt (a busy
+  # node) would otherwise start later and load for the whole duration. Each pod ends after
+  # its k6's graceful stop (5 s) and teardown, whose Prometheus queries may take up to k6's
+  # teardownTimeout (60 s) on a loaded node: 20 s was not always enough (an empty segment).
+  # 90 s for all.
+  signalled=' '
+  for _ in $(seq 450); do
+    while read -r pod phase; do
+      [ "$phase" = Running ] && [[ $signalled != *" $pod "* ]] || continue
+      kubectl -n ingress-bench exec "$pod" -- sh -c 'kill -INT $(pidof k6)' </dev/null >/dev/null 2>&1 && signalled+="$pod "
+    done < <(pods)
+    pods | grep -qw -e Running -e Pending || break
+    sleep 0.2
+  done
 elif [ "$wait_rc" != 0 ]; then
   die "job $name did not complete: $(pods | awk '{print $2}' | paste -sd' ')"
 fi

@@ -23,7 +23,7 @@ def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
     """Two segments on the lab, open model: 1 KB at 1,500/s (fast) and 1 MB at 300/s (slow),
     each writing every sample (k6's CSV output). `ci/report segments` over the two: its p50,
     p95 and p99 are the exact ones of all 5,400 requests within the histogram's stated error
-    (1/256), and its p99 is neither segment's (a slow segment's p94 here)."""
+    (1/256), and its p99 is neither segment's."""
     runs = []
     for i, env in enumerate([{"PAYLOAD": "1kb", "RATE": "1500"}, {"PAYLOAD": "1mb", "RATE": "300"}]):
         samples = tmp_path / f"samples-{i}.csv"
@@ -44,10 +44,10 @@ def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
     for q in (0.5, 0.95, 0.99):
         want = exact(every, q)
         assert abs(s[f"p{round(q * 100)}_ms"] - want) <= want / 256 + 1e-9, (q, s[f"p{round(q * 100)}_ms"], want)
-    # Clearly apart: the merged p99 is neither segment's own, nor their mean.
+    # Clearly apart: the merged p99 is neither segment's own.
     each = [exact(d, 0.99) for _, d in runs]
     assert each[1] > 2 * each[0], each
-    assert all(abs(s["p99_ms"] - p) > 0.05 * p for p in each + [sum(each) / 2]), (s["p99_ms"], each)
+    assert all(abs(s["p99_ms"] - p) > 0.05 * p for p in each), (s["p99_ms"], each)
     assert [p["p99_ms"] for p in s["per_segment"]] == [run.result["p99_ms"] for run, _ in runs]
     # Latency thresholds judged once, on the merged values; every other one as each segment did.
     merged = [t for t in s["thresholds"] if t.get("merged")]
