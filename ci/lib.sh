@@ -27,6 +27,15 @@ export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_H
 # k6 1.8 would otherwise phone home, or ask a remote build service for unknown k6/x modules.
 export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
 
+# k6_rw_env PROMETHEUS_URL: k6's remote-write output to that Prometheus, one NAME=value a line,
+# for the host's k6 (ci/run/bench.sh) and the in-cluster pods (ci/run/render_distributed.sh):
+# native histograms, a 2 s push (the rules' scrape cadence), and stale markers at the end, so
+# a finished run's series end with it instead of lingering five minutes in "last value" panels.
+k6_rw_env() {
+  printf '%s\n' K6_PROMETHEUS_RW_SERVER_URL="$1/api/v1/write" K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM=true \
+    K6_PROMETHEUS_RW_PUSH_INTERVAL=2s K6_PROMETHEUS_RW_STALE_MARKERS=true
+}
+
 # die MSG: the one-line error every script ends with; never a stack trace.
 die() { echo "error: $*" >&2; exit 1; }
 say() { printf '%-13s %s\n' "$1" "$2" >&2; }

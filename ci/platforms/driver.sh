@@ -12,6 +12,7 @@
 #   pf_cluster_up       a cluster and its monitoring up, for the in-cluster k6 of
 #                       ci/run/distributed.sh, which deploys and loads it itself (local, external)
 #   pf_prometheus       the platform's Prometheus URL (fails when it has none up)
+#   pf_prometheus_in_cluster   the address in-cluster k6 reaches it at; empty: none of its own
 # Taking a platform down stays with its own task (lab:down, cluster:down, monitoring:down):
 # what they remove is what the platform's scripts made, whoever started them.
 # Sourced after ci/lib.sh.
@@ -26,5 +27,6 @@ load_platform() {
 
 # Every platform's Prometheus is the monitoring script's to say.
 pf_prometheus() { bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" url; }
+pf_prometheus_in_cluster() { bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" url-in-cluster; }
 # own_monitoring: the platform's own stack, unless the run was given another Prometheus.
 own_monitoring() { [ "${MONITORING:-1}" = 1 ] && [ -z "${PROMETHEUS_URL:-}" ]; }

@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from itertools import accumulate
 
 from .fmt import num
-from .run import Bad, read_json
+from .run import Bad, contract, read_json
 
 
 def stub_reading(text):
@@ -189,6 +189,19 @@ def run_thresholds(results, merged):
     return out
 
 
+def run_verdict(verdicts):
+    """The run's verdict from its segments' (each from its own pod's correlation): the first
+    limit in the contract's verdict order that any segment reached (one client-bound runner
+    makes the run NOT VALID), else "unknown" if any segment could not tell, else "none"."""
+    order = [s["verdict"]["limit"] for s in sorted((s for s in contract.load()["signals"] if s.get("verdict")),
+                                                    key=lambda s: s["verdict"]["order"])] + ["unknown", "none"]
+    known = [v for v in verdicts if isinstance(v, dict) and v.get("limit") in order]
+    if not known:
+        return None
+    worst = min(known, key=lambda v: order.index(v["limit"]))
+    return {**worst, "segments": [v.get("limit") if isinstance(v, dict) else None for v in verdicts]}
+
+
 def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None):
     # A segment's own verdict stands, except on latency when the merged percentiles judge it.
     def segment_ok(r):
@@ -203,7 +216,8 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
         raise Bad(f"{run_dir} has no segment-<i>.json")
     if not (before and after):
         raise Bad(f"no stub_status from the ingress of {variant}: the request count cannot be checked (results in {run_dir}/)")
-    results = [k6_summary(f)["result"] for f in files]
+    full = [k6_summary(f) for f in files]
+    results = [f["result"] for f in full]
     requests, _ = served(before, after)
     # Percentiles of all the segments' requests together, from the native engine's histograms
     # (each within their relative error); the JS path's segments have none to merge.
@@ -221,6 +235,9 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
          "per_segment": [{"requests": r["requests"], "rps": r["rps"], "connections": r["connections"],
                           "p50_ms": r.get("p50_ms"), "p95_ms": r.get("p95_ms"), "p99_ms": r.get("p99_ms")} for r in results],
          "server": {"requests": requests}}
+    verdict = run_verdict([f.get("verdict") for f in full])
+    if verdict:
+        s["verdict"] = verdict
     s["server"]["client_over_server"] = per(s["requests"], requests)
     if aborted is not None:
         s["aborted"], s["passed"] = True, False
@@ -236,5 +253,7 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
                      f"per segment p99 {each} ms")
     if aborted is not None:
         lines.append(f"{'result':<14}ABORTED (interrupted after {aborted} s by {s['interrupted']['signal']})")
+    if verdict:
+        lines.append(f"verdict       {verdict['text']} (segments: {', '.join(map(str, verdict['segments']))})")
     return lines + [f"server        {requests} requests counted by nginx "
                     f"(client/server {agreement(s['server']['client_over_server'])})"]

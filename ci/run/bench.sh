@@ -80,11 +80,8 @@ K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST=
 if [ "$MONITORING" = 1 ]; then
   PROMETHEUS_URL=${PROMETHEUS_URL:-$(pf_prometheus)} || exit 1
   K6_ARGS+=(--out experimental-prometheus-rw)
-  K6_ENV+=(PROMETHEUS_URL="$PROMETHEUS_URL" K6_PROMETHEUS_RW_SERVER_URL="$PROMETHEUS_URL/api/v1/write"
-           K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM=true K6_PROMETHEUS_RW_PUSH_INTERVAL=2s
-           # Stale markers at the end: the run's series end with it, instead of lingering five
-           # minutes in every "last value" panel.
-           K6_PROMETHEUS_RW_STALE_MARKERS=true)
+  mapfile -t rw < <(k6_rw_env "$PROMETHEUS_URL")
+  K6_ENV+=(PROMETHEUS_URL="$PROMETHEUS_URL" "${rw[@]}")
   say monitoring "Prometheus $PROMETHEUS_URL; k6 web dashboard http://$dash/"
 fi
 # k6 in its own cgroup: its CPU is the load generator's signal (ci/platforms/monitoring/cgroups.sh).

@@ -36,6 +36,14 @@ need_new_results_dir "$dir"
 pf_cluster_up
 addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
 [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
+# The pods stream to the platform's Prometheus and correlate from it, by the address they
+# reach it at (a Service DNS name); a PROMETHEUS_URL given is the pods' already. None without
+# monitoring.
+if [ "${MONITORING:-1}" != 1 ]; then unset PROMETHEUS_URL
+elif own_monitoring; then
+  PROMETHEUS_URL=$(pf_prometheus_in_cluster) || exit 1
+  [ -z "$PROMETHEUS_URL" ] || bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait
+fi
 scheme=$(scenario_scheme "$SCENARIO")
 
 mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"

@@ -10,7 +10,7 @@
 #   TESTID, VARIANT, PLATFORM       tags of the run, as in ci/run/bench.sh
 #   every other setting that reaches the pods (k6/lib/settings.js, reaches "pods"): each
 #             one set is written into the pods' environment (@K6_SETTINGS@), checked by
-#             k6/lib/config.js in the pods
+#             k6/lib/config.js in the pods; PROMETHEUS_URL also adds k6's remote-write output
 #   NAME      the object's name; distributed_name TESTID when unset
 # The k6 image is k6_image (ci/lib.sh: local build or Grafana's, by IMAGE_SET); the starter
 # is K6_OPERATOR_STARTER_IMAGE (ci/tools/versions.env). A TestRun is checked against
@@ -52,6 +52,8 @@ validate_testrun() {
 k6_settings_env() {
   local entries="" v
   for v in $(setting_names pods); do [ -z "${!v:-}" ] || entries+="$v=${!v}"$'\n'; done
+  # With a Prometheus, the pods stream to it as the host's k6 does (k6_rw_env, ci/lib.sh).
+  [ -z "${PROMETHEUS_URL:-}" ] || entries+="K6_OUT=experimental-prometheus-rw"$'\n'"$(k6_rw_env "$PROMETHEUS_URL")"$'\n'
   awk -v entries="$entries" '
     /^ *@K6_SETTINGS@$/ {
       indent = $0; sub(/@K6_SETTINGS@$/, "", indent)

@@ -3,6 +3,8 @@ overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions 
 requests > 0, no errors, client and server counts within 1%, full handshakes for tps; and the
 machine exactly as found after cluster:down."""
 import json
+import urllib.parse
+import urllib.request
 import os
 import re
 import shutil
@@ -258,6 +260,25 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     # the merge to the exact values); a mixture's p99 lies between its parts'.
     each = [s["p99_ms"] for s in summary["per_segment"]]
     assert summary["latency"]["merged"] and min(each) * 0.99 <= summary["p99_ms"] <= max(each) * 1.01, (summary["p99_ms"], each)
+    # The pods streamed to the cluster's Prometheus (by its Service name), each runner apart
+    # (instance_id) and tagged with the run: their load's request counters add up to the
+    # run's (less each pod's setup GET, which is in no scenario), and the native histograms'
+    # p99 of all of them is the merged one within the two histograms' bucket errors
+    # (Prometheus' 2^(1/8): ±4.4%; measured 8.98 against 9.40 ms).
+    prom = sh("bash", "ci/platforms/monitoring/monitoring.sh", "url").stdout.strip()
+    testid = summary["testid"]
+
+    def q(expr):
+        with urllib.request.urlopen(f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}), timeout=10) as r:
+            return json.load(r)["data"]["result"]
+    runners = q(f'count(count by (instance_id) (last_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m])))')
+    assert float(runners[0]["value"][1]) == 2, runners
+    counted = float(q(f'sum(max_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m]))')[0]["value"][1])
+    assert summary["requests"] - 2 <= counted <= summary["requests"], (counted, summary["requests"])
+    p99 = 1000 * float(q(f'histogram_quantile(0.99, sum(increase(k6_http_req_duration_seconds{{testid="{testid}", name!="bench-correlation"}}[5m])))')[0]["value"][1])
+    assert abs(p99 - summary["p99_ms"]) <= 0.1 * summary["p99_ms"], (p99, summary["p99_ms"])
+    assert summary["verdict"]["limit"] in {"load-generator", "ingress-cpu", "nic", "backend", "none"}, summary["verdict"]
+    print(f"\nmerged p99 {summary['p99_ms']:.3f} ms (segments {each}), Prometheus' {p99:.3f} ms; {summary['verdict']['text']}")
 
 
 @pytest.mark.parametrize("form", ["line", "env"])

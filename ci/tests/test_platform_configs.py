@@ -71,6 +71,23 @@ def test_testrun_renders_valid_and_matches_the_job():
     # The Job splits the load as the operator does: "0,1/2,1".
     assert '--execution-segment-sequence "0,1/2,1"' in job.stdout
     assert f"image: {pins['K6_OPERATOR_STARTER_IMAGE']}" in tr.stdout
+    # Runners apart from the ingress (and from each other: the operator's `separate`).
+    for m in (tr.stdout, job.stdout):
+        assert "labelSelector: { matchLabels: { app.kubernetes.io/component: ingress } }" in m
+    assert "\n  separate: true\n" in tr.stdout and '--tag "instance_id=$i"' in job.stdout
+
+
+def test_with_a_prometheus_both_stream_to_it():
+    """PROMETHEUS_URL (an address the pods reach) adds k6's remote-write output to both, the
+    same entries as the host's k6 gets (ci/lib.sh k6_rw_env)."""
+    url = "http://prometheus.monitoring.svc:9090"
+    tr, job = render("testrun.yaml", PROMETHEUS_URL=url), render("job.yaml", PROMETHEUS_URL=url)
+    assert tr.returncode == 0 and job.returncode == 0, tr.stderr + job.stderr
+    tr_env = ENV_LINE.findall(tr.stdout)
+    assert tr_env == ENV_LINE.findall(job.stdout)
+    assert dict(tr_env) == {**dict(tr_env), "PROMETHEUS_URL": f'"{url}"', "K6_OUT": '"experimental-prometheus-rw"',
+                            "K6_PROMETHEUS_RW_SERVER_URL": f'"{url}/api/v1/write"', "K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM": '"true"',
+                            "K6_PROMETHEUS_RW_PUSH_INTERVAL": '"2s"', "K6_PROMETHEUS_RW_STALE_MARKERS": '"true"'}, tr_env
 
 
 @pytest.mark.parametrize("platform,image_set,pin", [("external", "", "K6_IMAGE_UPSTREAM"), ("external", "local", None)])

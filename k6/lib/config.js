@@ -28,6 +28,14 @@ export function isLabHost(host) {
   return o[0] === 127 || (o[0] === 198 && (o[1] === 18 || o[1] === 19));
 }
 
+// True for a Kubernetes Service's DNS name (name.namespace.svc, or with the cluster's domain)
+// seen from a pod (the kubelet sets KUBERNETES_SERVICE_HOST in every container): an address
+// inside the cluster the run deployed into, resolved there. The guard above is the host's.
+export function isClusterService(host, env) {
+  return Boolean(env.KUBERNETES_SERVICE_HOST)
+    && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.svc(\.[a-z0-9.-]+)?$/.test(host);
+}
+
 export function parseTarget(text) {
   const m = /^(https?):\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?\/?$/.exec(text);
   if (!m) fail(`TARGET must be a base URL like http://198.18.0.2 or https://host:8443, got '${text}'`);
@@ -74,7 +82,8 @@ export function parseConfig(env, scenario) {
   const target = parseTarget(env.TARGET || `${scheme}://${LAB_LB_ADDRESS}`);
   if (scenario === 'tps' && target.scheme !== 'https') fail('the tps scenario measures TLS handshakes: TARGET must be https://');
   const allowExternal = setting(env, 'ALLOW_EXTERNAL_TARGET');
-  if (!allowExternal && !isLabHost(target.host)) {
+  const inside = (host) => allowExternal || isLabHost(host) || isClusterService(host, env);
+  if (!inside(target.host)) {
     fail(`TARGET ${target.base} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
   }
 
@@ -106,7 +115,7 @@ export function parseConfig(env, scenario) {
   if (prometheusUrl) {
     const p = /^https?:\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(prometheusUrl);
     if (!p) fail(`PROMETHEUS_URL must be a base URL like http://198.18.0.1:9090, got '${env.PROMETHEUS_URL}'`);
-    if (!allowExternal && !isLabHost(p[1])) fail(`PROMETHEUS_URL ${prometheusUrl} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
+    if (!inside(p[1])) fail(`PROMETHEUS_URL ${prometheusUrl} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
   }
 
   let meta = {};

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseConfig, durationMs, isLabHost, parseTarget, PROFILES } from './config.js';
+import { parseConfig, durationMs, isClusterService, isLabHost, parseTarget, PROFILES } from './config.js';
 
 const bad = (env, scenario, re) => assert.throws(() => parseConfig(env, scenario), re);
 
@@ -98,4 +98,16 @@ test('the engine: native unless ENGINE=js, anything else refused', () => {
   bad({ ENGINE: 'turbo' }, 'rps', /unknown ENGINE 'turbo' \(known: js, native\)/);
   bad({ K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
   assert.equal(parseConfig({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
+});
+
+test('a Service DNS name is inside only from a pod', () => {
+  const pod = { KUBERNETES_SERVICE_HOST: '198.18.128.1' };
+  assert.ok(isClusterService('prometheus.monitoring.svc', pod));
+  assert.ok(isClusterService('nginx-lb.ingress-bench.svc.cluster.local', pod));
+  assert.ok(!isClusterService('prometheus.monitoring.svc', {}));
+  assert.ok(!isClusterService('example.com', pod));
+  assert.ok(!isClusterService('svc', pod));
+  const cfg = parseConfig({ ...pod, PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090', TARGET: 'http://nginx-lb.ingress-bench.svc' }, 'rps');
+  assert.equal(cfg.prometheusUrl, 'http://prometheus.monitoring.svc:9090');
+  assert.throws(() => parseConfig({ PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090' }, 'rps'), /outside the lab/);
 });

@@ -47,7 +47,10 @@ export function buildOptions(cfg) {
   if (t.rpsPerCoreMin) thresholds.bench_rps_per_ingress_core = [`value>=${t.rpsPerCoreMin}`];
 
   const options = {
-    scenarios: { [cfg.scenario]: { ...executor, gracefulStop: '5s' } },
+    // The run's tags on the scenario too: a `--tag` on k6's command line (the k6-operator's
+    // and the Job's instance_id) replaces the global `tags` below whole, and the load's series
+    // would lose their testid; a scenario's tags stay.
+    scenarios: { [cfg.scenario]: { ...executor, gracefulStop: '5s', tags: cfg.tags } },
     thresholds,
     tags: cfg.tags,
     noConnectionReuse: !cfg.reuse,

@@ -5,7 +5,9 @@ import { buildOptions } from './options.js';
 
 test('closed model: constant VUs = connections, one threshold array per metric', () => {
   const o = buildOptions(parseConfig({ ENGINE: 'js', CONNECTIONS: '50', DURATION: '30s' }, 'rps'));
-  assert.deepEqual(o.scenarios.rps, { executor: 'constant-vus', vus: 50, duration: '30s', gracefulStop: '5s' });
+  // The run's tags on the scenario as well as globally: a --tag on the command line replaces the latter.
+  assert.deepEqual(o.scenarios.rps, { executor: 'constant-vus', vus: 50, duration: '30s', gracefulStop: '5s', tags: o.tags });
+  assert.deepEqual(Object.keys(o.tags).sort(), ['platform', 'scenario', 'testid', 'variant']);
   assert.deepEqual(o.thresholds.http_req_duration, ['p(95)<250', 'p(99)<500']);
   assert.deepEqual(o.thresholds.http_req_failed, ['rate<0.0001']);
   assert.equal(o.thresholds.dropped_iterations, undefined);

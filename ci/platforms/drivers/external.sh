@@ -12,3 +12,5 @@ pf_check() {
 }
 
 pf_cluster_up() { :; } # the user's cluster is theirs: never brought up or down here
+# The user's Prometheus is theirs to name: PROMETHEUS_URL, an address the pods reach.
+pf_prometheus_in_cluster() { :; }

@@ -5,7 +5,7 @@
 #     a Prometheus, node-exporter, kubelet cAdvisor) plus the monitoring component's CRDs.
 #   PLATFORM=lab: Prometheus, node-exporter and nginx-prometheus-exporter on the host, for
 #     the bare-metal lab (monitoring/lab), listening on the lab bridge and loopback only.
-# ci/platforms/monitoring/monitoring.sh up|down|status|url ; up and down are idempotent.
+# ci/platforms/monitoring/monitoring.sh up|down|status|url|url-in-cluster|wait ; up and down are idempotent.
 set -euo pipefail
 . "$(dirname "$0")/../../lib.sh"
 
@@ -129,6 +129,12 @@ case "${1:-}" in
       local) KUBECONFIG=$IB_CLUSTER_KUBECONFIG local_url || die "monitoring is not up on the local cluster: run './task monitoring:up'" ;;
       lab) ready "http://$LAB_PROM_ADDR" || die "monitoring is not up on the lab: run './task monitoring:up PLATFORM=lab'"; echo "http://$LAB_PROM_ADDR" ;;
     esac ;;
+  # Where in-cluster k6 reaches it: the Service's DNS name (monitoring/local/prometheus.yaml).
+  url-in-cluster)
+    [ "$PLATFORM" = local ] || die "PLATFORM=$PLATFORM has no in-cluster Prometheus of its own: give PROMETHEUS_URL (an address the pods reach)"
+    KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl -n monitoring get svc prometheus >/dev/null 2>&1 ||
+      die "monitoring is not up on the local cluster: run './task monitoring:up'"
+    echo "http://prometheus.monitoring.svc:9090" ;;
   status) url=$("$0" url) && ready "$url" && echo "monitoring ($PLATFORM): Prometheus at $url ready" ;;
-  *) die "usage: ci/platforms/monitoring/monitoring.sh up|down|status|url" ;;
+  *) die "usage: ci/platforms/monitoring/monitoring.sh up|down|status|url|url-in-cluster|wait" ;;
 esac
