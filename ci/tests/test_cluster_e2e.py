@@ -248,8 +248,10 @@ def test_native_engine_on_the_local_platform(bench):
 
 def test_native_engine_in_the_indexed_job(tmp_path):
     """The project's k6 image carries the extension: two pods, a closed-model native run of 30
-    connections (two VUs of 15, one per execution segment), counted exactly by nginx."""
-    r = sh("bash", "ci/run/distributed.sh", "rps", env={"SEGMENTS": "2", "ENGINE": "native", "DURATION": "5s",
+    connections (two VUs of 15, one per execution segment), counted exactly by nginx. 12 s:
+    the kubelet's cAdvisor finds a new container's cgroup seconds after it starts, and the
+    runners' own CPU, which the verdict needs, was missing from 5 s runs."""
+    r = sh("bash", "ci/run/distributed.sh", "rps", env={"SEGMENTS": "2", "ENGINE": "native", "DURATION": "12s",
                                                      "CONNECTIONS": "30", "RESULTS_ROOT": str(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
