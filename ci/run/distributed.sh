@@ -93,18 +93,20 @@ kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${
 waiter=$!
 wait_rc=0; wait "$waiter" || wait_rc=$?
 if [ -n "$interrupted" ]; then
-  # Each pod's k6 gets its SIGINT once it runs: a pod still Pending at the interrupt (a busy
-  # node) would otherwise start later and load for the whole duration. Each pod ends after
-  # its k6's graceful stop (5 s) and teardown, whose Prometheus queries may take up to k6's
-  # teardownTimeout (60 s) on a loaded node: 20 s was not always enough (an empty segment).
-  # 90 s for all.
+  # Each pod's k6 gets its SIGINT once it runs: a pod still Pending, or not even created, at
+  # the interrupt (a busy node; the Job controller creates them one by one) would otherwise
+  # start later and load for the whole duration: so until all SEGMENTS pods exist and ended.
+  # Each ends after its k6's graceful stop (5 s) and teardown, whose Prometheus queries may
+  # take up to k6's teardownTimeout (60 s) on a loaded node: 20 s was not always enough (an
+  # empty segment). 90 s for all.
   signalled=' '
   for _ in $(seq 450); do
     while read -r pod phase; do
       [ "$phase" = Running ] && [[ $signalled != *" $pod "* ]] || continue
       kubectl -n ingress-bench exec "$pod" -- sh -c 'kill -INT $(pidof k6)' </dev/null >/dev/null 2>&1 && signalled+="$pod "
     done < <(pods)
-    pods | grep -qw -e Running -e Pending || break
+    phases=$(pods)
+    [ "$(grep -c . <<<"$phases")" -ge "$SEGMENTS" ] && ! grep -qw -e Running -e Pending <<<"$phases" && break
     sleep 0.2
   done
 elif [ "$wait_rc" != 0 ]; then
@@ -114,7 +116,14 @@ after=$(stub)
 
 for i in $(seq 0 $((SEGMENTS - 1))); do
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
-  kubectl -n ingress-bench logs "$pod" | sed -n '/^@@summary.json$/,/^@@end$/{//!p}' >"$dir/segment-$i.json"
+  # The log up to its end marker: a pod that has just ended may not have all its output in
+  # the log yet (an interrupted run's summary was cut at 32 KiB when read at once).
+  for _ in $(seq 50); do
+    log=$(kubectl -n ingress-bench logs "$pod" 2>/dev/null) || true
+    [[ $log == *$'\n@@end'* ]] && break
+    sleep 0.2
+  done
+  sed -n '/^@@summary.json$/,/^@@end$/{//!p}' <<<"$log" >"$dir/segment-$i.json"
 done
 # summary.json: the segments summed, with nginx's count (ci/report/summary.py).
 aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")
