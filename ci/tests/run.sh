@@ -28,6 +28,12 @@ for p in lab local; do
   else bash ci/platforms/local/cluster.sh status >/dev/null 2>&1 || continue; fi
   die "the $p platform is up: the suite compares the machine before and after it; run './task ${p/local/cluster}:down' first"
 done
+# Half of a lab or a cluster (another suite's, under another IB_CACHE, in the middle of an up
+# or a down; or an interrupted one's) is not "up" but would be in the snapshot all the same.
+left=$( { [ -e /run/ingress-bench ] && echo /run/ingress-bench
+  ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^(ibench|ibv-)/ {sub(/@.*/, "", $2); print "link " $2}'
+  ip netns list 2>/dev/null | awk -v p="$LAB_NS_PREFIX" 'index($1, p) == 1 {print "netns " $1}'; } | sort | paste -sd' ')
+[ -z "$left" ] || die "pieces of ingress-bench are on this machine ($left): another test run is going on, or one was interrupted; './task lab:down cluster:down' removes them"
 python3 ci/tests/machine_state.py snapshot "$logs/machine-before.json"
 say test "unit: k6/lib (node --test)"
 # The test files named, not the folder: Node 21+ reads a directory argument as a module to

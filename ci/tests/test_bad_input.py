@@ -74,6 +74,22 @@ def test_a_second_test_suite_is_refused_while_one_runs():
                                              f"(fuser -v {cache} shows it): wait for it or stop it"]
 
 
+def test_the_suite_refuses_to_start_beside_pieces_of_another_run(lab_down, tmp_path):
+    """A suite under another IB_CACHE holds another lock: CI once took its 'before' snapshot
+    while such a suite's lab was half down (not 'up', its veths still there), then reported the
+    veths' absence at the end as a change. A stray link of our names now stops it first."""
+    # (a veth: this kernel has no dummy links)
+    assert sh("ip", "link", "add", "ibv-stray", "type", "veth", "peer", "name", "ibv-stray-peer").returncode == 0
+    try:
+        r = sh("bash", "ci/tests/run.sh", env={"IB_CACHE": str(tmp_path / "cache")})
+    finally:
+        sh("ip", "link", "del", "ibv-stray")
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [
+        "error: pieces of ingress-bench are on this machine (link ibv-stray link ibv-stray-peer): another test run is going on, "
+        "or one was interrupted; './task lab:down cluster:down' removes them"]
+
+
 def test_missing_tool_says_what_to_do(lab_down, tmp_path):
     env = {"IB_CACHE": str(tmp_path / "empty-cache"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     r = sh("bash", "ci/run/bench.sh", "rps", env=env)
