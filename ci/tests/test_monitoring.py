@@ -100,8 +100,10 @@ def test_every_dashboard_query_answers_after_a_lab_run(lab_run):
 
 def test_the_dashboards_run_stats_are_the_summarys_numbers(lab_run):
     """The "p99 latency" and "Errors" stats over the run's range: the run's own p99 within the
-    native histogram's bucket error (k6's remote write: buckets 2^(1/8) apart, ±4.4%), and its
-    error ratio from the request counters, not a mean of per-interval or per-series values."""
+    native histogram's bucket (k6's remote write: bounds 2^(1/8) apart; the true value and
+    Prometheus' estimate both lie in that bucket, so up to 9% apart: 6% failed once, 5.44
+    against 5.82 ms), and its error ratio from the request counters, not a mean of
+    per-interval or per-series values."""
     dash = json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
     testid = json.loads((lab_run.dir / "meta.json").read_text())["testid"]
     corr = lab_run.summary["correlation"]
@@ -112,7 +114,7 @@ def test_the_dashboards_run_stats_are_the_summarys_numbers(lab_run):
         return expr
     stats = {t: stat(t) for t in ("p99 latency", "Errors")}
     p99 = [float(r["value"][1]) * 1000 for r in prom_query(lab_run, stats["p99 latency"])]
-    assert len(p99) == 1 and abs(p99[0] - lab_run.result["p99_ms"]) <= 0.06 * lab_run.result["p99_ms"], (p99, lab_run.result["p99_ms"])
+    assert len(p99) == 1 and max(p99[0], lab_run.result["p99_ms"]) / min(p99[0], lab_run.result["p99_ms"]) <= 2 ** (1 / 8), (p99, lab_run.result["p99_ms"])
     errors = [float(r["value"][1]) for r in prom_query(lab_run, stats["Errors"])]
     assert errors == [lab_run.result["error_rate"]] == [0], errors
     print(f"\np99: dashboard {p99[0]:.3f} ms, summary {lab_run.result['p99_ms']:.3f} ms")
