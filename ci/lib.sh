@@ -130,6 +130,43 @@ platform() {
 # Kubernetes platforms. The local cluster's state (and so its KUBECONFIG) lives here.
 IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
 IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
+# prometheus_api BASE_URL PATH: GET a Prometheus API path. A Service DNS name (the address
+# in-cluster k6 is given) through the API server's service proxy: this host may reach none of
+# a user's cluster addresses, but wherever kubectl works this does.
+prometheus_api() {
+  if [[ $1 =~ ^http://([a-z0-9-]+)\.([a-z0-9-]+)\.svc(\.[a-z0-9.-]+)?(:([0-9]+))?/?$ ]]; then
+    kubectl get --raw "/api/v1/namespaces/${BASH_REMATCH[2]}/services/http:${BASH_REMATCH[1]}:${BASH_REMATCH[5]:-80}/proxy$2" --request-timeout=3s
+  else
+    curl -fsS --max-time 2 "${1%/}$2"
+  fi
+}
+# prometheus_wait_loaded URL: until Prometheus has the bench rules and scrapes an ingress (the
+# operator and the kubelet take seconds to hand it a new deploy's PodMonitors and rules); a
+# warning, not an error, after 90 s: the run's summary then says which signals are missing.
+prometheus_wait_loaded() {
+  loaded() {
+    prometheus_api "$1" /api/v1/rules | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
+      prometheus_api "$1" "/api/v1/query?query=$(jq -rn '"up{role=\"ingress\"} == 1" | @uri')" | jq -e '.data.result | length > 0' >/dev/null 2>&1
+  }
+  # Then two scrapes more: a rate needs two samples before the run's first second counts.
+  poll 90 loaded "$1" && sleep 4 || { echo "warning: Prometheus at $1 has not loaded the bench rules or an ingress target after 90 s: the correlation will miss them" >&2; return 0; }
+}
+# need_cpu_quantity NAME VALUE: dies unless VALUE is a Kubernetes CPU quantity above 0 (2, 500m, 0.5).
+need_cpu_quantity() {
+  { [[ $2 =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $2 =~ ^[0.]*m?$ ]]; } ||
+    die "$1 must be a CPU quantity above 0 like 2, 500m or 0.5, got '$2'"
+}
+# The monitoring side's images on the local cluster (ci/platforms/local/images.sh monitoring
+# builds them): either stack's, and the monitoring component's sidecar.
+IB_MONITORING_IMAGES="prometheus-$PROMETHEUS_VERSION prometheus-operator-$PROMETHEUS_OPERATOR_VERSION prometheus-config-reloader-$PROMETHEUS_OPERATOR_VERSION node-exporter-$NODE_EXPORTER_VERSION nginx-prometheus-exporter-${NGINX_EXPORTER_IMAGE##*:}"
+# import_images NAME...: the cached image archives $IB_CACHE/images/NAME.tar into the local
+# node's containerd (no registry: every image of the local cluster comes this way).
+import_images() {
+  local b; for b in "$@"; do
+    ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null ||
+      die "ctr could not import image $b"
+  done
+}
 DEFAULT_OVERLAY=seed002-nginx-lb-default
 known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
 # need_overlay NAME: dies unless NAME is an overlay (overlays/NAME/kustomization.yaml).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/platforms/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
 # cluster and wait until its ingress answers. Prints the ingress address (IP, or IP:PORT for
-# a NodePort) on stdout for ci/run/bench.sh.
+# a NodePort; with --for-pods a Service DNS name) on stdout for ci/run/bench.sh.
 #   PLATFORM=local     the cluster of ci/platforms/local/cluster.sh
 #   PLATFORM=external  the cluster of $KUBECONFIG, only with ALLOW_EXTERNAL_CLUSTER=1
 #   IMAGE_SET          local (this machine's builds; the local platform's default) or upstream
@@ -11,6 +11,8 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
+# --for-pods: the address is for the cluster's k6 pods (ci/run/distributed.sh), not this host.
+for_pods=0; [ "${1:-}" != --for-pods ] || for_pods=1
 OVERLAY=${VARIANT:-$DEFAULT_OVERLAY}
 PLATFORM=$(platform) || exit 1
 DEPLOY_TIMEOUT=${DEPLOY_TIMEOUT:-120}
@@ -34,6 +36,12 @@ esac
 MONITORING=${MONITORING:-1}
 case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (deploy the monitoring component) or 0, got '$MONITORING'" ;; esac
 [ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
+release=${PROMETHEUS_RELEASE:-}
+[ -z "$release" ] || [[ $release =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] ||
+  die "PROMETHEUS_RELEASE must be a Helm release name (lower-case letters, digits and '-'), got '$release'"
+[ "$MONITORING" = 1 ] || release=''
+ingress_cpu=${INGRESS_CPU:-}
+[ -z "$ingress_cpu" ] || need_cpu_quantity INGRESS_CPU "$ingress_cpu"
 if [ "$MONITORING" = 1 ] && ! kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1; then
   die "the cluster has no Prometheus Operator CRDs for the monitoring component: run './task monitoring:up' (local) or install kube-prometheus-stack, or set MONITORING=0"
 fi
@@ -51,8 +59,17 @@ render() { # [LINK_CAPACITY_BITS]
     echo "kind: Kustomization"
     echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
     [ ${#extra[@]} = 0 ] || echo "components: [$(for c in "${extra[@]}"; do realpath --relative-to="$work" "$c"; done | paste -sd,)]"
+    [ -n "${1:-}" ] || [ -n "$release" ] || [ -n "$ingress_cpu" ] && echo "patches:"
+    # INGRESS_CPU: the ingress container's CPU, request = limit (whole cores: pinned by the
+    # static CPU manager; a fraction: a CFS quota), the overlay's other settings as they are.
+    [ -z "$ingress_cpu" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%s" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$ingress_cpu" "$ingress_cpu"
     # The link capacity NIC utilization is judged against (bench:link_capacity:bits).
-    [ -z "${1:-}" ] || printf 'patches:\n  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
+    [ -z "${1:-}" ] || printf '  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
+    # A kube-prometheus-stack with the chart's default selectors picks monitors and rules by
+    # its release's label only.
+    local kind; [ -z "$release" ] || for kind in PodMonitor PrometheusRule; do
+      printf '  - target: { kind: %s }\n    patch: |\n      - { op: add, path: /metadata/labels/release, value: "%s" }\n' "$kind" "$release"
+    done
   } >"$work/kustomization.yaml"
   kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.yaml" 2>"$work/err" ||
     die "overlay $OVERLAY does not build: $(head -n1 "$work/err")"
@@ -136,9 +153,20 @@ svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpat
 [ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress"
 if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort ]; then
   addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].nodePort}')
+elif [ "$for_pods" = 1 ]; then
+  # The pods' own name for it: a user's service range is unknown here, and may not be reachable.
+  addr=$svc.$NS.svc
 else
   addr=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
 fi
-poll 10 http_ok "http://$addr/1kb.bin" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
-say deploy "ingress $svc answering at http://$addr/"
+if [ "$for_pods" = 1 ]; then
+  # This host may reach none of the cluster's addresses: ready when the Service has a ready
+  # endpoint (the k6 pods' setup() then waits for the first 200 themselves).
+  ready_endpoint() { [ -n "$(kubectl -n "$NS" get endpointslices -l "kubernetes.io/service-name=$svc" -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}')" ]; }
+  poll 10 ready_endpoint || die "ingress $svc has no ready endpoint"
+  say deploy "ingress $svc ready, for pods at http://$addr/"
+else
+  poll 10 http_ok "http://$addr/1kb.bin" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
+  say deploy "ingress $svc answering at http://$addr/"
+fi
 echo "$addr"

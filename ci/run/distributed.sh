@@ -13,6 +13,7 @@ SCENARIO=${1:-}
 need_scenario "$SCENARIO"
 SEGMENTS=${SEGMENTS:-2}
 [[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
+export SEGMENTS # the pods' k6 splits its connections by it, and the check below sees it
 load_platform
 [ "$PLATFORM" != lab ] || die "unknown PLATFORM 'lab' for in-cluster load (known: local, external)"
 # The pods load the ingress this run deploys, and what they receive is the registry's "pods"
@@ -20,7 +21,9 @@ load_platform
 [ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
 pf_check "$SCENARIO"
 settings_must_reach "the in-cluster k6 pods" pods distributed
-k6_validate "$SCENARIO"
+# Checked as the pods will see them: in a pod a Service DNS name is a cluster address
+# (k6/lib/config.js isClusterService), such as a user's PROMETHEUS_URL.
+KUBERNETES_SERVICE_HOST=${KUBERNETES_SERVICE_HOST:-kubernetes.default.svc} k6_validate "$SCENARIO"
 # Grafana's image is stock k6: the native engine, the default, is this project's build
 # (ci/platforms/local/images.sh); there the default is k6/http, passed on to the pods.
 if [ "$(image_set)" = upstream ]; then
@@ -34,15 +37,16 @@ need_new_results_dir "$dir"
 # The cluster and (deploy adds the monitoring component by default, which needs the stack's
 # CRDs) its monitoring, as for bench; the k6 pods' CPU is then scraped as the load generator's.
 pf_cluster_up
-addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
+addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh" --for-pods) || exit 1
 [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
 # The pods stream to the platform's Prometheus and correlate from it, by the address they
 # reach it at (a Service DNS name); a PROMETHEUS_URL given is the pods' already. None without
 # monitoring.
+# The wait for it to load this deploy's monitors and rules goes through the API server.
 if [ "${MONITORING:-1}" != 1 ]; then unset PROMETHEUS_URL
-elif own_monitoring; then
-  PROMETHEUS_URL=$(pf_prometheus_in_cluster) || exit 1
-  [ -z "$PROMETHEUS_URL" ] || bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait
+else
+  ! own_monitoring || PROMETHEUS_URL=$(pf_prometheus_in_cluster) || exit 1
+  [ -z "$PROMETHEUS_URL" ] || prometheus_wait_loaded "$PROMETHEUS_URL"
 fi
 scheme=$(scenario_scheme "$SCENARIO")
 
@@ -117,13 +121,13 @@ after=$(stub)
 for i in $(seq 0 $((SEGMENTS - 1))); do
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
   # The log up to its end marker: a pod that has just ended may not have all its output in
-  # the log yet (an interrupted run's summary was cut at 32 KiB when read at once).
+  # the log yet. A summary that does not decode is left empty: `segments` names it.
   for _ in $(seq 50); do
     log=$(kubectl -n ingress-bench logs "$pod" 2>/dev/null) || true
     [[ $log == *$'\n@@end'* ]] && break
     sleep 0.2
   done
-  sed -n '/^@@summary.json$/,/^@@end$/{//!p}' <<<"$log" >"$dir/segment-$i.json"
+  sed -n '/^@@summary.json.gz.b64$/,/^@@end$/{//!p}' <<<"$log" | base64 -d 2>/dev/null | gunzip -c >"$dir/segment-$i.json" 2>/dev/null || true
 done
 # summary.json: the segments summed, with nginx's count (ci/report/summary.py).
 aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")

@@ -12,6 +12,7 @@
 #             one set is written into the pods' environment (@K6_SETTINGS@), checked by
 #             k6/lib/config.js in the pods; PROMETHEUS_URL also adds k6's remote-write output
 #   NAME      the object's name; distributed_name TESTID when unset
+#   RUNNER_CPU each runner's CPU request and limit (a quantity); none when unset
 # The k6 image is k6_image (ci/lib.sh: local build or Grafana's, by IMAGE_SET); the starter
 # is K6_OPERATOR_STARTER_IMAGE (ci/tools/versions.env). A TestRun is checked against
 # k6/distributed/testrun.schema.json (kubeconform, offline) before it is printed.
@@ -77,11 +78,17 @@ render_distributed() {
   for v in NAME $(setting_names pods); do
     [[ ${!v:-} != *[\"\\\|\&]* && ${!v:-} != *$'\n'* ]] || die "$v must not contain quotes, backslashes, '|', '&' or line breaks, got '${!v//$'\n'/\\n}'"
   done
-  local name=${NAME:-$(distributed_name "$TESTID")} out marker
-  out=$(sed -e "s|@NAME@|$name|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$(segment_sequence "$SEGMENTS")|g" \
+  local name=${NAME:-$(distributed_name "$TESTID")} out marker cpu=${RUNNER_CPU:-} res
+  # RUNNER_CPU: each runner's CPU request and limit alike. Not set: neither. A request alone
+  # would not bound k6, and the rules read a request without a quota as a pinned pod's cores.
+  [ -z "$cpu" ] || need_cpu_quantity RUNNER_CPU "$cpu"
+  res="{ requests: { memory: 64Mi${cpu:+, cpu: \"$cpu\"} }, limits: { memory: 1Gi${cpu:+, cpu: \"$cpu\"} } }"
+  # The run's tags as k6/lib/config.js sets them (its `tags`), on the command line.
+  local tags="--tag testid=$TESTID --tag variant=$VARIANT --tag platform=$PLATFORM --tag scenario=$SCENARIO"
+  out=$(sed -e "s|@NAME@|$name|g" -e "s|@RESOURCES@|$res|g" -e "s|@RUN_TAGS@|$tags|g" -e "s|@SEGMENTS@|$SEGMENTS|g" -e "s|@SEQUENCE@|$(segment_sequence "$SEGMENTS")|g" \
     -e "s|@SCENARIO@|$SCENARIO|g" -e "s|@IMAGE@|$(k6_image)|g" -e "s|@STARTER_IMAGE@|$K6_OPERATOR_STARTER_IMAGE|g" "$file" |
     k6_settings_env)
-  # Upper case between two @ is a marker ("@@summary.json" in job.yaml is not).
+  # Upper case between two @ is a marker ("@@summary.json.gz.b64" in job.yaml is not).
   marker=$(grep -o -m1 '@[A-Z][A-Z_]*@' <<<"$out" | head -n1) || true
   [ -z "$marker" ] || die "$(basename "$file"): marker $marker has no value in ci/run/render_distributed.sh"
   if grep -q '^kind: TestRun$' <<<"$out"; then validate_testrun <(printf '%s\n' "$out") "$(basename "$file") rendered"; fi

@@ -18,6 +18,7 @@ LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
 # The lab's addresses, from the one file that defines them.
 LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "ci/platforms/lab.env").read_text(), re.M))
 STUB = f"http://{LAB['LAB_LB_IP']}:{LAB['LAB_STATUS_PORT']}/stub_status"
+KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
 
 
 class Run:
@@ -114,9 +115,10 @@ def within(a, b, fraction):
 LOG_FIELDS = re.compile(r"conn=(\d+) reqs=(\d+) tls=(\S+) reused=(\S)")
 
 
-def prom_query(run, expr):
-    """An instant query at the end of the run's window, against the Prometheus it correlated with."""
-    corr = run.summary["correlation"]
+def prom_query(run, expr, corr=None):
+    """An instant query at the end of the run's window, against the Prometheus it correlated
+    with (CORR: another correlation's url and window)."""
+    corr = corr or run.summary["correlation"]
     url = f"{corr['url']}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": corr["window"]["end"]})
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.load(r)["data"]["result"]
@@ -124,18 +126,22 @@ def prom_query(run, expr):
 
 def dashboard_query_gaps(run, dash=None):
     """Every panel and variable query of the main dashboard, against the Prometheus the run
-    correlated with, at the run's end: the queries that failed and those with no data. TLS
-    panels have data only for TLS runs, dropped iterations only for open-model runs: those
-    are left out of the empty ones."""
+    correlated with, at the run's end: the queries that failed and those with no data."""
     testid = json.loads((run.dir / "meta.json").read_text())["testid"]
-    corr = run.summary["correlation"]
+    return query_gaps(testid, run.summary["correlation"], dash)
+
+
+def query_gaps(testid, corr, dash=None):
+    """dashboard_query_gaps of run TESTID over CORR's window, against CORR's url. TLS panels
+    have data only for TLS runs, dropped iterations only for open-model runs: those are left
+    out of the empty ones."""
     dash = dash or json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
     failed, empty = [], []
     # $__range: the run's window, as a dashboard whose time range is the run would set it.
     run_range = f"{int(corr['window']['end'] - corr['window']['start']) + 1}s"
     for where, expr in lint.queries(dash, testid, interval="10s", __range=run_range):
         try:
-            res = prom_query(run, expr)
+            res = prom_query(None, expr, corr)
         except Exception as e:  # an error answer (400) is a broken query
             failed.append(f"{where}: {e}")
             continue
@@ -180,3 +186,61 @@ def lab_down():
     yield
     assert not k6_running()
     assert lab_leftovers() == [], "bad input must not start the lab, nor leave part of it behind"
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """The local cluster for one module's tests. Nothing of ours may be up before (no down
+    first: it would hide what an earlier one left), and after down the whole machine is as
+    found (ci/tests/machine_state.py)."""
+    import machine_state
+    assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
+    assert lab_leftovers() == [], "the lab is up before the cluster tests"
+    before = machine_state.snapshot()
+    up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
+    assert up.returncode == 0, up.stderr
+    yield
+    down = sh("bash", "ci/platforms/local/cluster.sh", "down")
+    assert down.returncode == 0, down.stderr
+    assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
+
+
+KPS_VERSION = re.search(r"^KPS_CHART_VERSION=(\S+)", (ROOT / "ci/tools/versions.env").read_text(), re.M)[1]
+
+
+def offline_chart():
+    """The offline copy of kube-prometheus-stack's release: KPS_CHART, else
+    ../shared/charts/kube-prometheus-stack beside the checkout or at /work/shared, where these
+    machines keep it."""
+    for c in (os.environ.get("KPS_CHART", ""), ROOT.parent / "shared/charts/kube-prometheus-stack",
+              Path("/work/shared/charts/kube-prometheus-stack")):
+        if c and (Path(c) / "Chart.yaml").exists():
+            return Path(c)
+    pytest.fail("no offline copy of kube-prometheus-stack: set KPS_CHART to the directory of release " + KPS_VERSION)
+
+
+@pytest.fixture(scope="module")
+def chart(tmp_path_factory):
+    """The offline chart, as helm will take it here. The copy on these machines lacks its
+    subcharts (the chart's own .gitignore ignores charts/* but crds, and the copy went through
+    git): a copy without those dependencies, each switched off by its condition, holds every
+    template of the chart itself. chart.sh refuses the incomplete one (test_chart.py).
+    Returns the chart and the --set of those conditions."""
+    import shutil
+    import yaml
+    src = offline_chart()
+    meta = yaml.safe_load((src / "Chart.yaml").read_text())
+    assert meta["version"] == KPS_VERSION, f"{src} is {meta['version']}, the values are tested against {KPS_VERSION}"
+    missing = [d["name"] for d in meta["dependencies"] if not (src / "charts" / d["name"]).exists()
+               and not list((src / "charts").glob(d["name"] + "-*.tgz"))]
+    if not missing:
+        return src, []
+    dst = tmp_path_factory.mktemp("chart") / "kube-prometheus-stack"
+    shutil.copytree(src, dst)
+    os.chmod(dst, 0o755)
+    (dst / "Chart.yaml").chmod(0o644)
+    meta["dependencies"] = [d for d in meta["dependencies"] if d["name"] not in missing]
+    (dst / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    off = ",".join(f"{d['condition']}=false" for d in yaml.safe_load((src / "Chart.yaml").read_text())["dependencies"] if d["name"] in missing)
+    print(f"\n{src} lacks the subcharts {missing}: taken without them ({off})")
+    return dst, ["--set", off]

@@ -1,6 +1,7 @@
 """The whole machine's state, as far as anything of ours could change it: every sysctl
 (counters left out), the full iptables/ip6tables (and nft) rulesets, qdiscs, links, routes,
-network namespaces, mounts, cgroups, listening sockets and our processes.
+network namespaces, mounts, cgroups, listening sockets, our processes and a kubelet's log
+directories.
 
     python ci/tests/machine_state.py snapshot FILE   write the state to FILE (JSON)
     python ci/tests/machine_state.py compare FILE    exit 1 and print the differences from FILE
@@ -119,6 +120,8 @@ def snapshot():
         "cgroups": cgroups(),
         "listening": listening(),
         "processes": our_processes(),
+        # A kubelet's default log places (pods' logs and its symlinks to them).
+        "var_log": sorted(f"{d}/{n}" for d in ("/var/log/pods", "/var/log/containers") if os.path.isdir(d) for n in os.listdir(d)),
     }
 
 

@@ -3,55 +3,18 @@ against the chart's release (KPS_CHART_VERSION), read the way Prometheus and Gra
 will read them. The chart is the offline copy of the release (a directory: KPS_CHART, else
 ../shared/charts/kube-prometheus-stack beside the checkout or at /work/shared, where these
 machines keep it)."""
-import os
 import re
-import shutil
 import sys
-from pathlib import Path
 
-import pytest
 import yaml
 
-from conftest import ROOT, sh
+from conftest import KPS_VERSION, ROOT, offline_chart, sh
 
 sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py)
 
 VALUES = ROOT / "monitoring/kube-prometheus-stack-values.yaml"
-VERSION = re.search(r"^KPS_CHART_VERSION=(\S+)", (ROOT / "ci/tools/versions.env").read_text(), re.M)[1]
-
-
-def offline_chart():
-    for c in (os.environ.get("KPS_CHART", ""), ROOT.parent / "shared/charts/kube-prometheus-stack",
-              Path("/work/shared/charts/kube-prometheus-stack")):
-        if c and (Path(c) / "Chart.yaml").exists():
-            return Path(c)
-    pytest.fail("no offline copy of kube-prometheus-stack: set KPS_CHART to the directory of release " + VERSION)
-
-
-@pytest.fixture(scope="module")
-def chart(tmp_path_factory):
-    """The offline chart, as helm will render it here. The copy on these machines lacks its
-    subcharts (the chart's own .gitignore ignores charts/* but crds, and the copy went through
-    git): a copy without those dependencies, each switched off by its condition, renders every
-    template of the chart itself, which is all these tests read. chart.sh refuses the
-    incomplete one (test below). Returns the chart and the --set of those conditions."""
-    src = offline_chart()
-    meta = yaml.safe_load((src / "Chart.yaml").read_text())
-    assert meta["version"] == VERSION, f"{src} is {meta['version']}, the values are tested against {VERSION}"
-    missing = [d["name"] for d in meta["dependencies"] if not (src / "charts" / d["name"]).exists()
-               and not list((src / "charts").glob(d["name"] + "-*.tgz"))]
-    if not missing:
-        return src, []
-    dst = tmp_path_factory.mktemp("chart") / "kube-prometheus-stack"
-    shutil.copytree(src, dst)
-    os.chmod(dst, 0o755)
-    (dst / "Chart.yaml").chmod(0o644)
-    meta["dependencies"] = [d for d in meta["dependencies"] if d["name"] not in missing]
-    (dst / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    off = ",".join(f"{d['condition']}=false" for d in yaml.safe_load((src / "Chart.yaml").read_text())["dependencies"] if d["name"] in missing)
-    print(f"\n{src} lacks the subcharts {missing}: rendered without them ({off})")
-    return dst, ["--set", off]
+VERSION = KPS_VERSION
 
 
 def render(chart, *args, values=None):

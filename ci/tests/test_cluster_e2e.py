@@ -11,29 +11,16 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-import machine_state
-from conftest import LOG_FIELDS, ROOT, Run, dashboard_query_gaps, examples, lab_leftovers, sh, task_with, within
+from conftest import KUBECONFIG, LOG_FIELDS, ROOT, Run, dashboard_query_gaps, examples, sh, task_with, within
 
-KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cluster():
-    """Nothing of ours may be up before (no down first: it would hide what an earlier one left),
-    and after down the whole machine is as found (ci/tests/machine_state.py)."""
-    assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
-    assert lab_leftovers() == [], "the lab is up before the cluster tests"
-    before = machine_state.snapshot()
-    up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
-    assert up.returncode == 0, up.stderr
-    yield
-    down = sh("bash", "ci/platforms/local/cluster.sh", "down")
-    assert down.returncode == 0, down.stderr
-    assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
+def cluster(local_cluster):
+    return local_cluster
 
 
 def kubectl(*args):
@@ -263,8 +250,8 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     each = [s["p99_ms"] for s in summary["per_segment"]]
     assert summary["latency"]["merged"] and min(each) * 0.99 <= summary["p99_ms"] <= max(each) * 1.01, (summary["p99_ms"], each)
     # The pods streamed to the cluster's Prometheus (by its Service name), each runner apart
-    # (instance_id) and tagged with the run: their load's request counters add up to the
-    # run's (less each pod's setup GET, which is in no scenario), and the native histograms'
+    # (instance_id) and tagged with the run: their request counters add up to the run's give
+    # or take each pod's setup and teardown GETs, and the native histograms'
     # p99 of all of them is the merged one within the two histograms' bucket errors
     # (Prometheus' 2^(1/8): ±4.4%; measured 8.98 against 9.40 ms).
     prom = sh("bash", "ci/platforms/monitoring/monitoring.sh", "url").stdout.strip()
@@ -276,7 +263,7 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     runners = q(f'count(count by (instance_id) (last_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m])))')
     assert float(runners[0]["value"][1]) == 2, runners
     counted = float(q(f'sum(max_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m]))')[0]["value"][1])
-    assert summary["requests"] - 2 <= counted <= summary["requests"], (counted, summary["requests"])
+    assert summary["requests"] - 2 <= counted <= summary["requests"] + 2 * 2, (counted, summary["requests"])
     p99 = 1000 * float(q(f'histogram_quantile(0.99, sum(increase(k6_http_req_duration_seconds{{testid="{testid}", name!="bench-correlation"}}[5m])))')[0]["value"][1])
     assert abs(p99 - summary["p99_ms"]) <= 0.1 * summary["p99_ms"], (p99, summary["p99_ms"])
     assert summary["verdict"]["limit"] in {"load-generator", "ingress-cpu", "nic", "backend", "none"}, summary["verdict"]
@@ -318,7 +305,7 @@ def test_every_pod_setting_reaches_the_indexed_jobs_pods(form, tmp_path):
     for pod in pods:
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert {k: env.get(k) for k in given} == given
-        assert env["TARGET"].startswith("https://198.18.")  # the deployed ingress, TLS as SCHEME asks
+        assert env["TARGET"] == "https://nginx-lb.ingress-bench.svc"  # the deployed ingress by its Service name, TLS as SCHEME asks
     for part in sorted(tmp_path.glob("*/segment-*.json")):
         got = json.loads(part.read_text())["settings"]
         assert {k: got.get(k) for k in given} == given, part

@@ -52,7 +52,11 @@ export const NATIVE_CONNECTIONS_PER_VU = 25;
 
 // VUs of a closed-model run: one per connection, or the native engine's groups of them.
 export function closedModelVus(cfg) {
-  return cfg.engine === 'native' ? Math.ceil(cfg.connections / NATIVE_CONNECTIONS_PER_VU) : cfg.connections;
+  // At least a VU per execution segment: k6 splits VUs, not connections, between the pods,
+  // and a pod given none ends at once (10 connections in two pods once loaded from one).
+  return cfg.engine === 'native'
+    ? Math.max(Math.ceil(cfg.connections / NATIVE_CONNECTIONS_PER_VU), cfg.segments || 1)
+    : cfg.connections;
 }
 
 // The connections VU `id` (exec.vu.idInTest, 1-based, unique across execution segments)
@@ -95,6 +99,9 @@ export function parseConfig(env, scenario) {
   // (the seed used 1000 connections from 44 cores). CLIENT_CPUS: set by ci/run/bench.sh.
   const clientCpus = /^[1-9]\d*$/.test(env.CLIENT_CPUS || '') ? Number(env.CLIENT_CPUS) : 2;
   const connections = setting(env, 'CONNECTIONS', Math.min(1000, 50 * clientCpus));
+  // In-cluster runs: the k6 pods sharing the load (ci/run/distributed.sh), each a segment.
+  const segments = setting(env, 'SEGMENTS', 1);
+  if (connections < segments) fail(`CONNECTIONS ${connections} is fewer than SEGMENTS ${segments}: each k6 pod needs a connection of its own`);
   const rate = setting(env, 'RATE', 0); // 0: closed model
   const reuse = profile.reuse && !setting(env, 'NO_REUSE');
   // The request loop: k6/http in JS (the reference) or the project's Go extension
@@ -126,7 +133,7 @@ export function parseConfig(env, scenario) {
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
-    duration, durationMs: ms, connections, rate, reuse, engine, discardBodies: profile.discardBodies,
+    duration, durationMs: ms, connections, segments, rate, reuse, engine, discardBodies: profile.discardBodies,
     thresholds: {
       errorRate: setting(env, 'ERROR_RATE_MAX'), // seed 003: errors under 1 in 10,000
       p95: setting(env, 'P95_MS', profile.p95),

@@ -59,6 +59,14 @@ test('native closed model: connections in groups of VUs, exactly CONNECTIONS in 
   assert.equal(buildOptions(parseConfig({ ENGINE: 'js', RATE: '100', CONNECTIONS: '40' }, 'rps')).scenarios.rps.maxVUs, 40);
 });
 
+test('in-cluster segments: a VU for each pod, and a connection for each', () => {
+  // 10 connections fit one VU; two pods each need one (the second pod once ran nothing).
+  const cfg = parseConfig({ ENGINE: 'native', CONNECTIONS: '10', SEGMENTS: '2' }, 'throughput');
+  assert.equal(buildOptions(cfg).scenarios.throughput.vus, 2);
+  assert.deepEqual([1, 2].map((id) => vuConnections(cfg, id)), [5, 5]);
+  assert.throws(() => parseConfig({ CONNECTIONS: '2', SEGMENTS: '3' }, 'rps'), /CONNECTIONS 2 is fewer than SEGMENTS 3: each k6 pod needs a connection of its own/);
+});
+
 test('native open model: the engine paces the connections; every connection has its own index', () => {
   const cfg = parseConfig({ ENGINE: 'native', RATE: '2000', CONNECTIONS: '60', DURATION: '10s', LATE_MAX: '0.02' }, 'rps');
   const o = buildOptions(cfg);

@@ -212,6 +212,11 @@ kubelet_ns() {
     echo "${kv#*=}" >"$S/kubelet-view/$k"
     mount --bind -o ro "$S/kubelet-view/$k" "$f"
   done
+  # Its symlinks to the pods' logs go to /var/log/containers, a fixed path, which it would
+  # make on the host: the state's directory as /var/log, in this namespace only (the pods'
+  # logs themselves are in podLogsDir, kubelet.yaml).
+  mkdir -p "$S/var-log"
+  mount --bind "$S/var-log" /var/log
   exec kubelet "$@"
 }
 
@@ -268,10 +273,8 @@ up() {
     --kubelet-preferred-address-types=InternalIP,Hostname --allow-privileged=true
   wait_for 20 containerd test -S "$S/containerd/containerd.sock"
   say cluster "importing images"
-  for b in $LOCAL_IMAGES; do
-    ctr -a "$S/containerd/containerd.sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null ||
-      die "ctr could not import image $b"
-  done
+  # shellcheck disable=SC2086 # one name a word
+  import_images $LOCAL_IMAGES
   wait_for 60 "kube-apiserver" kubectl get --raw /readyz
   # No anonymous access: the API server has none, and the controller manager and scheduler
   # ask it (SubjectAccessReview) about anonymous requests, which RBAC's bootstrap binding

@@ -15,7 +15,6 @@ CGROUPS=$IB_ROOT/ci/platforms/monitoring/cgroups.sh
 LAB_STATE=/run/ingress-bench/monitoring-lab
 LAB_PROM_ADDR=$LAB_HOST_IP:$LAB_PROMETHEUS_PORT # on the lab bridge's host address
 LOCAL_TEXTFILE=$IB_CLUSTER_STATE/textfile # must match node-exporter's hostPath (monitoring/local)
-MON_IMAGES="prometheus-$PROMETHEUS_VERSION prometheus-operator-$PROMETHEUS_OPERATOR_VERSION prometheus-config-reloader-$PROMETHEUS_OPERATOR_VERSION node-exporter-$NODE_EXPORTER_VERSION nginx-prometheus-exporter-${NGINX_EXPORTER_IMAGE##*:}"
 
 # The sampler runs while monitoring is up; its pid file sits beside what it writes.
 sampler_start() { # DIR
@@ -47,11 +46,10 @@ local_up() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
   bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
   local url; url=$(local_url) && ready "$url" && sampler_alive "$LOCAL_TEXTFILE" && { say monitoring "up: $url"; return 0; }
-  local t0=$SECONDS b sock=$IB_CLUSTER_STATE/containerd/containerd.sock
+  local t0=$SECONDS
   bash "$IB_ROOT/ci/platforms/local/images.sh" monitoring
-  for b in $MON_IMAGES; do
-    ctr -a "$sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null || die "ctr could not import image $b"
-  done
+  # shellcheck disable=SC2086 # one name a word
+  import_images $IB_MONITORING_IMAGES
   # Four of the CRDs exceed the client-side apply annotation limit: server-side apply.
   kubectl apply --server-side --force-conflicts -f "$(crd_dir)" >/dev/null || die "the prometheus-operator CRDs did not apply"
   kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null || die "the prometheus-operator CRDs are not established"
@@ -105,20 +103,8 @@ lab_down() {
   rm_state "$LAB_STATE"
 }
 
-# wait_loaded URL: until Prometheus has the bench rules and scrapes an ingress (the operator
-# and the kubelet take seconds to hand it a new deploy's PodMonitors and rules); a warning,
-# not an error, after 90 s: the run's summary then says which signals are missing.
-wait_loaded() {
-  loaded() {
-    curl -fsS --max-time 2 "$1/api/v1/rules" | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
-      curl -fsS --max-time 2 "$1/api/v1/query" --data-urlencode 'query=up{role="ingress"} == 1' | jq -e '.data.result | length > 0' >/dev/null 2>&1
-  }
-  # Then two scrapes more: a rate needs two samples before the run's first second counts.
-  poll 90 loaded "$1" && sleep 4 || { echo "warning: Prometheus at $1 has not loaded the bench rules or an ingress target after 90 s: the correlation will miss them" >&2; return 0; }
-}
-
 case "${1:-}" in
-  wait) wait_loaded "$("$0" url)" ;;
+  wait) prometheus_wait_loaded "$("$0" url)" ;;
   up) "${PLATFORM}_up" ;;
   down)
     need_root "monitoring:down"
