@@ -65,7 +65,7 @@ def test_testrun_renders_valid_and_matches_the_job():
     assert tr_env == job_env
     # The settings given, in the registry's order (an unset one, RATE, is left to k6's
     # default), then the pods' own.
-    assert [n for n, _ in tr_env] == ["PLATFORM", "VARIANT", "DURATION", "CONNECTIONS", "TARGET", "TESTID",
+    assert [n for n, _ in tr_env] == ["PLATFORM", "VARIANT", "DURATION", "CONNECTIONS", "TARGET", "TESTID", "SEGMENTS",
                                       "RESULTS_DIR", "K6_NO_USAGE_REPORT", "K6_AUTO_EXTENSION_RESOLUTION", "GODEBUG"]
     assert dict(tr_env)["TARGET"] == '"http://198.18.64.5"' and dict(tr_env)["CONNECTIONS"] == '"100"'
     # The Job splits the load as the operator does: "0,1/2,1".
@@ -75,6 +75,10 @@ def test_testrun_renders_valid_and_matches_the_job():
     for m in (tr.stdout, job.stdout):
         assert "labelSelector: { matchLabels: { app.kubernetes.io/component: ingress } }" in m
     assert "\n  separate: true\n" in tr.stdout and '--tag "instance_id=$i"' in job.stdout
+    # The run's tags on both command lines: a --tag (the operator's instance_id, the Job's)
+    # replaces the script's global tags, and k6's own series (k6_vus) would lose the testid.
+    tags = f"--tag testid={dict(tr_env)['TESTID'].strip(chr(34))} --tag variant="
+    assert tags in tr.stdout and tags in job.stdout
 
 
 def test_with_a_prometheus_both_stream_to_it():
@@ -115,7 +119,7 @@ def test_render_refuses_a_bad_segment_count(segments):
 
 
 BROKEN_TESTRUNS = {
-    "unknown field": (("  arguments: --no-color\n", "  arguments: --no-color\n  separat: true\n"),
+    "unknown field": (("  separate: true\n", "  separate: true\n  separat: true\n"),
                       "at '/spec': additional properties 'separat' not allowed"),
     "wrong type": (("  parallelism: 2\n", '  parallelism: "2"\n'), "at '/spec/parallelism': got string, want integer"),
     "env value not a string": (('{ name: DURATION, value: "30s" }', "{ name: DURATION, value: 30 }"),
