@@ -57,6 +57,11 @@ def poll(seconds, f):
     return f()
 
 
+def rule_groups(url):
+    with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as r:
+        return [g["name"] for g in json.load(r)["data"]["groups"]]
+
+
 def q(url, expr, at=None):
     params = {"query": expr, **({"time": at} if at else {})}
     with urllib.request.urlopen(f"{url}/api/v1/query?" + urllib.parse.urlencode(params), timeout=10) as r:
@@ -93,17 +98,18 @@ def test_the_chart_runs_as_installed(stack):
     cAdvisor endpoint scrapes without cAdvisor's stamps, the container_spec_cpu_* series the
     limit rules need arrive, and the bench rules are loaded beside the chart's own."""
     url = stack["url"]
-    with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
-        config = yaml.safe_load(json.load(r)["data"]["yaml"])
-    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+
+    def scrape_configs():  # empty until the config reloader's first load
+        with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
+            return (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs")
+    jobs = {j["job_name"]: j for j in poll(60, scrape_configs) or []}
     cadvisor = [j for name, j in jobs.items() if name.startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
                 and j.get("metrics_path") == "/metrics/cadvisor"]
     assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is False, cadvisor
     # (container_spec_cpu_quota exists for a container with a CPU limit: the run below.)
     for series in ("container_spec_cpu_period", "container_spec_cpu_shares", "machine_cpu_cores"):
         assert poll(30, lambda: q(url, f"count({series})")), f"{series} is not scraped"
-    with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as r:
-        groups = [g["name"] for g in json.load(r)["data"]["groups"]]
+    groups = rule_groups(url)
     assert "k8s.rules.container_cpu_usage_seconds_total" in groups, groups  # the chart's own
 
 
@@ -163,6 +169,9 @@ def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
     r = chart_sh(stack["chart"], "up", "--set", CHART_SELECTORS)
     assert r.returncode == 0, r.stderr
     try:
+        # The operator and the config reloader take their time: until the new selectors
+        # drop the monitoring component's rules (the earlier runs' deploy), the old hold.
+        assert poll(180, lambda: "bench-signals" not in rule_groups(stack["url"])), "the chart's selectors never applied"
         without = External(tmp_path / "without", "rps", VARIANT="seed002-nginx-lb-tuned", DURATION="5s", SEGMENTS="1")
         assert without.proc.returncode == 0, without.proc.stderr
         assert "has not loaded the bench rules" in without.proc.stderr

@@ -217,7 +217,8 @@ export function setting(env, name, fallback) {
 }
 
 // The values of the given settings a run received, for its summary: what k6 actually saw.
-export function received(env, reach = 'k6') {
-  return Object.fromEntries(SETTINGS.filter((s) => s.reaches.includes(reach) && env[s.name] !== undefined && env[s.name] !== '')
+// Those reaching k6 or its in-cluster pods (SEGMENTS: the pods' alone).
+export function received(env, reaches = ['k6', 'pods']) {
+  return Object.fromEntries(SETTINGS.filter((s) => reaches.some((r) => s.reaches.includes(r)) && env[s.name] !== undefined && env[s.name] !== '')
     .map((s) => [s.name, String(env[s.name])]));
 }
