@@ -104,10 +104,11 @@ meta=$(jq -nc \
 # The results directory's filesystem filling up: one line, not a tool's own error.
 disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $4 " KiB left on " $6}') (${1:-free some space or set RESULTS_ROOT})"; }
 
-# Seconds k6 has after the first signal (its graceful stop: in-flight requests, the
-# teardown's one Prometheus query with its 10 s timeout, handleSummary) before the second;
-# 3 more, then it is killed.
-stop_grace=12
+# Seconds k6 has after the first signal before the second, 3 more, then it is killed: its
+# graceful stop (the scenario's gracefulStop, 5 s), the teardown's one Prometheus query (its
+# 10 s timeout) and handleSummary. 12 s once cut a teardown short on a busy node (k6, the
+# backends and the control plane on one CPU): the run lost its summary.
+stop_grace=17
 before=$(stub)
 # `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
 # taskset and env exec into): a run where the client saturates measures the client.

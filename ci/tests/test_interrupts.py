@@ -58,7 +58,9 @@ def scratch_dirs():
 
 def assert_aborted_run(root, out, sig_name, elapsed, scratch_before):
     """The run directory is complete with what was measured, marked aborted, nothing extra."""
-    assert elapsed <= 10, f"the run took {elapsed:.1f} s to end after {sig_name}:\n{out[-3000:]}"
+    # Within the grace k6 gets (bench.sh stop_grace: gracefulStop 5 s + the teardown's 10 s
+    # query timeout + 2 s) and the summary and report after it; most runs end in 3-8 s.
+    assert elapsed <= 25, f"the run took {elapsed:.1f} s to end after {sig_name}:\n{out[-3000:]}"
     runs = list(Path(root).iterdir())
     assert len(runs) == 1, runs
     d = runs[0]
