@@ -210,10 +210,11 @@ KPS_VERSION = re.search(r"^KPS_CHART_VERSION=(\S+)", (ROOT / "ci/tools/versions.
 
 def offline_chart():
     """The offline copy of kube-prometheus-stack's release: KPS_CHART, else
-    ../shared/charts/kube-prometheus-stack beside the checkout or at /work/shared, where these
-    machines keep it."""
-    for c in (os.environ.get("KPS_CHART", ""), ROOT.parent / "shared/charts/kube-prometheus-stack",
-              Path("/work/shared/charts/kube-prometheus-stack")):
+    shared/charts/kube-prometheus-stack beside the checkout, or beside the repository it was
+    cloned from (a fresh clone elsewhere: its origin's directory)."""
+    origin = subprocess.run(["git", "-C", str(ROOT), "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
+    beside = [ROOT.parent] + ([Path(origin).resolve().parent] if origin.startswith("/") else [])
+    for c in [os.environ.get("KPS_CHART", "")] + [b / "shared/charts/kube-prometheus-stack" for b in beside]:
         if c and (Path(c) / "Chart.yaml").exists():
             return Path(c)
     pytest.fail("no offline copy of kube-prometheus-stack: set KPS_CHART to the directory of release " + KPS_VERSION)

@@ -1,8 +1,6 @@
 """kube-prometheus-stack as users install it: the project's values rendered by the pinned Helm
 against the chart's release (KPS_CHART_VERSION), read the way Prometheus and Grafana's sidecar
-will read them. The chart is the offline copy of the release (a directory: KPS_CHART, else
-../shared/charts/kube-prometheus-stack beside the checkout or at /work/shared, where these
-machines keep it)."""
+will read them. The chart is the offline copy of the release (conftest.offline_chart)."""
 import re
 import sys
 
