@@ -161,6 +161,22 @@ need_cpu_quantity() {
 # The monitoring side's images on the local cluster (ci/platforms/local/images.sh monitoring
 # builds them): either stack's, and the monitoring component's sidecar.
 IB_MONITORING_IMAGES="prometheus-$PROMETHEUS_VERSION prometheus-operator-$PROMETHEUS_OPERATOR_VERSION prometheus-config-reloader-$PROMETHEUS_OPERATOR_VERSION node-exporter-$NODE_EXPORTER_VERSION nginx-prometheus-exporter-${NGINX_EXPORTER_IMAGE##*:}"
+# need_external_cluster VERB: PLATFORM=external's consent (ALLOW_EXTERNAL_CLUSTER=1 and an
+# explicit KUBECONFIG) and a cluster that answers, or one line; VERB: what is done there.
+need_external_cluster() {
+  [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external $1 the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
+  [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
+  kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer"
+}
+# remove_monitoring_stack KUBELET_SERVICE: on the local cluster, a monitoring stack's
+# namespace, its operator's kubelet Service in kube-system (not the stack's own object: it
+# outlives it, and the next stack's kubelet monitor would scrape every kubelet twice, failing
+# the rules' joins) and, last, the operator's CRDs (with every PodMonitor and rule).
+remove_monitoring_stack() {
+  kubectl delete ns monitoring --ignore-not-found --wait --timeout=90s >/dev/null 2>&1 || true
+  kubectl -n kube-system delete service "$1" --ignore-not-found >/dev/null 2>&1 || true
+  kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
+}
 # import_images NAME...: the cached image archives $IB_CACHE/images/NAME.tar into the local
 # node's containerd (no registry: every image of the local cluster comes this way).
 import_images() {

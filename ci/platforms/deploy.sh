@@ -27,9 +27,7 @@ case "$PLATFORM" in
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
     bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
   external)
-    [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external deploys into the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
-    [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
-    kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer" ;;
+    need_external_cluster "deploys into" ;;
   *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
 esac
 

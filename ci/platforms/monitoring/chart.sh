@@ -60,9 +60,7 @@ target() {
         "prometheusOperator.image.tag=$PROMETHEUS_OPERATOR_VERSION" "prometheusOperator.prometheusConfigReloader.image.tag=$PROMETHEUS_OPERATOR_VERSION" \
         "prometheus.prometheusSpec.image.tag=$PROMETHEUS_VERSION" "prometheus-node-exporter.image.tag=$NODE_EXPORTER_VERSION")") ;;
     external)
-      [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external installs into the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
-      [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
-      kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer" ;;
+      need_external_cluster "installs into" ;;
     *) die "unknown PLATFORM '$PLATFORM' for kube-prometheus-stack (known: local, external)" ;;
   esac
 }
@@ -97,24 +95,17 @@ chart_up() {
   say monitoring "$CHART_NAME $KPS_CHART_VERSION up in $((SECONDS - t0)) s; pods reach its Prometheus at $(url_in_cluster)"
 }
 
-# down: the release this script installed. Helm leaves the chart's CRDs and the namespace:
-# on the local cluster (ours) they go too; on a user's cluster they stay, as other monitors
-# may use them.
+# down: the release this script installed; on the local cluster (ours) also what Helm leaves.
 chart_down() {
   target
   case "$(release_owner)" in
     none) ;;
     other) die "the release $RELEASE in namespace $NAMESPACE was not installed by chart.sh: left as it is" ;;
-    ours)
-      helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 2m >/dev/null || die "helm could not uninstall $RELEASE"
-      # The operator's own kubelet Service (--kubelet-service): not Helm's, so it outlives the
-      # release, and the next stack's kubelet monitor would scrape every kubelet twice.
-      kubectl -n kube-system delete service "$RELEASE-kubelet" --ignore-not-found >/dev/null 2>&1 || true ;;
+    ours) helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 2m >/dev/null || die "helm could not uninstall $RELEASE" ;;
   esac
-  if [ "$PLATFORM" = local ]; then
-    kubectl delete ns "$NAMESPACE" --ignore-not-found --wait --timeout=90s >/dev/null 2>&1 || true
-    kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
-  fi
+  # On a user's cluster the CRDs and the operator's kubelet Service stay: other monitors may
+  # use them. (The release's own kubelet Service name: the operator's --kubelet-service.)
+  [ "$PLATFORM" != local ] || remove_monitoring_stack "$RELEASE-kubelet"
   say monitoring "$CHART_NAME down ($PLATFORM)"
 }
 

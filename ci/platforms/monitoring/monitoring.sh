@@ -65,14 +65,8 @@ local_down() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
   sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE"
   if bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1; then
-    kubectl delete ns monitoring --ignore-not-found --wait --timeout=90s >/dev/null 2>&1 || true
     kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/part-of=ingress-bench-monitoring --ignore-not-found >/dev/null 2>&1 || true
-    # The operator's own kubelet Service (--kubelet-service, monitoring/local/operator.yaml):
-    # left behind, the next stack's kubelet monitor scrapes every kubelet twice, and the
-    # rules' joins fail on the duplicates (kube-prometheus-stack's CPU signals read "no data").
-    kubectl -n kube-system delete service kubelet --ignore-not-found >/dev/null 2>&1 || true
-    # The CRDs last: deleting them removes every PodMonitor and PrometheusRule with them.
-    kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
+    remove_monitoring_stack kubelet # the operator's --kubelet-service (monitoring/local/operator.yaml)
   fi
 }
 
