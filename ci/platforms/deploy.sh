@@ -22,15 +22,6 @@ HOST_HEADER=${HOST:-bench.ingress.test}
 need_overlay "$OVERLAY"
 [[ $DEPLOY_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "DEPLOY_TIMEOUT must be a whole number of seconds, got '$DEPLOY_TIMEOUT'"
 images=$(image_set) || exit 1
-case "$PLATFORM" in
-  local)
-    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
-  external)
-    need_external_cluster "deploys into" ;;
-  *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
-esac
-
 MONITORING=${MONITORING:-1}
 case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (deploy the monitoring component) or 0, got '$MONITORING'" ;; esac
 [ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
@@ -40,6 +31,15 @@ release=${PROMETHEUS_RELEASE:-}
 [ "$MONITORING" = 1 ] || release=''
 ingress_cpu=${INGRESS_CPU:-}
 [ -z "$ingress_cpu" ] || need_cpu_quantity INGRESS_CPU "$ingress_cpu"
+case "$PLATFORM" in
+  local)
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    bash "$IB_ROOT/ci/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
+  external)
+    need_external_cluster "deploys into" ;;
+  *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
+esac
+
 if [ "$MONITORING" = 1 ] && ! kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1; then
   die "the cluster has no Prometheus Operator CRDs for the monitoring component: run './task monitoring:up' (local) or install kube-prometheus-stack, or set MONITORING=0"
 fi

@@ -14,6 +14,7 @@ need_scenario "$SCENARIO"
 SEGMENTS=${SEGMENTS:-2}
 [[ $SEGMENTS =~ ^([1-9]|1[0-6])$ ]] || die "SEGMENTS must be a whole number from 1 to 16, got '$SEGMENTS'"
 export SEGMENTS # the pods' k6 splits its connections by it, and the check below sees it
+[ -z "${RUNNER_CPU:-}" ] || need_cpu_quantity RUNNER_CPU "$RUNNER_CPU" # rendered after deploy: checked before
 load_platform
 [ "$PLATFORM" != lab ] || die "unknown PLATFORM 'lab' for in-cluster load (known: local, external)"
 # The pods load the ingress this run deploys, and what they receive is the registry's "pods"

@@ -220,3 +220,10 @@ def test_benchmark_scripts_refuse_bad_input(script, env, message, lab_down, tmp_
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("name,script", [("RUNNER_CPU", "ci/run/distributed.sh"), ("INGRESS_CPU", "ci/platforms/deploy.sh")])
+def test_a_cpu_amount_of_zero_is_refused_before_a_cluster_is_touched(name, script, lab_down):
+    r = sh("bash", script, "rps", env={name: "0m", "PLATFORM": "local"})
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1] == f"error: {name} must be a CPU quantity above 0 like 2, 500m or 0.5, got '0m'", r.stderr
