@@ -6,6 +6,7 @@
 #   ci/platforms/lab.sh down     remove every process, namespace, bridge and file it made (idempotent)
 #   ci/platforms/lab.sh status   print what is running; exit 1 when the lab is not up
 #   ci/platforms/lab.sh check    validate the lab settings only
+#   ci/platforms/lab.sh procs    print the pids of every live process of the lab (none: nothing runs)
 # Addresses are in 198.18.0.0/15 (RFC 2544). The namespaces get no default route, so nothing
 # they send can leave the host.
 set -euo pipefail
@@ -171,6 +172,15 @@ up() {
   say lab "up: lb $LB_IP (variant $VARIANT), $LAB_BACKENDS backends, servers on CPUs $SERVER_CPUS"
 }
 
+procs() { # the lab's servers, whatever runs in its namespaces, its monitoring
+  local ns
+  nginx_pids
+  for ns in $(ip netns list 2>/dev/null | awk -v p="$NS_PREFIX" 'index($1, p) == 1 {print $1}'); do
+    ip netns pids "$ns" 2>/dev/null || true
+  done
+  PLATFORM=lab bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" procs
+}
+
 status() {
   if ! is_up; then echo "lab: down"; return 1; fi
   read -r n cpus <"$STATE/shape"
@@ -183,5 +193,6 @@ case "${1:-}" in
   up) up ;;
   down) need_root "lab:down"; down; say lab "down" ;;
   status) status ;;
-  *) die "usage: ci/platforms/lab.sh up|down|status|check" ;;
+  procs) procs ;;
+  *) die "usage: ci/platforms/lab.sh up|down|status|check|procs" ;;
 esac

@@ -28,12 +28,22 @@ for p in lab local; do
   else bash ci/platforms/local/cluster.sh status >/dev/null 2>&1 || continue; fi
   die "the $p platform is up: the suite compares the machine before and after it; run './task ${p/local/cluster}:down' first"
 done
-# Half of a lab or a cluster (another suite's, under another IB_CACHE, in the middle of an up
-# or a down; or an interrupted one's) is not "up" but would be in the snapshot all the same.
-left=$( { [ -e /run/ingress-bench ] && echo /run/ingress-bench
+# Half of a lab or a cluster is not "up" but would be in the snapshot all the same: another
+# suite's (under another IB_CACHE) in the middle of an up or a down, or an interrupted one's
+# (a killed session leaves links, mounts and state with no process behind them).
+pieces() { { [ -e /run/ingress-bench ] && echo /run/ingress-bench
   ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^(ibench|ibv-)/ {sub(/@.*/, "", $2); print "link " $2}'
-  ip netns list 2>/dev/null | awk -v p="$LAB_NS_PREFIX" 'index($1, p) == 1 {print "netns " $1}'; } | sort | paste -sd' ')
-[ -z "$left" ] || die "pieces of ingress-bench are on this machine ($left): another test run is going on, or one was interrupted; './task lab:down cluster:down' removes them"
+  ip netns list 2>/dev/null | awk -v p="$LAB_NS_PREFIX" 'index($1, p) == 1 {print "netns " $1}'; } | LC_ALL=C sort | paste -sd' '; }
+left=$(pieces)
+if [ -n "$left" ]; then
+  live=$(bash ci/platforms/down.sh live | sort -un | paste -sd' ')
+  [ -z "$live" ] || die "pieces of ingress-bench are on this machine ($left) and processes of it run ($live): another run is going on; wait for it to end"
+  # Nothing of ours runs: what is left is ours and dead, and the downs remove exactly that.
+  say test "an interrupted run left pieces ($left): './task down' removes them"
+  out=$(bash ci/platforms/down.sh 2>&1) || { echo "$out" >&2; die "'./task down' failed on what an interrupted run left"; }
+  left=$(pieces)
+  [ -z "$left" ] || die "pieces of ingress-bench that no down removes are on this machine ($left): remove them, or the suite would report them as its own"
+fi
 python3 ci/tests/machine_state.py snapshot "$logs/machine-before.json"
 say test "unit: k6/lib (node --test)"
 # The test files named, not the folder: Node 21+ reads a directory argument as a module to

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -74,10 +75,11 @@ def test_a_second_test_suite_is_refused_while_one_runs():
                                              f"(fuser -v {cache} shows it): wait for it or stop it"]
 
 
-def test_the_suite_refuses_to_start_beside_pieces_of_another_run(lab_down, tmp_path):
+def test_the_suite_refuses_to_start_beside_pieces_no_down_removes(lab_down, tmp_path):
     """A suite under another IB_CACHE holds another lock: CI once took its 'before' snapshot
     while such a suite's lab was half down (not 'up', its veths still there), then reported the
-    veths' absence at the end as a change. A stray link of our names now stops it first."""
+    veths' absence at the end as a change. Pieces of our names with nothing of ours running
+    are an interrupted run's: the suite runs the downs; what they do not remove stops it."""
     # (a veth: this kernel has no dummy links)
     assert sh("ip", "link", "add", "ibv-stray", "type", "veth", "peer", "name", "ibv-stray-peer").returncode == 0
     try:
@@ -85,9 +87,33 @@ def test_the_suite_refuses_to_start_beside_pieces_of_another_run(lab_down, tmp_p
     finally:
         sh("ip", "link", "del", "ibv-stray")
     assert r.returncode != 0
-    assert r.stderr.strip().splitlines() == [
-        "error: pieces of ingress-bench are on this machine (link ibv-stray link ibv-stray-peer): another test run is going on, "
-        "or one was interrupted; './task lab:down cluster:down' removes them"]
+    assert [l for l in r.stderr.splitlines() if l.strip()] == [
+        "test          an interrupted run left pieces (link ibv-stray link ibv-stray-peer): './task down' removes them",
+        "error: pieces of ingress-bench that no down removes are on this machine (link ibv-stray link ibv-stray-peer): "
+        "remove them, or the suite would report them as its own"]
+
+
+def test_the_suite_refuses_to_start_beside_a_run_going_on(lab_down, tmp_path):
+    """A lab that is not 'up' (its servers gone) but with a process in its client's namespace,
+    as another suite's k6 would be: that run is alive; the suite neither removes nor snapshots
+    it. (A lab that is up is refused as such.)"""
+    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
+    for pid in sh("bash", "ci/platforms/lab.sh", "procs").stdout.split():
+        sh("kill", "-KILL", pid)
+    k6 = subprocess.Popen(["ip", "netns", "exec", "ibench-client", "sleep", "300"])
+    try:
+        time.sleep(0.5)
+        r = sh("bash", "ci/tests/run.sh", env={"IB_CACHE": str(tmp_path / "cache")})
+        assert r.returncode != 0
+        assert r.stderr.strip().splitlines() == [
+            f"error: pieces of ingress-bench are on this machine (/run/ingress-bench link ibench0 link ibv-be1 "
+            f"link ibv-be2 link ibv-client link ibv-lb netns ibench-be1 netns ibench-be2 netns ibench-client netns ibench-lb) and processes of it run ({k6.pid}): "
+            "another run is going on; wait for it to end"]
+        assert sh("ip", "link", "show", "ibench0").returncode == 0, "the live run's lab was left alone"
+    finally:
+        k6.kill()
+        k6.wait()
+        sh("bash", "ci/platforms/lab.sh", "down")
 
 
 def test_missing_tool_says_what_to_do(lab_down, tmp_path):

@@ -249,3 +249,33 @@ def test_interrupted_local_run_is_recorded_aborted(cluster_taken_down, tmp_path)
     assert rc == 1, f"exit {rc}:\n{out[-3000:]}"
     d, names, s = assert_aborted_run(root, out, "SIGINT", elapsed, before)
     record("local-SIGINT-task", d, names, s, out)
+
+
+def killed_session(platform_script):
+    """What a killed terminal or a restarted machine session leaves: every process of the
+    platform dead at once (SIGKILL), its links, namespaces, mounts and state in place."""
+    pids = sh("bash", platform_script, "procs").stdout.split()
+    assert pids, f"{platform_script} reports no process of its own while up"
+    sh("kill", "-KILL", *pids)
+    deadline = time.time() + 30
+    while sh("bash", platform_script, "procs").stdout.split() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not sh("bash", platform_script, "procs").stdout.split(), "processes survived SIGKILL"
+
+
+@pytest.mark.parametrize("platform_script", ["ci/platforms/lab.sh", "ci/platforms/local/cluster.sh"])
+def test_task_down_removes_what_a_killed_session_left(platform_script, lab_down):
+    """CI once found a killed session's cluster (its bridge, veths, 39 mounts, no process) and
+    the suite refused to start; `./task down`, which the suite now runs itself in that case,
+    brings the machine back to what it was."""
+    import machine_state
+    before = machine_state.snapshot()
+    up = sh("bash", platform_script, "up", timeout=600)
+    assert up.returncode == 0, up.stderr
+    killed_session(platform_script)
+    assert machine_state.diff(before, machine_state.snapshot()) != [], "the killed platform left nothing to remove"
+    down = sh("./task", "down", timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert machine_state.diff(before, machine_state.snapshot()) == []
+    again = sh("./task", "down", timeout=300)
+    assert again.returncode == 0 and machine_state.diff(before, machine_state.snapshot()) == [], "down is idempotent"

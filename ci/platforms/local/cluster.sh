@@ -7,6 +7,7 @@
 #                                  made, and restores the sysctls it changed; nothing it did not
 #                                  make, and nothing at all without a cluster of ours (idempotent)
 #   ci/platforms/local/cluster.sh status   exit 0 when the API answers and the node is Ready
+#   ci/platforms/local/cluster.sh procs    the pids of every live process of it, containers included
 #   ci/platforms/local/cluster.sh pod-links  our pods' host devices: the veths on our bridge and
 #                                  the CNI bandwidth plugin's ifb devices of those (deploy.sh)
 # Ownership: up records the host's iptables rules before it starts anything ($S/before); down
@@ -383,7 +384,8 @@ case "${1:-}" in
   up) up ;;
   down) need_root "cluster:down"; down; say cluster down ;;
   status) status ;;
+  procs) our_pids ;;
   pod-links) pod_links ;;
   kubelet-ns) shift; kubelet_ns "$@" ;;
-  *) die "usage: ci/platforms/local/cluster.sh up|down|status|pod-links" ;;
+  *) die "usage: ci/platforms/local/cluster.sh up|down|status|procs|pod-links" ;;
 esac

@@ -119,6 +119,8 @@ case "${1:-}" in
     KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl -n monitoring get svc prometheus >/dev/null 2>&1 ||
       die "monitoring is not up on the local cluster: run './task monitoring:up'"
     echo "http://prometheus.monitoring.svc:9090" ;;
+  # The lab's Prometheus (the local cluster's runs in a pod: cluster.sh procs has it).
+  procs) [ "$PLATFORM" != lab ] || lab_pids ;;
   status) url=$("$0" url) && ready "$url" && echo "monitoring ($PLATFORM): Prometheus at $url ready" ;;
-  *) die "usage: ci/platforms/monitoring/monitoring.sh up|down|status|url|url-in-cluster|wait" ;;
+  *) die "usage: ci/platforms/monitoring/monitoring.sh up|down|status|procs|url|url-in-cluster|wait" ;;
 esac
