@@ -301,6 +301,15 @@ k6_duration_seconds() {
 
 # stub_counts URL: "accepts requests" from an nginx stub_status page (nothing if unreachable).
 # Reading it counts as one request and, on a new connection, one accept.
+# host_description: what a figure was measured with, as JSON {tools, host}: each run's
+# meta.json has it (bench.sh), and bench:compare tells a saved baseline's from this machine's.
+host_description() {
+  jq -nc --arg k6 "$(k6 version 2>/dev/null | head -n1)" --arg nginx "$(nginx -v 2>&1 | sed 's|.*/||')" \
+    --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" --arg machine "$(uname -n)" \
+    --arg cpu_model "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
+    '{tools: {k6: $k6, nginx: $nginx}, host: {machine: $machine, cpu_model: $cpu_model, cpus: $cpus, kernel: $kernel}}'
+}
+
 stub_counts() { curl -sf --max-time 3 "$1" | stub_parse; }
 # stub_parse: stdin a stub_status page -> "accepts requests"; nothing for any other page.
 stub_parse() { awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'; }

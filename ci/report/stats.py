@@ -1,6 +1,8 @@
 """One place for the numbers of repeated runs: the median, and the spread (min/max, the
 coefficient of variation) that says whether a difference is more than noise. The matrix
 runner's tables (ci/run/matrix.py) and the index's seed tables (index.py) both use it."""
+import math
+import random
 import statistics
 
 from .fmt import num
@@ -18,3 +20,21 @@ def stats(values):
     cv = statistics.stdev(nums) / mean * 100 if len(nums) > 1 and mean else None
     return {"n": len(nums), "values": nums, "median": statistics.median(nums), "min": min(nums), "max": max(nums),
             "mean": mean, "cv_percent": cv}
+
+
+def median_ratio_interval(of, to, level=0.95, resamples=10000):
+    """The ratio of two sides' medians, median(of)/median(to), and its bootstrap confidence
+    interval at LEVEL: each side resampled with replacement on its own (the rounds are
+    independent runs), the ratio of the resamples' medians, its percentiles. Few rounds give a
+    wide interval, which is the point: a decision is made only when the interval allows it.
+    The generator is seeded from the values, so one set of runs always gives one answer."""
+    if not of or not to or statistics.median(to) == 0:
+        return None
+    rng = random.Random(repr((sorted(of), sorted(to))))
+    ratios = sorted(statistics.median(rng.choices(of, k=len(of))) / (statistics.median(rng.choices(to, k=len(to))) or math.nan)
+                    for _ in range(resamples))
+    ratios = [r for r in ratios if math.isfinite(r)]
+    tail = (1 - level) / 2
+    pick = lambda q: ratios[min(len(ratios) - 1, max(0, round(q * (len(ratios) - 1))))]  # noqa: E731
+    return {"ratio": statistics.median(of) / statistics.median(to), "low": pick(tail), "high": pick(1 - tail),
+            "level": level, "resamples": resamples}

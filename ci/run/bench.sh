@@ -91,14 +91,11 @@ mkdir -p "$RESULTS_ROOT" && mkdir "$dir" 2>/dev/null || die "results directory $
 made_dir=$dir
 
 meta=$(jq -nc \
-  --arg git "$(git -C "$IB_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
-  --arg k6 "$(k6 version 2>/dev/null | head -n1)" \
-  --arg nginx "$(nginx -v 2>&1 | sed 's|.*/||')" \
-  --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" \
+  --arg git "$(git -C "$IB_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" --argjson described "$(host_description)" \
   --arg knobs "$([ "$PLATFORM" = lab ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
   --arg backends "${LAB_BACKENDS:-2}" --arg platform "$PLATFORM" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
-  '{git_revision: $git, tools: {k6: $k6, nginx: $nginx}, host: {cpus: $cpus, kernel: $kernel},
+  '{git_revision: $git} + $described + {
     knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end)}')
 
 # The results directory's filesystem filling up: one line, not a tool's own error.

@@ -1,6 +1,7 @@
 """ci/run/matrix.py [--check] [CASES.yaml]: a matrix of benchmark runs from a declarative case list
-(or MATRIX=CASES.yaml). `./task bench:matrix MATRIX=...`, and bench:compare, bench:seed003,
-bench:keepalive and bench:overhead with their lists in ci/run/matrices/.
+(or MATRIX=CASES.yaml). `./task bench:matrix MATRIX=...`, and bench:seeds and bench:overhead
+with their lists in ci/run/matrices/; bench:compare and bench:sweep build theirs (compare.py,
+sweep.py) and run them here.
 
 One place for what every comparison does:
   - the whole list is checked before anything starts: its fields, each setting's name and value
@@ -48,9 +49,19 @@ The case list (YAML):
                              format is Python's, unit is appended; spread adds min-max and
                              CV columns (the first value column has them unless one says so)
     - {key: vs, title: vs LB -> Pod, vs_baseline: rps}  the case's median over its baseline's
-  ratios:                  lines under the tables, from the medians:
+  ratios:                  lines under the tables, from the medians, each with its bootstrap
+                           95 % interval (ci/report/stats.py):
     - {title: ..., of: case, to: case, column: rps, show: ratio}
-                             show: ratio (of/to, "1.23x") or percent_below ((to-of)/to, "%")
+                             show: ratio (of/to, "1.23x") or percent_below ((to-of)/to, "%");
+                             per: NUMBER instead of to: the case's median over a constant
+                             (a link's Gbit/s: throughput as a share of it)
+      seed: {figure: 0.48, text: "11.7k vs 24.2k", expect: lower, range: [0.4, 0.6]}
+                             a relation to a seed: its figure (as this ratio) and what it
+                             says: expect higher or lower (the ratio's side of 1) or equal
+                             (within range), range the size the seed supports. The table of
+                             relations says per ratio whether the direction holds (yes, no, or
+                             "undecided" when the interval straddles the boundary: too much
+                             spread to tell) and whether the measured ratio is in the range
 """
 import json
 import os
@@ -64,7 +75,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
-from report.stats import stats  # noqa: E402  (median and spread: one place, shared with the index)
+from report.relations import relations_page  # noqa: E402
+from report.stats import median_ratio_interval, stats  # noqa: E402  (one place, shared with the index)
 TSV = ROOT / "ci/settings/settings.tsv"
 BENCH = ROOT / "ci/run/bench.sh"
 MONITORING_SH = ROOT / "ci/platforms/monitoring/monitoring.sh"
@@ -73,7 +85,9 @@ TOP_FIELDS = ("title", "rounds", "platforms", "defaults", "cases", "columns", "r
 CASE_FIELDS = ("name", "scenario", "platform", "variant", "settings", "group", "baseline")
 COLUMN_FIELDS = ("key", "title", "field", "setting", "value", "vs_baseline", "scale", "format", "unit", "spread")
 COLUMN_KINDS = ("field", "setting", "value", "vs_baseline")
-RATIO_FIELDS = ("title", "of", "to", "column", "show")
+RATIO_FIELDS = ("title", "of", "to", "per", "column", "show", "seed")
+SEED_FIELDS = ("figure", "text", "expect", "range")
+EXPECTS = ("higher", "lower", "equal")
 CASE_ATTRS = ("name", "scenario", "platform", "variant")
 SHOWS = ("ratio", "percent_below")
 # A case's settings are carried to its run: those that reach one (ci/run/bench.sh and what it
@@ -195,8 +209,13 @@ def load(path, env, reg):
         raise Bad(f"cannot read the case list {where}: {e.strerror}")
     except yaml.YAMLError as e:
         raise Bad(f"{where} is not valid YAML: {' '.join(str(e).split())}")
+    return parse(doc, where, reg)
+
+
+def parse(doc, where, reg):
+    """A case list (its YAML's document) checked and normalised; WHERE names it in errors."""
     mapping(doc, where, TOP_FIELDS)
-    m = {"file": where, "title": str(doc.get("title") or Path(path).stem)}
+    m = {"file": where, "title": str(doc.get("title") or Path(where).stem)}
     rounds = doc.get("rounds", 3)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 99:
         raise Bad(f"{where}: rounds must be a whole number from 1 to 99, got '{rounds}'")
@@ -276,17 +295,33 @@ def load(path, env, reg):
     for i, r in enumerate(doc.get("ratios") or [], 1):
         at = f"{where}: ratio {i}"
         mapping(r, at, RATIO_FIELDS)
-        for end in ("of", "to"):
+        if ("to" in r) == ("per" in r):
+            raise Bad(f"{at}: give to (a case) or per (a number), one of them")
+        for end in ("of", "to") if "to" in r else ("of",):
             if r.get(end) not in names:
                 raise Bad(f"{at}: {end} must name a case of the list, got '{r.get(end)}'")
+        per = r.get("per")
+        if per is not None and (isinstance(per, bool) or not isinstance(per, (int, float)) or per <= 0):
+            raise Bad(f"{at}: per must be a number above 0, got '{per}'")
         column = r.get("column", values[0]["key"] if values else None)
         if column not in keys or keys[column]["kind"] != "value":
             raise Bad(f"{at}: column must name a value column's key, got '{column}'")
         show = r.get("show", "ratio")
         if show not in SHOWS:
             raise Bad(f"{at}: show must be one of {', '.join(SHOWS)}, got '{show}'")
-        m["ratios"].append({"title": str(r.get("title") or f"{r['of']} vs {r['to']}"), "of": r["of"], "to": r["to"],
-                            "column": column, "show": show})
+        seed = r.get("seed")
+        if seed is not None:
+            mapping(seed, f"{at}: seed", SEED_FIELDS)
+            if not number(seed.get("figure")) or seed.get("expect") not in EXPECTS:
+                raise Bad(f"{at}: seed needs a figure (a number) and expect ({', '.join(EXPECTS)})")
+            rng = seed.get("range")
+            if rng is not None and not (isinstance(rng, list) and len(rng) == 2 and all(map(number, rng)) and rng[0] < rng[1]):
+                raise Bad(f"{at}: seed range must be [low, high], got '{rng}'")
+            if seed["expect"] == "equal" and rng is None:
+                raise Bad(f"{at}: a seed that expects equal needs the range it calls equal")
+            seed = {"figure": seed["figure"], "text": str(seed.get("text") or ""), "expect": seed["expect"], "range": rng}
+        m["ratios"].append({"title": str(r.get("title") or f"{r['of']} vs {r.get('to', per)}"), "of": r["of"], "to": r.get("to"),
+                            "per": per, "column": column, "show": show, "seed": seed})
     return m
 
 
@@ -445,6 +480,9 @@ def compute(m, runs):
     def median(case, key):
         return by[case]["stats"].get(key, {}).get("median")
 
+    def values(case, key):
+        return [v for v in by[case]["stats"].get(key, {}).get("values", []) if number(v)]
+
     for c in m["cases"]:
         c["vs_baseline"] = {}
         for col in m["columns"]:
@@ -452,14 +490,34 @@ def compute(m, runs):
                 a, b = median(c["name"], col["vs_baseline"]), median(c["baseline"], col["vs_baseline"])
                 c["vs_baseline"][col["key"]] = a / b if a is not None and b else None
     for r in m["ratios"]:
-        a, b = median(r["of"], r["column"]), median(r["to"], r["column"])
-        r["value"] = a / b if a is not None and b else None
-        if r["value"] is None:
-            r["text"] = f"n/a (no finished run of {r['of'] if a is None else r['to']})"
-        elif r["show"] == "ratio":
-            r["text"] = f"{r['value']:.2f}x"
-        else:
-            r["text"] = f"{(1 - r['value']) * 100:.1f} %"
+        judge_ratio(r, values(r["of"], r["column"]), [r["per"]] if r["to"] is None else values(r["to"], r["column"]))
+
+
+def judge_ratio(r, of, to):
+    """A ratio's median, interval and text; with a seed, whether its direction holds."""
+    iv = median_ratio_interval(of, to)
+    r["interval"] = iv
+    r["value"] = iv and iv["ratio"]
+    if iv is None:
+        r["text"] = f"n/a (no finished run of {r['of'] if not of else r['to']})"
+    elif r["show"] == "ratio":
+        r["text"] = f"{iv['ratio']:.2f}x (95 % interval {iv['low']:.2f}–{iv['high']:.2f})"
+    else:
+        r["text"] = f"{(1 - iv['ratio']) * 100:.1f} % (95 % interval {(1 - iv['high']) * 100:.1f}–{(1 - iv['low']) * 100:.1f})"
+    seed = r["seed"]
+    if not seed:
+        return
+    if iv is None or min(len(of), len(to) if r["to"] else 2) < 2:
+        r["holds"] = "undecided"  # one round has no spread to judge by
+    elif seed["expect"] == "equal":
+        lo, hi = seed["range"]
+        r["holds"] = "yes" if lo <= iv["low"] and iv["high"] <= hi else "no" if iv["high"] < lo or iv["low"] > hi else "undecided"
+    else:
+        above, below = iv["low"] > 1, iv["high"] < 1
+        r["holds"] = ("yes" if above else "no" if below else "undecided") if seed["expect"] == "higher" else \
+            ("yes" if below else "no" if above else "undecided")
+    rng = seed["range"]
+    r["in_range"] = None if iv is None or rng is None else rng[0] <= iv["ratio"] <= rng[1]
 
 
 def runs_cell(c):
@@ -508,7 +566,8 @@ def markdown(m, rounds, mdir, interrupted):
                         row.append("—" if not both or s["cv_percent"] is None else f"{s['cv_percent']:.1f}%")
             row.append(runs_cell(c))
             lines.append("| " + " | ".join(row).replace("\n", " ") + " |")
-    notes = [f"- {r['title']}: {r['text']}" for r in m["ratios"]]
+    notes = [f"- {r['title']}: {r['text']}" for r in m["ratios"] if not r["seed"]]
+    lines += relations_table(m)
     for c in m["cases"]:
         crossed = [r for r in c["runs"] if r["status"] == "crossed"]
         if crossed:
@@ -523,6 +582,35 @@ def markdown(m, rounds, mdir, interrupted):
     lines += [""] + notes if notes else []
     lines += ["", f"Results: {mdir}/ (table.md, matrix.json; each run's directory and logs/)"]
     return "\n".join(lines) + "\n"
+
+
+def relations_table(m):
+    """The ratios that hold a seed's figure: the seed's, the measured one, and what they say."""
+    rows = [r for r in m["ratios"] if r["seed"]]
+    if not rows:
+        return []
+    by = {c["name"]: c for c in m["cases"]}
+
+    def cv(case, key):
+        v = by[case]["stats"].get(key, {}).get("cv_percent")
+        return "—" if v is None else f"{v:.0f} %"
+
+    out = ["", "Relations to the seeds (each a ratio of medians; the interval is a bootstrap 95 % one; "
+           "\"undecided\": the interval straddles what the seed says, too much spread to tell):", "",
+           "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sd, iv = r["seed"], r["interval"]
+        says = {"higher": "above 1", "lower": "below 1", "equal": "equal"}[sd["expect"]]
+        if sd["range"]:
+            says += f" ({sd['range'][0]:g}–{sd['range'][1]:g})"
+        seed = f"{sd['figure']:g}×" + (f" ({sd['text']})" if sd["text"] else "")
+        got = "—" if not iv else f"{iv['ratio']:.2f}×"
+        span = "—" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}"
+        rng = {None: "—", True: "yes", False: "no"}[r.get("in_range")]
+        spread = f"{cv(r['of'], r['column'])} / {cv(r['to'], r['column']) if r['to'] else 'constant'}"
+        out.append(f"| {r['title']} | {seed} | {says} | {got} | {span} | {r.get('holds', 'undecided')} | {rng} | {spread} |")
+    return out
 
 
 def run_listing(runs, mdir):
@@ -563,10 +651,18 @@ def main(argv):
             print(f"{c['name']}: {c['scenario']} on {c['platform']}, {c['variant']}{', ' if settings else ''}{settings}")
         print(f"{len(m['cases'])} cases × {rounds} rounds")
         return 0
+    rc, _ = run_matrix(m, env, rounds, Path(path).stem, Path(path).read_text())
+    return rc
+
+
+def run_matrix(m, env, rounds, name, cases_text):
+    """Runs the checked matrix m into RESULTS_ROOT/<name>-<time>/ (its case list kept there as
+    cases.yaml), writes table.md and matrix.json, prints the table; returns (exit code, the
+    matrix.json document). The runners built on this one (compare, sweep, seeds) add theirs."""
     if os.geteuid() != 0 and any(c["platform"] in ("lab", "local") for c in m["cases"]):
         raise Bad(f"the matrix {m['file']} needs root (network namespaces, nginx on ports 80/443): run it as root")
-    mdir, stamp = new_results_dir(env, Path(path).stem)
-    (mdir / "cases.yaml").write_text(Path(path).read_text())
+    mdir, stamp = new_results_dir(env, name)
+    (mdir / "cases.yaml").write_text(cases_text)
     for c in m["cases"]:
         replaced = [k for k, v in c["settings"].items() if env.get(k) and env[k] != v]
         for k in replaced:
@@ -589,13 +685,14 @@ def main(argv):
                                         "counts", "stats", "vs_baseline")} | {"runs": c["runs"]} for c in m["cases"]],
            "ratios": m["ratios"], "runs": runs}
     (mdir / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
-    print("\n" + table, end="", flush=True)
+    page = relations_page(mdir, m, runs, table)
+    print("\n" + table + (f"\nPage: {page} (the relations' table and one chart per relation)\n" if page else ""), end="", flush=True)
     if failed or interrupted:
         first = failed[0] if failed else None
         why = f": case {first['case']} round {first['round']}: {first['reason']}" if first else ""
         print(f"error: {'interrupted; ' if interrupted else ''}{len(failed)} of {len(runs)} runs failed{why} (table: {mdir}/table.md)",
               file=sys.stderr)
-    return rc
+    return rc, doc
 
 
 def entry(main, *args):
