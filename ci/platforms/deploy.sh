@@ -92,15 +92,17 @@ if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
 fi
 
 # A previous overlay's objects go first (its controller would otherwise serve too).
-# (With or without monitoring counts as another overlay: the sidecars come and go.)
-deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"
+# (With or without monitoring counts as another overlay: the sidecars come and go. So does
+# another INGRESS_CPU: a rolling update would schedule the new pod beside the old one, and
+# on a small node a whole core more does not fit.)
+deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"; [ -z "$ingress_cpu" ] || deployed+=" +cpu=$ingress_cpu"
 current=$(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null || true)
 if [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   say deploy "removing overlay $current"
   kinds=all,configmap,ingress,serviceaccount,role,rolebinding
   kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 && kinds+=,podmonitor,prometheusrule
   kubectl delete "$kinds" -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
-  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current% +monitoring}" >/dev/null 2>&1 || true
+  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
 fi
 
 # The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,

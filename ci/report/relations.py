@@ -67,7 +67,8 @@ def relations_page(mdir, m, runs, table_md=None):
         rows.append([r["title"], f"{sd['figure']:g}×" + (f" ({sd['text']})" if sd["text"] else ""),
                      {"higher": "above 1", "lower": "below 1", "equal": "equal"}[sd["expect"]]
                      + (f" ({sd['range'][0]:g}–{sd['range'][1]:g})" if sd["range"] else ""),
-                     "–" if not iv else f"{iv['ratio']:.2f}×", "–" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}",
+                     ("–" if not iv else f"{iv['ratio']:.2f}×") + (" ⚠ client-bound" if r.get("client_bound") else ""),
+                     "–" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}",
                      r.get("holds", "undecided"), {None: "–", True: "yes", False: "no"}[r.get("in_range")]])
     doc.add("table", ["relation", "seed", "seed says", "measured", "95 % interval", "direction holds", "in the seed's range"], rows)
     for r in rel:

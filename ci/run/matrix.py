@@ -491,6 +491,9 @@ def compute(m, runs):
                 c["vs_baseline"][col["key"]] = a / b if a is not None and b else None
     for r in m["ratios"]:
         judge_ratio(r, values(r["of"], r["column"]), [r["per"]] if r["to"] is None else values(r["to"], r["column"]))
+        # A case some of whose runs measured the client (the verdict's limit, bench.sh's
+        # summary.json: verdict.limit, when a column reads it).
+        r["client_bound"] = [c for c in (r["of"], r["to"]) if c and "load-generator" in by[c]["stats"].get("limit", {}).get("text", [])]
 
 
 def judge_ratio(r, of, to):
@@ -609,7 +612,12 @@ def relations_table(m):
         span = "—" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}"
         rng = {None: "—", True: "yes", False: "no"}[r.get("in_range")]
         spread = f"{cv(r['of'], r['column'])} / {cv(r['to'], r['column']) if r['to'] else 'constant'}"
-        out.append(f"| {r['title']} | {seed} | {says} | {got} | {span} | {r.get('holds', 'undecided')} | {rng} | {spread} |")
+        out.append(f"| {r['title']} | {seed} | {says} | {got}{' ⚠' if r.get('client_bound') else ''} | {span} | "
+                   f"{r.get('holds', 'undecided')} | {rng} | {spread} |")
+    bound = sorted({c for r in rows for c in r.get("client_bound") or []})
+    if bound:
+        out += ["", f"⚠ the load generator was the limit (verdict not valid) in runs of {', '.join(bound)}: "
+                "those figures measure k6, and a ratio with them understates the servers' difference"]
     return out
 
 

@@ -5,8 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import lab_leftovers, sh, task
+from conftest import ROOT, lab_leftovers, sh, task
 
 # GATE_CV_MAX 30: this VM's identical runs vary by 15-20 % (test_compare.py).
 SHORT = {"PLATFORM": "local", "DURATION": "3s", "CONNECTIONS": "50", "GATE_CV_MAX": "30"}
@@ -68,19 +69,25 @@ def lab_down_after():
     assert lab_leftovers() == []
 
 
-def test_seeds_every_relation_and_the_seed_004_and_003_directions(local_cluster, lab_down_after, tmp_path):
+def test_seeds_every_relation_and_the_seed_004_directions(local_cluster, lab_down_after, tmp_path):
+    """bench:seeds at the shortest that still decides (2 rounds of 2 s, monitoring off): every
+    relation's row, each with a measured ratio and a verdict word, and seed 004's directions
+    hold (keep-alive to the 60m backends ~2x the default; the default ingress below NodePort).
+    Seed 003's relations are rows here but not asserted: on this 2-CPU node k6 shares its CPU
+    with the backends and is the limit of every seed-003 case (README: the seeds' table), so
+    their direction is undecided by design of the machine, not of the test."""
     results = tmp_path / "results"
-    r = task("bench:seeds", "ROUNDS=3", "DURATION=2s", "CONNECTIONS=50", f"RESULTS_ROOT={results}", timeout=3600)
+    r = task("bench:seeds", "ROUNDS=2", "DURATION=2s", "CONNECTIONS=50", "MONITORING=0", f"RESULTS_ROOT={results}", timeout=3600)
     assert r.returncode in (0, 99), r.stdout[-3000:] + r.stderr[-2000:]
     d = only(results, "seeds-*")
     ratios = {x["title"]: x for x in json.loads((d / "matrix.json").read_text())["ratios"]}
-    listed = [x["title"] for x in __import__("yaml").safe_load((Path("ci/run/matrices/seeds.yaml")).read_text())["ratios"]]
+    listed = [x["title"] for x in yaml.safe_load((ROOT / "ci/run/matrices/seeds.yaml").read_text())["ratios"]]
     assert sorted(ratios) == sorted(listed)
-    for title in listed:  # every row, with a measured ratio and a verdict word
+    for title in listed:
         assert ratios[title]["interval"] and ratios[title]["holds"] in ("yes", "no", "undecided"), title
-    assert ratios["004: ingress keep-alive tuned vs default"]["holds"] == "yes"
-    assert ratios["004: ingress (default knobs) vs NodePort"]["holds"] == "yes"
-    assert ratios["003: LB -> NodePort vs LB -> Pod, 10 pods, 4 KB"]["holds"] == "yes"
+        assert f"| {title} |" in r.stdout
+    assert ratios["004: ingress keep-alive tuned vs default"]["holds"] == "yes", ratios["004: ingress keep-alive tuned vs default"]
+    assert ratios["004: ingress (default knobs) vs NodePort"]["holds"] == "yes", ratios["004: ingress (default knobs) vs NodePort"]
     page = (d / "report.html").read_text()
     assert page.count('<img src="relations/') == len(listed)
     assert sh("bash", "-c", f". ci/lib.sh && python ci/report check {d}/report.html").returncode == 0
