@@ -251,11 +251,13 @@ link_capacity_bits() {
   awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" 'BEGIN {m = (u == "G") ? 1e9 : (u == "M") ? 1e6 : (u == "K") ? 1e3 : 1; printf "%.0f\n", n * m}'
 }
 
-# cpus_except LIST: this machine's CPUs not in cpuset LIST ("1", "0-1,3"), as a list.
-cpus_except() {
+# client_cpus LIST: where k6 runs beside an ingress on cpuset LIST ("1", "0-1,3"): this
+# machine's CPUs not in it; all of them when LIST has every CPU (a fractional INGRESS_CPU is a
+# CFS quota in the shared pool, not a pinned core: k6 shares, and the placement warning says so).
+client_cpus() {
   local all=() c
   for c in $(seq 0 $(($(nproc) - 1))); do cpu_in "$c" "$1" || all+=("$c"); done
-  [ ${#all[@]} -gt 0 ] || die "no CPU is left for the load generator beside the ingress' ($1)"
+  [ ${#all[@]} -gt 0 ] || all=($(seq 0 $(($(nproc) - 1))))
   (IFS=,; echo "${all[*]}")
 }
 # placement_warning CLIENT_LIST SERVER_LIST [SHARED]: before the load, one line when k6's

@@ -52,7 +52,7 @@ def round_ratios(r, runs):
     return [of[k] / to[k] for k in sorted(of) if num(of[k]) and num(to.get(k)) and to[k]]
 
 
-def relations_page(mdir, m, runs, table_md=None):
+def relations_page(mdir, m, runs):
     """Writes the matrix's page when it has relations to the seeds; returns its path or None."""
     rel = [r for r in m["ratios"] if r["seed"]]
     if not rel:

@@ -92,10 +92,10 @@ def judge(m, base_values, head_values, env, reg):
         if iv is None:
             row["says"] = "no value"
         else:
-            # "better" and "worse" only when the whole interval says so; a regression when
-            # it is wholly past the tolerance.
+            # lo..hi: the interval as "how much better" (above 1: better) for either direction.
+            # "better" and "worse" only when the whole interval says so; a regression when it
+            # is wholly past the tolerance.
             lo, hi = (iv["low"], iv["high"]) if mt["better"] == "higher" else (1 / iv["high"], 1 / iv["low"])
-            # lo..hi: the interval as "how much better" (above 1 better) for either direction
             if (iv["high"] < 1 - tol) if mt["better"] == "higher" else (iv["low"] > 1 + tol):
                 row["says"] = "REGRESSION"
             elif lo > 1:

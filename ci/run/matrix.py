@@ -693,7 +693,7 @@ def run_matrix(m, env, rounds, name, cases_text):
                                         "counts", "stats", "vs_baseline")} | {"runs": c["runs"]} for c in m["cases"]],
            "ratios": m["ratios"], "runs": runs}
     (mdir / "matrix.json").write_text(json.dumps(doc, indent=2) + "\n")
-    page = relations_page(mdir, m, runs, table)
+    page = relations_page(mdir, m, runs)
     print("\n" + table + (f"\nPage: {page} (the relations' table and one chart per relation)\n" if page else ""), end="", flush=True)
     if failed or interrupted:
         first = failed[0] if failed else None

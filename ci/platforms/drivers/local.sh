@@ -36,9 +36,7 @@ pf_up() {
   fi
   export TARGET=$scheme://$addr
   SERVER_CPU_LIST=$(ingress_cpuset)
-  # A fractional INGRESS_CPU (a CFS quota, not a pinned core) leaves the ingress in the shared
-  # pool, on every CPU: k6 then shares them (the placement warning says so) instead of none.
-  CLIENT_CPU_LIST=$(cpus_except "$SERVER_CPU_LIST" 2>/dev/null) || CLIENT_CPU_LIST=$(cpu_range 0 $(($(nproc) - 1)))
+  CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
   PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
   RUN=(taskset -c "$CLIENT_CPU_LIST")
 }
