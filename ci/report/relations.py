@@ -8,7 +8,7 @@ from .charts import pyplot
 from .doc import Doc, Link, write_doc
 from .fmt import num
 
-VERDICT = {"yes": "#2ca02c", "no": "#d62728", "undecided": "#ff7f0e"}
+VERDICT = {"yes": "#2ca02c", "no": "#d62728", "undecided": "#ff7f0e", "not here": "#7f7f7f"}
 
 
 def slug(text):
@@ -69,7 +69,7 @@ def relations_page(mdir, m, runs):
                      + (f" ({sd['range'][0]:g}–{sd['range'][1]:g})" if sd["range"] else ""),
                      ("–" if not iv else f"{iv['ratio']:.2f}×") + (" ⚠ client-bound" if r.get("client_bound") else ""),
                      "–" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}",
-                     r.get("holds", "undecided"), {None: "–", True: "yes", False: "no"}[r.get("in_range")]])
+                     r.get("holds", "undecided") + (f" ({r['not_here']})" if r.get("not_here") else ""), {None: "–", True: "yes", False: "no"}[r.get("in_range")]])
     doc.add("table", ["relation", "seed", "seed says", "measured", "95 % interval", "direction holds", "in the seed's range"], rows)
     for r in rel:
         png = f"relations/{slug(r['title'])}.png"

@@ -95,8 +95,10 @@ meta=$(jq -nc \
   --arg knobs "$([ "$PLATFORM" = lab ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
   --arg backends "${LAB_BACKENDS:-2}" --arg platform "$PLATFORM" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
+  --arg nodes "$([ "$PLATFORM" = lab ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
   '{git_revision: $git} + $described + {
-    knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end)}')
+    knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end),
+    nodes: (if $nodes == "" or $nodes == "0" then null else ($nodes|tonumber) end)}')
 
 # The results directory's filesystem filling up: one line, not a tool's own error.
 disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $4 " KiB left on " $6}') (${1:-free some space or set RESULTS_ROOT})"; }

@@ -61,7 +61,9 @@ The case list (YAML):
                              (within range), range the size the seed supports. The table of
                              relations says per ratio whether the direction holds (yes, no, or
                              "undecided" when the interval straddles the boundary: too much
-                             spread to tell) and whether the measured ratio is in the range
+                             spread to tell) and whether the measured ratio is in the range;
+                             nodes: N when the seed's mechanism needs N nodes (a NodePort's hop
+                             between nodes): on fewer it says "not here" (the runs' meta.json)
 """
 import json
 import os
@@ -86,7 +88,7 @@ CASE_FIELDS = ("name", "scenario", "platform", "variant", "settings", "group", "
 COLUMN_FIELDS = ("key", "title", "field", "setting", "value", "vs_baseline", "scale", "format", "unit", "spread")
 COLUMN_KINDS = ("field", "setting", "value", "vs_baseline")
 RATIO_FIELDS = ("title", "of", "to", "per", "column", "show", "seed")
-SEED_FIELDS = ("figure", "text", "expect", "range")
+SEED_FIELDS = ("figure", "text", "expect", "range", "nodes")
 EXPECTS = ("higher", "lower", "equal")
 CASE_ATTRS = ("name", "scenario", "platform", "variant")
 SHOWS = ("ratio", "percent_below")
@@ -319,7 +321,10 @@ def parse(doc, where, reg):
                 raise Bad(f"{at}: seed range must be [low, high], got '{rng}'")
             if seed["expect"] == "equal" and rng is None:
                 raise Bad(f"{at}: a seed that expects equal needs the range it calls equal")
-            seed = {"figure": seed["figure"], "text": str(seed.get("text") or ""), "expect": seed["expect"], "range": rng}
+            nodes = seed.get("nodes")
+            if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2):
+                raise Bad(f"{at}: seed nodes (the nodes its mechanism needs) must be a whole number of at least 2, got '{nodes}'")
+            seed = {"figure": seed["figure"], "text": str(seed.get("text") or ""), "expect": seed["expect"], "range": rng, "nodes": nodes}
         m["ratios"].append({"title": str(r.get("title") or f"{r['of']} vs {r.get('to', per)}"), "of": r["of"], "to": r.get("to"),
                             "per": per, "column": column, "show": show, "seed": seed})
     return m
@@ -397,6 +402,7 @@ def read_run(run, m):
             v = v * col["scale"]
         run["values"][col["key"]] = v
     run["crossed"] = [f"{t.get('metric')} {t.get('expr')}" for t in lookup(summary, "result.thresholds") or [] if not t.get("ok")]
+    run["nodes"] = meta.get("nodes")  # the cluster's nodes (None on the lab): a seed may need more
 
 
 def fmt(v, col):
@@ -491,6 +497,13 @@ def compute(m, runs):
                 c["vs_baseline"][col["key"]] = a / b if a is not None and b else None
     for r in m["ratios"]:
         judge_ratio(r, values(r["of"], r["column"]), [r["per"]] if r["to"] is None else values(r["to"], r["column"]))
+        # A seed whose mechanism needs more nodes than its runs had (each run's meta.json):
+        # the ratio is still measured and shown, but it cannot say whether the seed holds.
+        need = r["seed"] and r["seed"]["nodes"]
+        had = [x["nodes"] for c in (r["of"], r["to"]) if c for x in by[c]["runs"] if x.get("nodes")] if need else []
+        if need and had and min(had) < need:
+            r["holds"] = "not here"
+            r["not_here"] = f"needs {need} nodes, ran on {min(had):g}"
         # A case some of whose runs measured the client (the verdict's limit, bench.sh's
         # summary.json: verdict.limit, when a column reads it).
         r["client_bound"] = [c for c in (r["of"], r["to"]) if c and "load-generator" in by[c]["stats"].get("limit", {}).get("text", [])]
@@ -612,8 +625,9 @@ def relations_table(m):
         span = "—" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}"
         rng = {None: "—", True: "yes", False: "no"}[r.get("in_range")]
         spread = f"{cv(r['of'], r['column'])} / {cv(r['to'], r['column']) if r['to'] else 'constant'}"
+        holds = r.get("holds", "undecided") + (f" ({r['not_here']})" if r.get("not_here") else "")
         out.append(f"| {r['title']} | {seed} | {says} | {got}{' ⚠' if r.get('client_bound') else ''} | {span} | "
-                   f"{r.get('holds', 'undecided')} | {rng} | {spread} |")
+                   f"{holds} | {rng} | {spread} |")
     bound = sorted({c for r in rows for c in r.get("client_bound") or []})
     if bound:
         out += ["", f"⚠ the load generator was the limit (verdict not valid) in runs of {', '.join(bound)}: "

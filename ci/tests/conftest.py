@@ -245,3 +245,10 @@ def chart(tmp_path_factory):
     off = ",".join(f"{d['condition']}=false" for d in yaml.safe_load((src / "Chart.yaml").read_text())["dependencies"] if d["name"] in missing)
     print(f"\n{src} lacks the subcharts {missing}: taken without them ({off})")
     return dst, ["--set", off]
+
+
+def table_row(table, first):
+    """The cells of a Markdown table's one row whose first cell is FIRST."""
+    rows = [l for l in table.splitlines() if l.startswith(f"| {first} |")]
+    assert len(rows) == 1, table
+    return [cell.strip() for cell in rows[0].strip("|").split("|")]

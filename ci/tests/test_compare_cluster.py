@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, lab_leftovers, sh, task
+from conftest import ROOT, lab_leftovers, sh, table_row, task
 
 # GATE_CV_MAX 30: this VM's identical runs vary by 15-20 % (test_compare.py).
 SHORT = {"PLATFORM": "local", "DURATION": "3s", "CONNECTIONS": "50", "GATE_CV_MAX": "30"}
@@ -73,9 +73,10 @@ def test_seeds_every_relation_and_the_seed_004_directions(local_cluster, lab_dow
     """bench:seeds at the shortest that still decides (2 rounds of 2 s, monitoring off): every
     relation's row, each with a measured ratio and a verdict word, and seed 004's directions
     hold (keep-alive to the 60m backends ~2x the default; the default ingress below NodePort).
-    Seed 003's relations are rows here but not asserted: on this 2-CPU node k6 shares its CPU
-    with the backends and is the limit of every seed-003 case (README: the seeds' table), so
-    their direction is undecided by design of the machine, not of the test."""
+    Seed 003's NodePort losses come from the hop between its 5 nodes: on this one-node cluster
+    those two rows say "not here" (each run's meta.json counts the nodes). Its "equal" rows are
+    not asserted: on this 2-CPU node k6 shares its CPU with the backends and is the limit of
+    every seed-003 case, and identical runs here vary 15-20 %, wider than the seed's ±3 %."""
     results = tmp_path / "results"
     r = task("bench:seeds", "ROUNDS=2", "DURATION=2s", "CONNECTIONS=50", "MONITORING=0", f"RESULTS_ROOT={results}", timeout=3600)
     assert r.returncode in (0, 99), r.stdout[-3000:] + r.stderr[-2000:]
@@ -84,8 +85,16 @@ def test_seeds_every_relation_and_the_seed_004_directions(local_cluster, lab_dow
     listed = [x["title"] for x in yaml.safe_load((ROOT / "ci/run/matrices/seeds.yaml").read_text())["ratios"]]
     assert sorted(ratios) == sorted(listed)
     for title in listed:
-        assert ratios[title]["interval"] and ratios[title]["holds"] in ("yes", "no", "undecided"), title
+        assert ratios[title]["interval"] and ratios[title]["holds"] in ("yes", "no", "undecided", "not here"), title
         assert f"| {title} |" in r.stdout
+    hop = [t for t in listed if ratios[t]["seed"]["nodes"]]
+    assert hop == ["003: LB -> NodePort vs LB -> Pod, 10 pods, 4 KB", "003: LB -> NodePort vs LB -> Pod, 10 pods, 100 KB"]
+    for title in hop:
+        assert (ratios[title]["holds"], ratios[title]["not_here"]) == ("not here", "needs 2 nodes, ran on 1"), ratios[title]
+        assert "not here (needs 2 nodes, ran on 1)" in table_row(r.stdout, title)
+    runs = json.loads((d / "matrix.json").read_text())["runs"]
+    assert {x["nodes"] for x in runs if x["case"].startswith(("s003", "s004"))} == {1}
+    assert {x["nodes"] for x in runs if x["case"].startswith("s001-lab")} == {None}
     assert ratios["004: ingress keep-alive tuned vs default"]["holds"] == "yes", ratios["004: ingress keep-alive tuned vs default"]
     assert ratios["004: ingress (default knobs) vs NodePort"]["holds"] == "yes", ratios["004: ingress (default knobs) vs NodePort"]
     page = (d / "report.html").read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, k6_running, sh, task
+from conftest import ROOT, k6_running, sh, table_row, task
 
 SHORT = {"DURATION": "3s", "CONNECTIONS": "10"}
 
@@ -31,12 +31,6 @@ def the_matrix(results):
     dirs = sorted(Path(results).iterdir())
     assert len(dirs) == 1, dirs
     return dirs[0], json.loads((dirs[0] / "matrix.json").read_text())
-
-
-def table_row(table, case):
-    rows = [l for l in table.splitlines() if l.startswith(f"| {case} |")]
-    assert len(rows) == 1, table
-    return [cell.strip() for cell in rows[0].strip("|").split("|")]
 
 
 def test_a_crossed_threshold_is_recorded_and_the_other_cases_run(tmp_path):
@@ -211,3 +205,26 @@ def test_a_relation_decides_only_when_its_interval_does():
     assert judged("equal", [70, 72, 71], [101, 100, 99], [0.9, 1.1])["holds"] == "no"
     assert judged("lower", [50], [100])["holds"] == "undecided"  # one round: no spread to judge by
     assert matrix.median_ratio_interval([3, 1, 2], [5, 4, 6]) == matrix.median_ratio_interval([1, 2, 3], [4, 5, 6])
+
+
+def test_a_relation_whose_seed_needs_more_nodes_says_not_here():
+    """A seed whose mechanism needs N nodes (seed 003's NodePort hop between nodes) says "not
+    here" when a run of its cases had fewer (meta.json's nodes), whatever the interval; with
+    enough nodes, or none counted (the lab), the interval decides."""
+    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+
+    def judged(nodes):
+        m = {"cases": [{"name": n, "baseline": None} for n in "ab"], "columns": [{"key": "rps", "kind": "value"}],
+             "ratios": [{"of": "a", "to": "b", "per": None, "show": "ratio", "column": "rps",
+                         "seed": {"figure": 0.7, "text": "", "expect": "lower", "range": None, "nodes": 2}}]}
+        runs = [{"case": c, "status": "passed", "nodes": nodes, "values": {"rps": v}}
+                for c, vs in (("a", (50, 51, 49)), ("b", (100, 101, 99))) for v in vs]
+        matrix.compute(m, runs)
+        return m["ratios"][0]
+
+    one = judged(1)
+    assert (one["holds"], one["not_here"]) == ("not here", "needs 2 nodes, ran on 1") and one["interval"]["ratio"] == 0.5
+    assert judged(3)["holds"] == "yes" and "not_here" not in judged(3)
+    assert judged(None)["holds"] == "yes"
