@@ -61,6 +61,7 @@ type eloop struct {
 	late, clientLate, dropped atomic.Int64 // the open model's, since the last collect
 	ended                     time.Time    // when the last request ended
 	deadline                  time.Time    // the parked wait's, kept while it is ahead (one timer change less per park)
+	scanned                   time.Time    // the last look for requests past the target's timeout
 }
 
 // pushEvery: the loop owns its emitter and hands its samples to k6 itself this often (a
@@ -187,8 +188,14 @@ func (l *eloop) closeConn(c *econn) {
 func (l *eloop) send(ctx context.Context, st *lib.State, c *econn, now time.Time) bool {
 	c.start = now
 	if c.fd < 0 {
-		if err := l.dial(ctx, st, c); err != nil {
-			l.finish(c, result{err: err})
+		dctx := ctx
+		if l.t.timeout > 0 {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithTimeout(ctx, l.t.timeout)
+			defer cancel()
+		}
+		if err := l.dial(dctx, st, c); err != nil {
+			l.finish(c, result{err: timedOut(dctx, err)})
 			return false
 		}
 	}
@@ -442,6 +449,17 @@ func (l *eloop) handle(st *lib.State, k int, pushed *time.Time, ended func(c *ec
 	for _, ev := range l.events[:max(k, 0)] {
 		if c := l.conns[ev.Fd]; c.busy && c.fd >= 0 && l.readable(c) {
 			ended(c)
+		}
+	}
+	// A request past the timeout (a server gone without a reset: its pod's network removed)
+	// ends as a timeout and its connection is closed; looked for every 10 ms at most.
+	if now := time.Now(); l.t.timeout > 0 && now.Sub(l.scanned) >= 10*time.Millisecond {
+		l.scanned = now
+		for _, c := range l.conns {
+			if c.busy && now.Sub(c.start) > l.t.timeout {
+				l.finish(c, result{err: errTimeout})
+				ended(c)
+			}
 		}
 	}
 }

@@ -24,15 +24,16 @@ type target struct {
 	tls             bool
 	reuse           bool
 	bodyBytes       int64
-	request         []byte // the whole request, written as is
+	timeout         time.Duration // a request's, dial to last byte (0: none)
+	request         []byte        // the whole request, written as is
 }
 
-func newTarget(rawURL, host string, reuse bool, bodyBytes int64) (*target, error) {
+func newTarget(rawURL, host string, reuse bool, bodyBytes int64, timeout time.Duration) (*target, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("the native engine needs an http:// or https:// URL, got %q", rawURL)
 	}
-	t := &target{addr: u.Host, host: host, url: rawURL, tls: u.Scheme == "https", reuse: reuse, bodyBytes: bodyBytes}
+	t := &target{addr: u.Host, host: host, url: rawURL, tls: u.Scheme == "https", reuse: reuse, bodyBytes: bodyBytes, timeout: timeout}
 	if u.Port() == "" {
 		t.addr = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[t.tls])
 	}
@@ -73,10 +74,23 @@ type result struct {
 // do sends one request on c (dialing first when c has no connection) and reads the whole
 // response. The caller closes c on error or when the server or the scenario ends reuse.
 func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, keep bool) {
+	var deadline time.Time
+	if t.timeout > 0 {
+		deadline = time.Now().Add(t.timeout)
+	}
 	if c.Conn == nil {
-		raw, err := st.Dialer.DialContext(ctx, "tcp", t.addr)
+		dctx := ctx
+		if t.timeout > 0 {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+		raw, err := st.Dialer.DialContext(dctx, "tcp", t.addr)
 		if err != nil {
-			return result{err: err}, false
+			return result{err: timedOut(dctx, err)}, false
+		}
+		if t.timeout > 0 {
+			raw.SetDeadline(deadline) //nolint:errcheck // a new socket: it takes a deadline
 		}
 		if t.tls {
 			start := time.Now()
@@ -95,6 +109,8 @@ func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, ke
 		} else {
 			c.r.Reset(c.Conn)
 		}
+	} else if t.timeout > 0 {
+		c.Conn.SetDeadline(deadline) //nolint:errcheck // a failed one shows as the request's error
 	}
 	if _, err := c.Conn.Write(t.request); err != nil {
 		res.err = err
@@ -113,6 +129,15 @@ func (c *conn) do(ctx context.Context, st *lib.State, t *target) (res result, ke
 		return res, false
 	}
 	return res, t.reuse && !h.closeAfter
+}
+
+// timedOut is err, or errTimeout when the dial ran out of the request's time (the dialer
+// says "context deadline exceeded" or "i/o timeout" by its own version).
+func timedOut(ctx context.Context, err error) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		return errTimeout
+	}
+	return err
 }
 
 // tlsHandshake starts a TLS session on raw with k6's TLS settings (its versions, ciphers,
@@ -315,6 +340,7 @@ func (e *emitter) add(now time.Time, dur time.Duration, res result) {
 	}
 	e.requests[res.status]++
 	runLatency.add(dur)
+	timeline.add(now.Add(-dur), dur, res)
 	e.samples = append(e.samples,
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqDuration, Tags: ts}, Time: now, Value: ms(dur)},
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqFailed, Tags: ts}, Time: now, Value: failed},

@@ -8,7 +8,7 @@ import (
 // The request is built once and written as is: a Host value must never add a header.
 func TestHostWithControlCharactersIsRefused(t *testing.T) {
 	for _, host := range []string{"a\r\nX-Injected: 1", "a\nb", "a b", "a\x00", "a\x7f"} {
-		if tg, err := newTarget("http://198.18.0.10/", host, true, 0); err == nil {
+		if tg, err := newTarget("http://198.18.0.10/", host, true, 0, 0); err == nil {
 			t.Errorf("host %q accepted, request %q", host, tg.request)
 		}
 	}
@@ -16,7 +16,7 @@ func TestHostWithControlCharactersIsRefused(t *testing.T) {
 
 func TestHostIsWrittenOnce(t *testing.T) {
 	for host, want := range map[string]string{"": "198.18.0.10:8080", "bench.example": "bench.example", "[::1]:80": "[::1]:80"} {
-		tg, err := newTarget("http://198.18.0.10:8080/1kb?x=1", host, false, 0)
+		tg, err := newTarget("http://198.18.0.10:8080/1kb?x=1", host, false, 0, 0)
 		if err != nil {
 			t.Fatalf("host %q: %v", host, err)
 		}

@@ -90,7 +90,9 @@ func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
 func (m *moduleInstance) Exports() modules.Exports {
 	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency,
 		// For handleSummary: the run's latency histogram (http_req_duration's), mergeable.
-		"latencyHistogram": func() map[string]any { return runLatency.export() }}}
+		"latencyHistogram": func() map[string]any { return runLatency.export() },
+		// For handleSummary: the run's 100 ms slots (timeline.go).
+		"timeline": func() map[string]any { return timeline.export() }}}
 }
 
 // publishLatency sends the whole run's percentiles (bench_http_req_duration_p95/p99), for
@@ -111,18 +113,20 @@ type runOptions struct {
 	url, host, checkStatus, checkBody      string
 	reuse                                  bool
 	bodyBytes, sliceMs, endMs, connections float64
+	// A request's limit from its dial to its last byte (0: none); the timeline's origin.
+	timeoutMs, startMs float64
 	// The open model (rate > 0): the test's requests per second, its connections, the first
 	// of this VU's (0-based) and the schedule's origin (unix ms, the scenario's start).
-	rate, totalConnections, firstConnection, startMs float64
+	rate, totalConnections, firstConnection float64
 }
 
-var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
+var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
 
 func parseOptions(o map[string]any) (runOptions, error) {
 	r := runOptions{reuse: true, connections: 1}
 	strs := map[string]*string{"url": &r.url, "host": &r.host, "checkStatus": &r.checkStatus, "checkBody": &r.checkBody}
 	nums := map[string]*float64{"bodyBytes": &r.bodyBytes, "connections": &r.connections, "sliceMs": &r.sliceMs, "endMs": &r.endMs,
-		"rate": &r.rate, "totalConnections": &r.totalConnections, "firstConnection": &r.firstConnection, "startMs": &r.startMs}
+		"timeoutMs": &r.timeoutMs, "rate": &r.rate, "totalConnections": &r.totalConnections, "firstConnection": &r.firstConnection, "startMs": &r.startMs}
 	for k, v := range o {
 		var err error
 		if p, ok := strs[k]; ok {
@@ -195,8 +199,11 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.startMs > 0 {
+		timeline.start(int64(opts.startMs))
+	}
 	if m.t == nil {
-		t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes))
+		t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes), time.Duration(opts.timeoutMs*float64(time.Millisecond)))
 		if err != nil {
 			return nil, fmt.Errorf("ingressbench.run: %w", err)
 		}

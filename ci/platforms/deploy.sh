@@ -166,7 +166,8 @@ if [ "$for_pods" = 1 ]; then
   poll 10 ready_endpoint || die "ingress $svc has no ready endpoint"
   say deploy "ingress $svc ready, for pods at http://$addr/"
 else
-  poll 10 http_ok "http://$addr/1kb.bin" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
+  # ?deploy: the access log tells this request from a run's (bench:change counts the run's).
+  poll 10 http_ok "http://$addr/1kb.bin?deploy" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
   say deploy "ingress $svc answering at http://$addr/"
 fi
 echo "$addr"

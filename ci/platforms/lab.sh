@@ -88,7 +88,7 @@ render_lb() {
   local files; files=$(variant_knob_files "$VARIANT") || exit 1
   mkdir -p "$STATE/lb/tls"
   # shellcheck disable=SC2086
-  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files >"$STATE/lb/nginx.conf"
+  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files | sed 's/@GENERATION@/0/g' >"$STATE/lb/nginx.conf"
   local i; for i in $(seq "$LAB_BACKENDS"); do echo "server $(backend_ip "$i"):80;"; done >"$STATE/lb/upstreams.conf"
 }
 

@@ -3,7 +3,7 @@ utilizations."""
 from .fmt import f_int, f_pct, num
 from .run import LIMIT_SIGNAL
 
-CHARTS = ("timeline.png", "utilization.png")  # render removes only these, so a stale chart never survives
+CHARTS = ("timeline.png", "utilization.png", "change.png")  # render removes only these, so a stale chart never survives
 
 
 def pyplot():

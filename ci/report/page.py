@@ -1,6 +1,8 @@
 """render: one run's page (report.html, report.md, charts/) from its files."""
+import json
 import sys
 
+from . import change as chg
 from .charts import CHARTS, draw_timeline, draw_utilization
 from .doc import Doc, Link, check_page, write_doc
 from .fmt import f_any, f_int, f_ms, f_pct, f_signal, iso, num, say
@@ -136,9 +138,20 @@ def render(run):
     if isinstance(signals, dict) and any(num(signals.get(n)) for n in LIMIT_SIGNAL.values()):
         draw_utilization(signals, run.verdict.get("limit"), charts_dir / "utilization.png")
         charts.add("utilization.png")
+    doc = run_doc(run, ts, ts_why, charts)
+    changed = chg.load(run.dir)  # bench:change's run: its timeline and figures first
+    if changed:
+        a, slots = chg.analyse(json.loads((run.dir / "timeline.json").read_text()), changed["marks_unix_ms"])
+        chg.draw(slots, a, changed["change"], charts_dir / "change.png")
+        charts.add("change.png")
+        doc.add("h2", f"Change under load: {changed['change']}", id="change")
+        doc.add("p", changed["verdict"], cls="pass" if not a["run"]["errors"] and not a["disruption"] else "warn", id="change-verdict")
+        doc.add("img", "charts/change.png", "change timeline", "requests/s by outcome and p50/p99 per 100 ms; the change's marks; "
+                "the disruption window shaded")
+        doc.add("p", Link("change.md: the change's figures (errors during it, disruption window, p99 before/during, the server's count)", "change.md"))
     if not charts and not any(charts_dir.iterdir()):
         charts_dir.rmdir()
-    write_doc(run_doc(run, ts, ts_why, charts), run.dir)
+    write_doc(doc, run.dir)
     problems = check_page(run.dir / "report.html")
     if problems:  # never expected: the page and its charts are written together
         print(f"error: {run.dir}/report.html: {'; '.join(problems)}", file=sys.stderr)

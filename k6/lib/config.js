@@ -103,6 +103,9 @@ export function parseConfig(env, scenario) {
   const segments = setting(env, 'SEGMENTS', 1);
   if (connections < segments) fail(`CONNECTIONS ${connections} is fewer than SEGMENTS ${segments}: each k6 pod needs a connection of its own`);
   const rate = setting(env, 'RATE', 0); // 0: closed model
+  const timeoutText = setting(env, 'REQUEST_TIMEOUT');
+  const timeoutMs = durationMs(timeoutText);
+  if (timeoutMs <= 0) fail(`REQUEST_TIMEOUT must be longer than zero, got '${timeoutText}'`);
   const reuse = profile.reuse && !setting(env, 'NO_REUSE');
   // The request loop: k6/http in JS (the reference) or the project's Go extension
   // (k6/x/ingressbench, xk6/), which costs the client a fraction of the CPU per request.
@@ -133,7 +136,7 @@ export function parseConfig(env, scenario) {
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
-    duration, durationMs: ms, connections, segments, rate, reuse, engine, discardBodies: profile.discardBodies,
+    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, segments, rate, reuse, engine, discardBodies: profile.discardBodies,
     thresholds: {
       errorRate: setting(env, 'ERROR_RATE_MAX'), // seed 003: errors under 1 in 10,000
       p95: setting(env, 'P95_MS', profile.p95),

@@ -22,6 +22,7 @@ export function scenario(name) {
     headers: { Host: cfg.host, ...(cfg.reuse ? {} : { Connection: 'close' }) },
     // Body-less scenarios would otherwise keep 1 MB per response in memory.
     responseType: cfg.discardBodies ? 'none' : 'binary',
+    timeout: cfg.timeout,
   };
   const bodyOk = (res) => (cfg.discardBodies
     ? Number(res.headers['Content-Length']) === cfg.bodyBytes
@@ -72,15 +73,17 @@ export function scenario(name) {
         // connection sends on its slots of the test's RATE/s schedule from the scenario's
         // start (xk6/pacing.go), not one JS iteration per request.
         connections: vuConnections(cfg, exec.vu.idInTest),
-        sliceMs: 100, endMs: exec.scenario.startTime + cfg.durationMs,
+        sliceMs: 100, endMs: exec.scenario.startTime + cfg.durationMs, timeoutMs: cfg.timeoutMs,
+        // The timeline's origin (xk6/timeline.go), and the open model's schedule's.
+        startMs: exec.scenario.startTime,
         ...(cfg.rate ? {
-          rate: cfg.rate, totalConnections: cfg.connections, startMs: exec.scenario.startTime,
+          rate: cfg.rate, totalConnections: cfg.connections,
           firstConnection: vuFirstConnection(cfg, exec.vu.idInTest),
         } : {}),
         checkStatus: checkNames[0], checkBody: checkNames[1],
       })
       : () => check(http.get(cfg.url, params), checks),
     // The native engine's run histogram rides along: a distributed run merges its segments'.
-    handleSummary: (data) => summaryFiles(data, cfg, new Date(), ib ? ib.latencyHistogram() : null),
+    handleSummary: (data) => summaryFiles(data, cfg, new Date(), ib ? ib.latencyHistogram() : null, ib ? ib.timeline() : null),
   };
 }

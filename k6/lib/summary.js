@@ -113,7 +113,7 @@ export function metaJson(cfg, data, now) {
 // The map k6's handleSummary returns: file path -> content, plus stdout.
 // histogram: the native engine's latency histogram of the run (xk6/latency.go export), kept
 // in the result for merging segments; null on the JS path.
-export function summaryFiles(data, cfg, now = new Date(), histogram = null) {
+export function summaryFiles(data, cfg, now = new Date(), histogram = null, timeline = null) {
   const h = { ...headline(data, cfg), ...(histogram ? { latency_histogram: histogram } : {}) };
   const c = correlation(data, cfg, now);
   const v = verdict(c.signals);
@@ -125,6 +125,8 @@ export function summaryFiles(data, cfg, now = new Date(), histogram = null) {
     [`${dir}/summary.json`]: JSON.stringify({ result: h, settings: cfg.settings, correlation: c, verdict: v, k6: data }, null, 1),
     [`${dir}/summary.txt`]: text,
     [`${dir}/meta.json`]: JSON.stringify(metaJson(cfg, data, now), null, 1),
+    // The native engine's 100 ms slots (xk6/timeline.go): what a change did, and when.
+    ...(timeline ? { [`${dir}/timeline.json`]: JSON.stringify(timeline) } : {}),
     stdout: text,
   };
 }

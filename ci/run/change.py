@@ -1,0 +1,326 @@
+"""ci/run/change.py: `./task bench:change CHANGE=kind` — what a change under load costs.
+
+A steady open-model load (the rps scenario at LOAD_SHARE % of the capacity a closed-model run
+of VARIANT measures first, or RATE) and, CHANGE_AT into it, a change on the local cluster:
+  reload        the ingress renders RELOAD_TO's knobs and reloads nginx in place (lb.sh), as an
+                ingress controller does on a configuration change; it ends when the status
+                port's /generation answers the new configuration's number
+  scale         the backends N -> 1 -> N pods; ends when N endpoints are ready again
+  kill-backend  one backend pod deleted; ends when the Deployment has every pod ready again
+  rollout       the ingress Deployment restarted (kubectl rollout restart); ends when rolled out
+  kill-ingress  the ingress pod deleted; ends when a new one is ready
+  none          nothing changes: the control run, which must show no error and no disruption
+The run is bench.sh's (its checks, server counts and report); the native engine's timeline
+(timeline.json: 100 ms slots by each request's send) and the change's marks (unix ms, from
+this script's own observation of the cluster) give change.json, change.md and the timeline
+chart on the run's report page (ci/report/change.py). The server's side: the ingress's access
+log (every response it sent, by status) over the run, while its pod lives.
+Exit: 0; 99 when the run crossed a threshold or more requests than CHANGE_ERRORS_MAX failed
+during the change; 1 bad input or a failed run.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import matrix as mx  # noqa: E402  (the one runner: checks, runs)
+from report.change import analyse  # noqa: E402
+
+NS = "ingress-bench"
+INGRESS = "nginx-lb"  # the in-cluster ingress whose configuration lb.sh reloads
+DURATION = "30s"  # bench:change's DURATION when unset: the change needs time on both sides
+PROBE = "5s"  # the capacity run's length
+WAIT_S = 120  # a change's longest wait for the cluster to settle
+STEADY_MIN_S = 3  # the load's seconds before the change, at least (its steady p99)
+
+
+def duration_s(text):
+    """A k6 duration (checked by the registry first: settings.js durationMs) in seconds."""
+    unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(int(n) * unit[u] for n, u in re.findall(r"(\d+)(ms|s|m|h)", text))
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+class Cluster:
+    def __init__(self, env):
+        self.env = env
+
+    def kubectl(self, *args, stdin=None, check=True, timeout=60):
+        r = subprocess.run(["kubectl", "-n", NS, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+        return r.stdout
+
+    def json(self, *args):
+        return json.loads(self.kubectl(*args, "-o", "json"))
+
+    def deployment_done(self, name):
+        d = self.json("get", "deployment", name)
+        want, s = d["spec"]["replicas"], d.get("status", {})
+        return (s.get("observedGeneration", 0) >= d["metadata"]["generation"] and s.get("updatedReplicas", 0) == want
+                and s.get("readyReplicas", 0) == want and s.get("replicas", 0) == want)
+
+    def ready_endpoints(self, service):
+        slices = self.json("get", "endpointslices", "-l", f"kubernetes.io/service-name={service}")["items"]
+        return sum(1 for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready"))
+
+    def pods(self, name):
+        return [p["metadata"]["name"] for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def address(self):
+        return self.kubectl("get", "service", INGRESS, "-o", "jsonpath={.spec.clusterIP}").strip()
+
+    def access_log(self):
+        """(ingress pod, its access log's lines): the server's count of what it answered."""
+        pod = self.pods(INGRESS)
+        if len(pod) != 1:
+            return None, None
+        out = self.kubectl("exec", pod[0], "-c", "nginx", "--", "sh", "-c", "cat /run/lb/logs/access.log 2>/dev/null || true", timeout=30)
+        return pod[0], out.splitlines()
+
+
+def wait_until(test, what, timeout=WAIT_S, every=0.1):
+    """Unix ms of the first time TEST() holds; RuntimeError after TIMEOUT seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            if test():
+                return now_ms()
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError):
+            pass  # the API busy for a moment: asked again
+        time.sleep(every)
+    raise RuntimeError(f"{what}: not within {timeout} s")
+
+
+def generation(addr):
+    r = subprocess.run(["curl", "-sf", "--max-time", "1", f"http://{addr}:8080/generation"], capture_output=True, text=True)
+    return r.stdout.strip()
+
+
+def knobs_of(variant):
+    """RELOAD_TO's knobs as KEY=VALUE lines (its nginx-lb-knobs ConfigMap, as lb.sh start reads it)."""
+    r = mx.shell('kustomize build "$IB_ROOT/overlays/$1"', variant)
+    if r.returncode != 0:
+        raise mx.Bad(f"RELOAD_TO: kustomize build of {variant} failed: {mx.error_line(r.stderr)}")
+    for doc in yaml.safe_load_all(r.stdout):
+        if doc and doc.get("kind") == "ConfigMap" and doc["metadata"]["name"].startswith("nginx-lb-knobs"):
+            return "".join(f"{k}={v}\n" for k, v in sorted(doc["data"].items()))
+    raise mx.Bad(f"RELOAD_TO={variant} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
+
+
+def change(kind, c, marks, reload_knobs):
+    """Applies KIND, recording marks: start, end, and what it observed between."""
+    if kind == "reload":
+        addr = c.address()
+        gen = str(int(generation(addr) or 0) + 1)
+        marks["start"] = now_ms()
+        c.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen, stdin=reload_knobs)
+        marks["end"] = marks["serving"] = wait_until(lambda: generation(addr) == gen, "the reloaded configuration answering", every=0.02)
+    elif kind == "scale":
+        n = c.json("get", "deployment", "backend")["spec"]["replicas"]
+        marks["start"] = now_ms()
+        c.kubectl("scale", "deployment/backend", "--replicas=1")
+        marks["down"] = wait_until(lambda: c.ready_endpoints("backend") == 1 and c.deployment_done("backend"), "the backends scaled to 1")
+        c.kubectl("scale", "deployment/backend", f"--replicas={n}")
+        marks["end"] = marks["serving"] = wait_until(lambda: c.ready_endpoints("backend") == n and c.deployment_done("backend"),
+                                                     f"the backends back to {n} ready endpoints")
+    elif kind == "kill-backend":
+        victim = c.pods("backend")[0]
+        marks["start"] = now_ms()
+        c.kubectl("delete", "pod", victim, "--wait=false")
+        marks["end"] = wait_until(lambda: victim not in c.pods("backend") and c.deployment_done("backend"), "the backend Deployment whole again")
+    elif kind == "rollout":
+        marks["start"] = now_ms()
+        c.kubectl("rollout", "restart", f"deployment/{INGRESS}")
+        marks["end"] = wait_until(lambda: c.deployment_done(INGRESS), "the ingress rolled out")
+    elif kind == "kill-ingress":
+        victim = c.pods(INGRESS)[0]
+        marks["start"] = now_ms()
+        c.kubectl("delete", "pod", victim, "--wait=false")
+        marks["end"] = wait_until(lambda: victim not in c.pods(INGRESS) and c.deployment_done(INGRESS), "a new ingress pod ready")
+
+
+def changer(kind, c, run_dir, at_s, marks, failures, reload_knobs):
+    """In a thread beside the run: waits for k6 to start (its log appears), then CHANGE_AT."""
+    try:
+        wait_until(lambda: (run_dir / "k6.log").exists(), "k6 starting", timeout=600, every=0.05)
+        time.sleep(at_s)
+        if kind != "none":
+            change(kind, c, marks, reload_knobs)
+    except Exception as e:  # noqa: BLE001  (said by the main thread, after the run)
+        failures.append(f"the change ({kind}) did not complete: {e}")
+
+
+def server_side(before, after, path, client_statuses, client_answered):
+    """The access log's lines of the run (after minus before, same pod; requests for the run's
+    PATH, not deploy's readiness check) by status, beside the client's: the responses the
+    client got must be the ones the server sent."""
+    (pod0, lines0), (pod1, lines1) = before, after
+    if pod1 is None or pod0 != pod1:
+        return {"counted": False, "why": "the ingress pod was replaced during the run: its log went with it"}
+    statuses = {}
+    for line in lines1[len(lines0):]:
+        parts = line.split('"')
+        if len(parts) < 3 or parts[1] != f"GET {path} HTTP/1.1":
+            continue
+        code = parts[2].split()[0] if len(parts) > 2 and parts[2].split() else "?"
+        statuses[code] = statuses.get(code, 0) + 1
+    answered = sum(statuses.values())
+    errors = sum(n for code, n in statuses.items() if not code.startswith(("2", "3")))
+    client_errors = sum(client_statuses.values())
+    return {"counted": True, "pod": pod1, "responses": answered, "statuses": statuses, "status_errors": errors,
+            "client_responses": client_answered, "client_status_errors": client_errors,
+            "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
+
+
+def verdict(kind, a, server, marks):
+    """Which part failed the requests, in words, from the kinds of errors and when they came."""
+    d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
+    if not a["run"]["errors"] and not a["disruption"]:
+        return "no request failed and latency stayed within 3x the steady p99"
+    parts = []
+    if k.get("closed") or k.get("reset"):
+        n = k.get("closed", 0) + k.get("reset", 0)
+        who = {"reload": "the ingress's old workers closed keep-alive connections as requests went out on them",
+               "rollout": "the old ingress pod closed (or lost) client connections as it stopped",
+               "kill-ingress": "the deleted ingress pod's connections were closed or reset under the client"}.get(
+            kind, "connections to the ingress were closed or reset under the client")
+        parts.append(f"{n} without a response: {who} (a client that retries idempotent requests on a closed keep-alive connection would not see these)")
+    if k.get("status"):
+        codes = ", ".join(f"{n}× {c}" for c, n in sorted(d["statuses"].items()))
+        who = {"scale": "the ingress kept sending to removed endpoints", "kill-backend": "the ingress kept sending to the deleted backend pod"}.get(
+            kind, "the ingress answered errors")
+        parts.append(f"{codes}: {who}" + (" (its access log says the same)" if server.get("counted") and server.get("status_errors") else ""))
+    if k.get("refused"):
+        parts.append(f"{k['refused']} refused: no ingress was listening (no ready endpoint behind its Service)")
+    if k.get("timeout"):
+        parts.append(f"{k['timeout']} timed out: requests sent to a pod that was gone, never answered")
+    if not parts and a["disruption"]:
+        parts.append(f"no request failed, but latency rose past {a['slow_ms']:.1f} ms (3x the steady p99) for {a['disruption']['ms']} ms")
+    return "; ".join(parts)
+
+
+def markdown(doc):
+    a, s = doc["analysis"], doc["server"]
+
+    def p99(x):
+        return "—" if not x or x.get("p99_ms") is None else f"{x['p99_ms']:.1f} ms"
+    d = a["during"]
+    rows = [("change", doc["change"] + (f" → {doc['reload_to']}" if doc.get("reload_to") else "")),
+            ("load", f"{doc['rate']:,} req/s open model ({doc['rate_from']}), {doc['connections']} connections, {doc['duration']}"),
+            ("change took", "—" if a["change_ms"] is None else f"{a['change_ms'] / 1000:.2f} s"
+             + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a else "")),
+            ("errors during the change", "—" if not d else f"{d['errors']:,} of {d['requests']:,} ({d['share'] * 100:.2f} %)"
+             + (f": {', '.join(f'{n} {k}' for k, n in d['by_kind'].items())}" if d["errors"] else "")),
+            ("errors in the whole run", f"{a['run']['errors']:,} of {a['run']['requests']:,}"),
+            ("disruption window", "none" if not a["disruption"] else f"{a['disruption']['ms'] / 1000:.1f} s "
+             f"({a['disruption']['from_ms'] / 1000:.1f}–{a['disruption']['to_ms'] / 1000:.1f} s from the load's start)"),
+            ("p99 before → during", f"{p99(a['before'])} → {p99(d)}"),
+            ("server (access log)", f"{s['responses']:,} responses, {s['status_errors']} errors; client {s['client_responses']:,} and "
+             f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" if s["counted"] else s["why"]),
+            ("verdict", doc["verdict"])]
+    if doc.get("gate"):
+        rows.append(("threshold", doc["gate"]))
+    return "\n".join([f"Change under load: {doc['change']} on {doc['variant']} ({doc['platform']})", "", "| | |", "|---|---|"]
+                     + [f"| {k} | {v} |" for k, v in rows]) + "\n"
+
+
+def main(argv):
+    env, reg = dict(os.environ), mx.registry()
+    names = [n for n in ("CHANGE", "CHANGE_AT", "LOAD_SHARE", "RELOAD_TO", "CHANGE_ERRORS_MAX", "DURATION") if env.get(n)]
+    mx.check_values([{"where": "", "names": names, "env": env}])
+    kind = env.get("CHANGE")
+    if not kind:
+        raise mx.Bad(f"CHANGE is not set: ./task bench:change CHANGE=<{'|'.join(reg['CHANGE']['values'])}>")
+    if env.get("PLATFORM", "local") != "local":
+        raise mx.Bad(f"bench:change runs on the local cluster (PLATFORM=local), got PLATFORM={env['PLATFORM']}")
+    if env.get("SCENARIO", "rps") != "rps":
+        raise mx.Bad("bench:change runs the rps scenario (a steady keep-alive load): unset SCENARIO")
+    env.setdefault("DURATION", DURATION)
+    at_s = duration_s(env.get("CHANGE_AT") or reg["CHANGE_AT"]["default"])
+    run_s = duration_s(env["DURATION"])
+    if at_s < STEADY_MIN_S or run_s < at_s + 10:
+        raise mx.Bad(f"CHANGE_AT {at_s:g}s and DURATION {env['DURATION']}: the load needs {STEADY_MIN_S} s or more before the change "
+                     "(its steady state) and 10 s or more after it starts")
+    share = int(env.get("LOAD_SHARE") or reg["LOAD_SHARE"]["default"])
+    reload_to = env.get("RELOAD_TO") or env.get("VARIANT") or reg["VARIANT"]["default"]
+    if env.get("RELOAD_TO") and kind != "reload":
+        raise mx.Bad(f"RELOAD_TO is CHANGE=reload's: unset it for CHANGE={kind}")
+    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": ["local"],
+           "cases": [{"name": "probe", "scenario": "rps", "settings": {"DURATION": PROBE}},
+                     {"name": "change", "scenario": "rps", "settings": {"DURATION": env["DURATION"]}}],
+           "columns": [{"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"}]}
+    m = mx.parse(doc, "bench:change", reg)
+    mx.resolve(m, env, reg)
+    variant = m["cases"][1]["variant"]
+    out = mx.shell('kustomize build "$IB_ROOT/overlays/$1"', variant)
+    kinds = {d["kind"] + "/" + d["metadata"]["name"] for d in yaml.safe_load_all(out.stdout) if d}
+    if f"Deployment/{INGRESS}" not in kinds and kind in ("reload", "rollout", "kill-ingress"):
+        raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
+    knobs = knobs_of(reload_to) if kind == "reload" else None
+    if kind == "scale" and "Deployment/backend" not in kinds:
+        raise mx.Bad(f"overlay {variant} has no backend Deployment to scale")
+
+    mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    mdir.mkdir(parents=True)
+    (mdir / "logs").mkdir()
+    kenv = dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip())
+    c = Cluster(kenv)
+    probe, run = m["cases"]
+    rate, rate_from = env.get("RATE"), "RATE"
+    if not rate:
+        mx.say("change", f"capacity: a closed-model run of {PROBE} ({variant}), then {share} % of it")
+        p = mx.run_one(probe, {}, "probe", mdir, m)
+        if p["status"] == "failed" or not p["values"].get("rps"):
+            raise mx.Bad(f"the capacity run failed: {p['reason']} (log: {p['log']})")
+        rate, rate_from = str(max(1, round(p["values"]["rps"] * share / 100))), f"{share} % of {p['values']['rps']:,.0f} req/s measured"
+    if kind == "scale" and c.json("get", "deployment", "backend")["spec"]["replicas"] < 2:
+        raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has one; try a -10pods variant")
+    log_before = c.access_log()
+    marks, failures = {}, []
+    mx.say("change", f"{kind}: {rate} req/s for {env['DURATION']}, the change {at_s:g} s into it")
+    t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, knobs), daemon=True)
+    t.start()
+    r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
+    t.join(timeout=WAIT_S + 5)
+    if r["status"] == "failed":
+        raise mx.Bad(f"the run failed: {r['reason']} (log: {r['log']})")
+    if failures:
+        raise mx.Bad(failures[0])
+    run_dir = Path(r["dir"])
+    tl = json.loads((run_dir / "timeline.json").read_text())
+    a, _ = analyse(tl, marks)
+    summary = json.loads((run_dir / "summary.json").read_text())["result"]
+    client_statuses = a["run"]["statuses"]
+    answered = summary["requests"] - sum(a["run"]["by_kind"].get(k, 0) for k in ("reset", "refused", "timeout", "closed", "other"))
+    path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
+    server = server_side(log_before, c.access_log(), path, client_statuses, answered)
+    doc = {"change": kind, "variant": variant, "platform": "local", "reload_to": reload_to if kind == "reload" else None,
+           "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
+           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, marks), "run": str(run_dir)}
+    limit = env.get("CHANGE_ERRORS_MAX")
+    during = (a["during"] or a["run"])["errors"]
+    crossed = limit is not None and limit != "" and during > int(limit)
+    if limit:
+        doc["gate"] = f"CHANGE_ERRORS_MAX={limit}: {during} failed during the change: {'CROSSED' if crossed else 'ok'}"
+    (run_dir / "change.json").write_text(json.dumps(doc, indent=1) + "\n")
+    text = markdown(doc)
+    (run_dir / "change.md").write_text(text)
+    mx.shell('"$IB_VENV/bin/python" "$IB_ROOT/ci/report" render "$1" >/dev/null', run_dir)
+    print("\n" + text + f"\nRun: {run_dir}/ (report.html: the timeline chart)\n", end="", flush=True)
+    return 99 if crossed or r["status"] == "crossed" else 0
+
+
+if __name__ == "__main__":
+    mx.entry(main, sys.argv)
