@@ -71,8 +71,11 @@ type slot struct {
 	outcomes [nOutcomes]atomic.Uint32
 	latency  [nCoarse]atomic.Uint32 // every request's, whatever its outcome
 	mu       sync.Mutex
-	statuses map[int]uint32 // the outStatus ones by code
+	statuses map[int]uint32    // the outStatus ones by code
+	others   map[string]uint32 // the outOther ones by error text, the first few texts
 }
+
+const maxOthers = 4
 
 type timelineT struct {
 	origin atomic.Int64 // unix ms of slot 0: the scenario's start, set once by the first call
@@ -108,12 +111,22 @@ func (tl *timelineT) add(sent time.Time, dur time.Duration, res result) {
 	k := outcome(res)
 	s.outcomes[k].Add(1)
 	s.latency[bucketOf(int64(dur))>>coarseShift].Add(1)
-	if k == outStatus {
+	switch k {
+	case outStatus:
 		s.mu.Lock()
 		if s.statuses == nil {
 			s.statuses = map[int]uint32{}
 		}
 		s.statuses[res.status]++
+		s.mu.Unlock()
+	case outOther: // named in the report: an error this file does not know yet
+		s.mu.Lock()
+		if s.others == nil {
+			s.others = map[string]uint32{}
+		}
+		if text := res.err.Error(); len(s.others) < maxOthers || s.others[text] > 0 {
+			s.others[text]++
+		}
 		s.mu.Unlock()
 	}
 }
@@ -146,8 +159,12 @@ func (tl *timelineT) export() map[string]any {
 		for code, n := range s.statuses {
 			statuses[strconv.Itoa(code)] = n
 		}
+		others := map[string]uint32{}
+		for text, n := range s.others {
+			others[text] = n
+		}
 		s.mu.Unlock()
-		slots = append(slots, map[string]any{"i": i, "outcomes": counts, "statuses": statuses, "latency": lat})
+		slots = append(slots, map[string]any{"i": i, "outcomes": counts, "statuses": statuses, "others": others, "latency": lat})
 	}
 	return map[string]any{"origin_ms": tl.origin.Load(), "slot_ms": slotMs, "relative_error": 1.0 / (2 * (subBuckets >> coarseShift)),
 		"beyond": tl.beyond.Load(), "slots": slots}

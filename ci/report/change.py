@@ -43,7 +43,7 @@ def slots_of(tl):
         o = s["outcomes"]
         errors = {k: o.get(k, 0) for k in ERROR_KINDS if o.get(k)}
         out.append({"i": i, "t_ms": i * tl["slot_ms"], "ok": o.get("ok", 0), "errors": errors, "n_errors": sum(errors.values()),
-                    "statuses": s["statuses"], "latency": s["latency"],
+                    "statuses": s["statuses"], "others": s.get("others") or {}, "latency": s["latency"],
                     "p50_ms": percentile(s["latency"], 0.5), "p99_ms": percentile(s["latency"], 0.99)})
     return out
 
@@ -53,16 +53,15 @@ def window(slots, lo_ms, hi_ms):
 
 
 def totals(slots):
-    kinds, statuses = {}, {}
+    kinds, statuses, others = {}, {}, {}
     for s in slots:
-        for k, n in s["errors"].items():
-            kinds[k] = kinds.get(k, 0) + n
-        for code, n in s["statuses"].items():
-            statuses[code] = statuses.get(code, 0) + n
+        for into, what in ((kinds, s["errors"]), (statuses, s["statuses"]), (others, s["others"])):
+            for k, n in what.items():
+                into[k] = into.get(k, 0) + n
     requests = sum(s["ok"] + s["n_errors"] for s in slots)
     errors = sum(kinds.values())
     return {"requests": requests, "errors": errors, "share": errors / requests if requests else 0.0,
-            "by_kind": kinds, "statuses": statuses, "p99_ms": percentile(merged(slots), 0.99)}
+            "by_kind": kinds, "statuses": statuses, "others": others, "p99_ms": percentile(merged(slots), 0.99)}
 
 
 def analyse(tl, marks):

@@ -78,6 +78,14 @@ class Cluster:
         return [p["metadata"]["name"] for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]
                 if not p["metadata"].get("deletionTimestamp")]
 
+    def unschedulable(self, name):
+        """The scheduler's message for a pod of NAME it cannot place, or None."""
+        for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]:
+            for cond in p.get("status", {}).get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+                    return cond.get("message", "Unschedulable")
+        return None
+
     def address(self):
         return self.kubectl("get", "service", INGRESS, "-o", "jsonpath={.spec.clusterIP}").strip()
 
@@ -88,6 +96,10 @@ class Cluster:
             return None, None
         out = self.kubectl("exec", pod[0], "-c", "nginx", "--", "sh", "-c", "cat /run/lb/logs/access.log 2>/dev/null || true", timeout=30)
         return pod[0], out.splitlines()
+
+
+class Unplaceable(Exception):
+    """A change that cannot complete on this cluster, whatever the wait."""
 
 
 def wait_until(test, what, timeout=WAIT_S, every=0.1):
@@ -143,7 +155,14 @@ def change(kind, c, marks, reload_knobs):
     elif kind == "rollout":
         marks["start"] = now_ms()
         c.kubectl("rollout", "restart", f"deployment/{INGRESS}")
-        marks["end"] = wait_until(lambda: c.deployment_done(INGRESS), "the ingress rolled out")
+
+        def rolled_out():
+            why = c.unschedulable(INGRESS)
+            if why and now_ms() - marks["start"] > 5000:
+                raise Unplaceable(f"the new ingress pod cannot be scheduled ({why.strip()}): a rolling update places it beside the "
+                                  "old one; give the ingress less CPU (INGRESS_CPU=500m) or run on a bigger node")
+            return c.deployment_done(INGRESS)
+        marks["end"] = wait_until(rolled_out, "the ingress rolled out")
     elif kind == "kill-ingress":
         victim = c.pods(INGRESS)[0]
         marks["start"] = now_ms()
@@ -162,6 +181,21 @@ def changer(kind, c, run_dir, at_s, marks, failures, reload_knobs):
         failures.append(f"the change ({kind}) did not complete: {e}")
 
 
+def restore(kind, c, n_backends, knobs):
+    """The cluster as the variant deploys it again, whatever the change did or failed to do: a
+    reload's configuration reloaded back (the Deployment still says VARIANT), a rollout that
+    could not finish undone, the backends at their count."""
+    if kind == "reload":
+        gen = str(int(generation(c.address()) or 0) + 1)
+        c.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen, stdin=knobs)
+    if kind == "rollout" and not c.deployment_done(INGRESS):
+        c.kubectl("rollout", "undo", f"deployment/{INGRESS}")
+    if kind == "scale":
+        c.kubectl("scale", "deployment/backend", f"--replicas={n_backends}")
+    wait_until(lambda: c.deployment_done(INGRESS) if kind in ("rollout", "kill-ingress") else c.deployment_done("backend"),
+               "the cluster back as deployed")
+
+
 def server_side(before, after, path, client_statuses, client_answered):
     """The access log's lines of the run (after minus before, same pod; requests for the run's
     PATH, not deploy's readiness check) by status, beside the client's: the responses the
@@ -176,15 +210,17 @@ def server_side(before, after, path, client_statuses, client_answered):
             continue
         code = parts[2].split()[0] if len(parts) > 2 and parts[2].split() else "?"
         statuses[code] = statuses.get(code, 0) + 1
-    answered = sum(statuses.values())
-    errors = sum(n for code, n in statuses.items() if not code.startswith(("2", "3")))
+    # 499: nginx's "client closed the request" — the client gave up first (REQUEST_TIMEOUT), so
+    # it counted a timeout, not this status; the rest it must have received as they are.
+    answered = sum(n for code, n in statuses.items() if code != "499")
+    errors = sum(n for code, n in statuses.items() if not code.startswith(("2", "3")) and code != "499")
     client_errors = sum(client_statuses.values())
     return {"counted": True, "pod": pod1, "responses": answered, "statuses": statuses, "status_errors": errors,
             "client_responses": client_answered, "client_status_errors": client_errors,
             "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
 
 
-def verdict(kind, a, server, marks):
+def verdict(kind, a, server, backends):
     """Which part failed the requests, in words, from the kinds of errors and when they came."""
     d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
     if not a["run"]["errors"] and not a["disruption"]:
@@ -199,13 +235,16 @@ def verdict(kind, a, server, marks):
         parts.append(f"{n} without a response: {who} (a client that retries idempotent requests on a closed keep-alive connection would not see these)")
     if k.get("status"):
         codes = ", ".join(f"{n}× {c}" for c, n in sorted(d["statuses"].items()))
-        who = {"scale": "the ingress kept sending to removed endpoints", "kill-backend": "the ingress kept sending to the deleted backend pod"}.get(
-            kind, "the ingress answered errors")
+        who = {"scale": "the ingress kept sending to removed endpoints",
+               "kill-backend": "the only backend pod was deleted: the ingress had nowhere to send until its replacement was ready"
+               if backends == 1 else "the ingress kept sending to the deleted backend pod"}.get(kind, "the ingress answered errors")
         parts.append(f"{codes}: {who}" + (" (its access log says the same)" if server.get("counted") and server.get("status_errors") else ""))
     if k.get("refused"):
         parts.append(f"{k['refused']} refused: no ingress was listening (no ready endpoint behind its Service)")
     if k.get("timeout"):
         parts.append(f"{k['timeout']} timed out: requests sent to a pod that was gone, never answered")
+    if k.get("other"):
+        parts.append(f"{k['other']} other errors: " + "; ".join(f"{n}× {t}" for t, n in sorted(d["others"].items(), key=lambda x: -x[1])))
     if not parts and a["disruption"]:
         parts.append(f"no request failed, but latency rose past {a['slow_ms']:.1f} ms (3x the steady p99) for {a['disruption']['ms']} ms")
     return "; ".join(parts)
@@ -265,12 +304,13 @@ def main(argv):
     mx.resolve(m, env, reg)
     variant = m["cases"][1]["variant"]
     out = mx.shell('kustomize build "$IB_ROOT/overlays/$1"', variant)
-    kinds = {d["kind"] + "/" + d["metadata"]["name"] for d in yaml.safe_load_all(out.stdout) if d}
-    if f"Deployment/{INGRESS}" not in kinds and kind in ("reload", "rollout", "kill-ingress"):
+    objects = {d["kind"] + "/" + d["metadata"]["name"]: d for d in yaml.safe_load_all(out.stdout) if d}
+    if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
         raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
     knobs = knobs_of(reload_to) if kind == "reload" else None
-    if kind == "scale" and "Deployment/backend" not in kinds:
-        raise mx.Bad(f"overlay {variant} has no backend Deployment to scale")
+    backends = objects.get("Deployment/backend", {}).get("spec", {}).get("replicas", 1)
+    if kind == "scale" and backends < 2:
+        raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has {backends}; try a -10pods variant")
 
     mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     mdir.mkdir(parents=True)
@@ -278,6 +318,11 @@ def main(argv):
     kenv = dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip())
     c = Cluster(kenv)
     probe, run = m["cases"]
+    # The variant deployed (the cluster up first), as bench.sh does: what the change acts on,
+    # and the access log counted from here.
+    up = mx.shell('load_platform && pf_check rps && pf_up rps >/dev/null', env=run["env"])
+    if up.returncode != 0:
+        raise mx.Bad(mx.error_line(up.stderr + up.stdout))
     rate, rate_from = env.get("RATE"), "RATE"
     if not rate:
         mx.say("change", f"capacity: a closed-model run of {PROBE} ({variant}), then {share} % of it")
@@ -285,15 +330,18 @@ def main(argv):
         if p["status"] == "failed" or not p["values"].get("rps"):
             raise mx.Bad(f"the capacity run failed: {p['reason']} (log: {p['log']})")
         rate, rate_from = str(max(1, round(p["values"]["rps"] * share / 100))), f"{share} % of {p['values']['rps']:,.0f} req/s measured"
-    if kind == "scale" and c.json("get", "deployment", "backend")["spec"]["replicas"] < 2:
-        raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has one; try a -10pods variant")
     log_before = c.access_log()
+    n_backends = backends
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {env['DURATION']}, the change {at_s:g} s into it")
     t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, knobs), daemon=True)
     t.start()
-    r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
-    t.join(timeout=WAIT_S + 5)
+    try:
+        r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
+        t.join(timeout=WAIT_S + 5)
+    finally:
+        if kind != "none":
+            restore(kind, c, n_backends, knobs_of(variant) if kind == "reload" else None)
     if r["status"] == "failed":
         raise mx.Bad(f"the run failed: {r['reason']} (log: {r['log']})")
     if failures:
@@ -308,7 +356,7 @@ def main(argv):
     server = server_side(log_before, c.access_log(), path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": "local", "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, marks), "run": str(run_dir)}
+           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)
