@@ -85,9 +85,13 @@ def analyse(tl, marks):
            if s["n_errors"] or (slow[i] and ((i > 0 and slow[i - 1]) or (i + 1 < len(seen) and slow[i + 1])))]
     disruption = {"from_ms": hit[0]["t_ms"], "to_ms": hit[-1]["t_ms"] + slot, "ms": hit[-1]["t_ms"] + slot - hit[0]["t_ms"],
                   "slots": len(hit)} if hit else None
-    during = totals(window(slots, start, end + SETTLE_S * 1000)) if start is not None and end is not None else None
+    # During: from the change's start to the later of its end (and a second for requests in
+    # flight) and the disruption's end: what it caused after it was "done" (an ingress still
+    # sending to removed endpoints) counts too.
+    until = None if start is None or end is None else max(end + SETTLE_S * 1000, disruption["to_ms"] if disruption else 0)
+    during = totals(window(slots, start, until)) if until is not None else None
     out = {"origin_ms": origin, "slot_ms": slot, "marks_ms": rel, "steady_from_ms": STEADY_SKIP_S * 1000,
-           "before": before, "during": during, "after": totals(window(slots, end + SETTLE_S * 1000, run_end)) if end is not None else None,
+           "before": before, "during": during, "after": totals(window(slots, until, run_end)) if until is not None else None, "during_ms": [start, until] if until else None,
            "run": totals(slots), "slow_ms": slow_ms, "disruption": disruption,
            "change_ms": end - start if start is not None and end is not None else None}
     if "serving" in rel and start is not None:

@@ -86,6 +86,10 @@ class Cluster:
                     return cond.get("message", "Unschedulable")
         return None
 
+    def pod_ips(self, name):
+        return {p["metadata"]["name"]: p["status"].get("podIP") for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]
+                if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("podIP")}
+
     def address(self):
         return self.kubectl("get", "service", INGRESS, "-o", "jsonpath={.spec.clusterIP}").strip()
 
@@ -113,6 +117,23 @@ def wait_until(test, what, timeout=WAIT_S, every=0.1):
             pass  # the API busy for a moment: asked again
         time.sleep(every)
     raise RuntimeError(f"{what}: not within {timeout} s")
+
+
+def stub_requests(ip):
+    """A backend's stub_status request count (each reading counts itself), or None."""
+    r = subprocess.run(["curl", "-sf", "--max-time", "1", f"http://{ip}/stub_status"], capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    return int(lines[2].split()[2]) if r.returncode == 0 and len(lines) > 2 else None
+
+
+def all_served(ips, polls):
+    """True when every pod of IPS has served a request that was not one of our readings."""
+    done = True
+    for ip in ips:
+        n = stub_requests(ip)
+        polls[ip] = polls.get(ip, 0) + 1
+        done = done and n is not None and n > polls[ip]
+    return done
 
 
 def generation(addr):
@@ -144,9 +165,18 @@ def change(kind, c, marks, reload_knobs):
         marks["start"] = now_ms()
         c.kubectl("scale", "deployment/backend", "--replicas=1")
         marks["down"] = wait_until(lambda: c.ready_endpoints("backend") == 1 and c.deployment_done("backend"), "the backends scaled to 1")
+        before = set(c.pod_ips("backend").values())
         c.kubectl("scale", "deployment/backend", f"--replicas={n}")
-        marks["end"] = marks["serving"] = wait_until(lambda: c.ready_endpoints("backend") == n and c.deployment_done("backend"),
-                                                     f"the backends back to {n} ready endpoints")
+        marks["end"] = wait_until(lambda: c.ready_endpoints("backend") == n and c.deployment_done("backend"),
+                                  f"the backends back to {n} ready endpoints")
+        # Serving: every new pod has had a request of the load (its own stub_status, beyond
+        # our readings), not only a ready endpoint: an ingress that resolved the pods' addresses
+        # once at its start never sends them one.
+        new, polls = set(c.pod_ips("backend").values()) - before, {}
+        try:
+            marks["serving"] = wait_until(lambda: all_served(new, polls), "the new backends serving", timeout=15, every=0.2)
+        except RuntimeError:
+            marks["notes"] = {"not_serving": len([ip for ip in new if (stub_requests(ip) or 0) <= polls.get(ip, 0) + 1]), "new": len(new)}
     elif kind == "kill-backend":
         victim = c.pods("backend")[0]
         marks["start"] = now_ms()
@@ -192,6 +222,17 @@ def restore(kind, c, n_backends, knobs):
         c.kubectl("rollout", "undo", f"deployment/{INGRESS}")
     if kind == "scale":
         c.kubectl("scale", "deployment/backend", f"--replicas={n_backends}")
+        wait_until(lambda: c.deployment_done("backend"), "the backends back")
+        # An ingress that keeps the addresses it resolved at its start (path-lb-pods) does not
+        # serve again by itself: restarted, so the next run finds the variant as deployed.
+        addr = c.address()
+        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", "-H", f"Host: {c.env.get('HOST') or mx.registry()['HOST']['default']}",
+                            f"http://{addr}/1kb.bin?deploy"], capture_output=True, text=True)
+        if r.stdout != "200":
+            mx.say("change", f"the ingress answers {r.stdout or 'nothing'} after the backends came back: its pod recreated")
+            # Deleted, not rolled: a rolling restart needs room for a second ingress pod.
+            c.kubectl("delete", "pod", "-l", f"app.kubernetes.io/name={INGRESS}", "--wait=false")
+            kind = "kill-ingress"
     wait_until(lambda: c.deployment_done(INGRESS) if kind in ("rollout", "kill-ingress") else c.deployment_done("backend"),
                "the cluster back as deployed")
 
@@ -220,12 +261,15 @@ def server_side(before, after, path, client_statuses, client_answered):
             "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
 
 
-def verdict(kind, a, server, backends):
+def verdict(kind, a, server, backends, notes):
     """Which part failed the requests, in words, from the kinds of errors and when they came."""
     d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
-    if not a["run"]["errors"] and not a["disruption"]:
-        return "no request failed and latency stayed within 3x the steady p99"
     parts = []
+    if notes.get("not_serving"):
+        parts.append(f"{notes['not_serving']} of {notes['new']} new backend pods never got a request: the ingress kept the backend "
+                     "addresses it resolved at its start, so the endpoints that went away are still its upstreams and the new ones are not")
+    if not a["run"]["errors"] and not a["disruption"] and not parts:
+        return "no request failed and latency stayed within 3x the steady p99"
     if k.get("closed") or k.get("reset"):
         n = k.get("closed", 0) + k.get("reset", 0)
         who = {"reload": "the ingress's old workers closed keep-alive connections as requests went out on them",
@@ -259,8 +303,10 @@ def markdown(doc):
     rows = [("change", doc["change"] + (f" → {doc['reload_to']}" if doc.get("reload_to") else "")),
             ("load", f"{doc['rate']:,} req/s open model ({doc['rate_from']}), {doc['connections']} connections, {doc['duration']}"),
             ("change took", "—" if a["change_ms"] is None else f"{a['change_ms'] / 1000:.2f} s"
-             + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a else "")),
-            ("errors during the change", "—" if not d else f"{d['errors']:,} of {d['requests']:,} ({d['share'] * 100:.2f} %)"
+             + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a else "")
+             + (f" ({doc['marks_unix_ms']['notes']['not_serving']} of {doc['marks_unix_ms']['notes']['new']} new backend pods had no request "
+                "within 15 s of being ready)" if "notes" in doc["marks_unix_ms"] else "")),
+            ("errors during the change", "—" if not d else f"({a['during_ms'][0] / 1000:.1f}–{a['during_ms'][1] / 1000:.1f} s) " + f"{d['errors']:,} of {d['requests']:,} ({d['share'] * 100:.2f} %)"
              + (f": {', '.join(f'{n} {k}' for k, n in d['by_kind'].items())}" if d["errors"] else "")),
             ("errors in the whole run", f"{a['run']['errors']:,} of {a['run']['requests']:,}"),
             ("disruption window", "none" if not a["disruption"] else f"{a['disruption']['ms'] / 1000:.1f} s "
@@ -339,6 +385,7 @@ def main(argv):
     try:
         r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
         t.join(timeout=WAIT_S + 5)
+        log_after = c.access_log()
     finally:
         if kind != "none":
             restore(kind, c, n_backends, knobs_of(variant) if kind == "reload" else None)
@@ -353,10 +400,10 @@ def main(argv):
     client_statuses = a["run"]["statuses"]
     answered = summary["requests"] - sum(a["run"]["by_kind"].get(k, 0) for k in ("reset", "refused", "timeout", "closed", "other"))
     path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
-    server = server_side(log_before, c.access_log(), path, client_statuses, answered)
+    server = server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": "local", "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends), "run": str(run_dir)}
+           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)
