@@ -1,0 +1,126 @@
+"""bench:change on the local cluster (issue 17): each change kind under a steady open-model load,
+its timeline (the native engine's 100 ms slots) covering the change, the change marked when it
+happened, the client's counts beside the ingress's access log, and a run without a change that
+shows no error and no disruption."""
+import json
+
+import pytest
+
+from conftest import KUBECONFIG, sh, task
+
+SHORT = {"PLATFORM": "local", "MONITORING": "0", "DURATION": "16s", "CHANGE_AT": "5s", "RATE": "2000"}
+
+
+def change(tmp_path, kind, **settings):
+    results = tmp_path / "results"
+    r = task("bench:change", f"CHANGE={kind}", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in {**SHORT, **settings}.items()),
+             timeout=900)
+    runs = sorted(results.glob(f"change-{kind}-*/change"))
+    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads((runs[0] / "change.json").read_text())
+    return r, doc, runs[0]
+
+
+def covered(doc, run, duration_s):
+    """The timeline has every 100 ms slot of the load, and each mark of the change is inside it
+    (the change happened while the load ran, CHANGE_AT after its start)."""
+    tl = json.loads((run / "timeline.json").read_text())
+    last = max(s["i"] for s in tl["slots"])
+    assert duration_s * 10 - 1 <= last <= duration_s * 10 + 2, last
+    assert tl["origin_ms"] == doc["analysis"]["origin_ms"]
+    for name, ms in doc["analysis"]["marks_ms"].items():
+        assert 0 < ms < duration_s * 1000, (name, ms)
+
+
+def agrees(doc):
+    """The client's responses and status errors are the ingress's access log's, within 1 %."""
+    s = doc["server"]
+    assert s["counted"], s
+    assert abs(s["responses"] - s["client_responses"]) <= 0.01 * s["responses"], s
+    assert abs(s["status_errors"] - s["client_status_errors"]) <= max(1, 0.01 * s["status_errors"]), s
+    assert s["agree"], s
+
+
+def kubectl(*args):
+    return sh("kubectl", "-n", "ingress-bench", *args, env={"KUBECONFIG": KUBECONFIG})
+
+
+def test_no_change_no_error_no_disruption_and_the_rate_from_the_capacity(local_cluster, tmp_path):
+    """The control: LOAD_SHARE 50 % of a closed-model capacity run, no change: zero errors, no
+    disruption window, exit 0, and every response counted by the ingress too."""
+    settings = {k: v for k, v in SHORT.items() if k != "RATE"}
+    results = tmp_path / "results"
+    r = task("bench:change", "CHANGE=none", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in settings.items()), timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run = next(results.glob("change-none-*/change"))
+    doc = json.loads((run / "change.json").read_text())
+    probe = json.loads((run.parent / "probe" / "summary.json").read_text())["result"]
+    assert probe["model"] == "closed" and doc["rate"] == round(probe["rps"] * 0.5)
+    a = doc["analysis"]
+    assert a["run"]["errors"] == 0 and a["disruption"] is None and a["marks_ms"] == {}, a
+    assert a["run"]["requests"] == doc["rate"] * 16  # every slot of the open model sent and answered
+    covered(doc, run, 16)
+    agrees(doc)
+    assert "Change under load: none" in (run / "report.html").read_text() and (run / "charts/change.png").is_file()
+
+
+def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, tmp_path):
+    """A reload into the tuned variant's knobs: start and end marked, the new configuration
+    answering (/generation) before the end, errors only of the kinds a reload causes (a
+    keep-alive connection closed by an old worker), the server's count agreeing; afterwards
+    the pod runs the variant's own configuration again."""
+    r, doc, run = change(tmp_path, "reload", RELOAD_TO="seed002-nginx-lb-tuned")
+    assert r.returncode in (0, 99), r.stderr[-3000:]
+    a = doc["analysis"]
+    assert {"start", "end", "serving"} <= set(a["marks_ms"]) and 0 < a["serving_after_ms"] < 5000, a["marks_ms"]
+    assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
+    covered(doc, run, 16)
+    agrees(doc)
+    conf = kubectl("exec", "deployment/nginx-lb", "-c", "nginx", "--", "cat", "/run/lb/conf/nginx.conf")
+    assert "worker_connections 1024;" in conf.stdout and "worker_connections 100000;" not in conf.stdout, conf.stdout[:2000]
+
+
+def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(local_cluster, tmp_path):
+    """Backends 10 -> 1 -> 10 behind the LB's ClusterIP: the scale down and back marked, every
+    new pod served a request of the load, and the client's 502s (if any) are the access log's."""
+    r, doc, run = change(tmp_path, "scale", VARIANT="seed003-lb-clusterip-10pods")
+    assert r.returncode in (0, 99), r.stderr[-3000:]
+    a = doc["analysis"]
+    assert {"start", "down", "end", "serving"} <= set(a["marks_ms"]), a["marks_ms"]
+    assert a["marks_ms"]["start"] < a["marks_ms"]["down"] < a["marks_ms"]["end"] <= a["marks_ms"]["serving"]
+    assert set(a["run"]["by_kind"]) <= {"status"} and set(a["run"]["statuses"]) <= {"502"}, a["run"]
+    covered(doc, run, 16)
+    agrees(doc)
+    assert len(kubectl("get", "pods", "-l", "app.kubernetes.io/name=backend", "-o", "name").stdout.split()) == 10
+
+
+def test_scale_behind_addresses_resolved_at_start_never_serves_the_new_pods(local_cluster, tmp_path):
+    """The LB resolving the pods' addresses once at its start (path-lb-pods): the new pods of a
+    scale never get a request, and the verdict says why; the ingress is recreated afterwards."""
+    r, doc, run = change(tmp_path, "scale", VARIANT="seed003-lb-pods-10pods")
+    assert r.returncode in (0, 99), r.stderr[-3000:]
+    notes = doc["marks_unix_ms"]["notes"]
+    assert notes["not_serving"] == notes["new"] == 9, notes
+    assert "never got a request" in doc["verdict"]
+    assert "its pod recreated" in r.stderr
+
+
+@pytest.mark.parametrize("kind, settings", [
+    ("kill-backend", {"VARIANT": "seed003-lb-clusterip-10pods"}),
+    ("kill-ingress", {}),
+    ("rollout", {"INGRESS_CPU": "500m"})])
+def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_path):
+    """A backend pod deleted (nine others serve), the ingress pod deleted, the ingress rolled:
+    each marked, its errors counted by kind; where the ingress pod lives on, the server agrees."""
+    r, doc, run = change(tmp_path, kind, **settings)
+    assert r.returncode in (0, 99), r.stderr[-3000:]
+    a = doc["analysis"]
+    assert {"start", "end"} <= set(a["marks_ms"]) and a["change_ms"] > 0, a
+    covered(doc, run, 16)
+    if kind == "kill-backend":
+        agrees(doc)
+    else:
+        assert not doc["server"]["counted"] and "replaced" in doc["server"]["why"]
+        assert a["run"]["errors"] > 0 and a["disruption"], a  # one ingress pod: a gap nothing hides
+    # Exit 99 exactly when the run crossed a threshold (its error rate, past 1 in 10,000).
+    assert (r.returncode == 99) == (json.loads((run / "summary.json").read_text())["result"]["passed"] is False)
