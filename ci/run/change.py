@@ -261,13 +261,17 @@ def server_side(before, after, path, client_statuses, client_answered):
             "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
 
 
-def verdict(kind, a, server, backends, notes):
+def verdict(kind, a, server, backends, notes, upstream):
     """Which part failed the requests, in words, from the kinds of errors and when they came."""
     d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
     parts = []
     if notes.get("not_serving"):
-        parts.append(f"{notes['not_serving']} of {notes['new']} new backend pods never got a request: the ingress kept the backend "
-                     "addresses it resolved at its start, so the endpoints that went away are still its upstreams and the new ones are not")
+        why = {"addresses": "the ingress kept the backend addresses it resolved at its start, so the endpoints that went away are "
+                            "still its upstreams and the new ones are not",
+               "keepalive": "the ingress's keep-alive connections to the ClusterIP stay with the pods they were opened to (kube-proxy "
+                            "balances connections, not requests): new pods get requests only as those connections are replaced",
+               }.get(upstream, "the ingress did not send them any")
+        parts.append(f"{notes['not_serving']} of {notes['new']} new backend pods got no request within 15 s of being ready: {why}")
     if not a["run"]["errors"] and not a["disruption"] and not parts:
         return "no request failed and latency stayed within 3x the steady p99"
     if k.get("closed") or k.get("reset"):
@@ -322,7 +326,12 @@ def markdown(doc):
 
 
 def main(argv):
-    env, reg = dict(os.environ), mx.registry()
+    rc, _ = run_change(dict(os.environ), mx.registry())
+    return rc
+
+
+def run_change(env, reg):
+    """One change under load with ENV's settings: (exit code, change.json's document)."""
     names = [n for n in ("CHANGE", "CHANGE_AT", "LOAD_SHARE", "RELOAD_TO", "CHANGE_ERRORS_MAX", "DURATION") if env.get(n)]
     mx.check_values([{"where": "", "names": names, "env": env}])
     kind = env.get("CHANGE")
@@ -354,6 +363,11 @@ def main(argv):
     if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
         raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
     knobs = knobs_of(reload_to) if kind == "reload" else None
+    own_knobs = knobs_of(variant) if f"Deployment/{INGRESS}" in objects else None
+    # How the LB reaches the backends: the pods' addresses resolved at its start (a headless
+    # Service, path-lb-pods), or a ClusterIP over keep-alive connections, or one per request.
+    ups = "".join(d.get("data", {}).get("upstreams.conf", "") for k, d in objects.items() if k.startswith("ConfigMap/nginx-lb-upstreams"))
+    upstream = "addresses" if "backend-pods." in ups else "keepalive" if own_knobs and "UPSTREAM_KEEPALIVE=\n" not in own_knobs else None
     backends = objects.get("Deployment/backend", {}).get("spec", {}).get("replicas", 1)
     if kind == "scale" and backends < 2:
         raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has {backends}; try a -10pods variant")
@@ -388,7 +402,7 @@ def main(argv):
         log_after = c.access_log()
     finally:
         if kind != "none":
-            restore(kind, c, n_backends, knobs_of(variant) if kind == "reload" else None)
+            restore(kind, c, n_backends, own_knobs)
     if r["status"] == "failed":
         raise mx.Bad(f"the run failed: {r['reason']} (log: {r['log']})")
     if failures:
@@ -400,10 +414,14 @@ def main(argv):
     client_statuses = a["run"]["statuses"]
     answered = summary["requests"] - sum(a["run"]["by_kind"].get(k, 0) for k in ("reset", "refused", "timeout", "closed", "other"))
     path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
-    server = server_side(log_before, log_after, path, client_statuses, answered)
+    # The access log is the server's count; a configuration without one (ACCESS_LOG off: the
+    # variant's, or RELOAD_TO's for part of the run) has no count to compare.
+    off = [v for v, k in ((variant, own_knobs), (reload_to, knobs)) if k and "ACCESS_LOG=off\n" in k]
+    server = {"counted": False, "why": f"no server count: {off[0]}'s access log is off (ACCESS_LOG)"} if off else \
+        server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": "local", "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}), "run": str(run_dir)}
+           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)
@@ -414,7 +432,7 @@ def main(argv):
     (run_dir / "change.md").write_text(text)
     mx.shell('"$IB_VENV/bin/python" "$IB_ROOT/ci/report" render "$1" >/dev/null', run_dir)
     print("\n" + text + f"\nRun: {run_dir}/ (report.html: the timeline chart)\n", end="", flush=True)
-    return 99 if crossed or r["status"] == "crossed" else 0
+    return (99 if crossed or r["status"] == "crossed" else 0), doc
 
 
 if __name__ == "__main__":

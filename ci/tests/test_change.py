@@ -22,11 +22,12 @@ def change(tmp_path, kind, **settings):
 
 
 def covered(doc, run, duration_s):
-    """The timeline has every 100 ms slot of the load, and each mark of the change is inside it
-    (the change happened while the load ran, CHANGE_AT after its start)."""
+    """The timeline reaches the load's end (within 2 s: after an ingress went away, the open
+    model's backlog can leave the last slots' sends undone, counted dropped), and each mark of
+    the change is inside it (the change happened while the load ran, CHANGE_AT after its start)."""
     tl = json.loads((run / "timeline.json").read_text())
     last = max(s["i"] for s in tl["slots"])
-    assert duration_s * 10 - 1 <= last <= duration_s * 10 + 2, last
+    assert duration_s * 10 - 20 <= last <= duration_s * 10 + 2, last
     assert tl["origin_ms"] == doc["analysis"]["origin_ms"]
     for name, ms in doc["analysis"]["marks_ms"].items():
         assert 0 < ms < duration_s * 1000, (name, ms)
@@ -65,11 +66,11 @@ def test_no_change_no_error_no_disruption_and_the_rate_from_the_capacity(local_c
 
 
 def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, tmp_path):
-    """A reload into the tuned variant's knobs: start and end marked, the new configuration
+    """A reload into seed 003's LB knobs (worker_connections 100000; its access log stays on): start and end marked, the new configuration
     answering (/generation) before the end, errors only of the kinds a reload causes (a
     keep-alive connection closed by an old worker), the server's count agreeing; afterwards
     the pod runs the variant's own configuration again."""
-    r, doc, run = change(tmp_path, "reload", RELOAD_TO="seed002-nginx-lb-tuned")
+    r, doc, run = change(tmp_path, "reload", RELOAD_TO="seed003-lb-clusterip-1pod")
     assert r.returncode in (0, 99), r.stderr[-3000:]
     a = doc["analysis"]
     assert {"start", "end", "serving"} <= set(a["marks_ms"]) and 0 < a["serving_after_ms"] < 5000, a["marks_ms"]
@@ -81,13 +82,14 @@ def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, 
 
 
 def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(local_cluster, tmp_path):
-    """Backends 10 -> 1 -> 10 behind the LB's ClusterIP: the scale down and back marked, every
-    new pod served a request of the load, and the client's 502s (if any) are the access log's."""
+    """Backends 10 -> 1 -> 10 behind the LB's ClusterIP: the scale down and back marked, the
+    client's 502s (if any) are the access log's; the new pods serve, or the verdict says why
+    not (seed 003's LB keeps its upstream keep-alive connections to the pods they were opened to)."""
     r, doc, run = change(tmp_path, "scale", VARIANT="seed003-lb-clusterip-10pods")
     assert r.returncode in (0, 99), r.stderr[-3000:]
     a = doc["analysis"]
-    assert {"start", "down", "end", "serving"} <= set(a["marks_ms"]), a["marks_ms"]
-    assert a["marks_ms"]["start"] < a["marks_ms"]["down"] < a["marks_ms"]["end"] <= a["marks_ms"]["serving"]
+    assert a["marks_ms"]["start"] < a["marks_ms"]["down"] < a["marks_ms"]["end"], a["marks_ms"]
+    assert "serving" in a["marks_ms"] or "kube-proxy balances connections, not requests" in doc["verdict"], doc
     assert set(a["run"]["by_kind"]) <= {"status"} and set(a["run"]["statuses"]) <= {"502"}, a["run"]
     covered(doc, run, 16)
     agrees(doc)
@@ -101,7 +103,7 @@ def test_scale_behind_addresses_resolved_at_start_never_serves_the_new_pods(loca
     assert r.returncode in (0, 99), r.stderr[-3000:]
     notes = doc["marks_unix_ms"]["notes"]
     assert notes["not_serving"] == notes["new"] == 9, notes
-    assert "never got a request" in doc["verdict"]
+    assert "resolved at its start" in doc["verdict"]
     assert "its pod recreated" in r.stderr
 
 
@@ -124,3 +126,15 @@ def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_p
         assert a["run"]["errors"] > 0 and a["disruption"], a  # one ingress pod: a gap nothing hides
     # Exit 99 exactly when the run crossed a threshold (its error rate, past 1 in 10,000).
     assert (r.returncode == 99) == (json.loads((run / "summary.json").read_text())["result"]["passed"] is False)
+
+
+def test_graceful_shutdown_turns_a_scale_from_502s_to_none(local_cluster, tmp_path):
+    """The well-configured manifests (components/graceful-shutdown: each pod keeps serving 5 s
+    after its deletion starts, then quits gracefully) against the same LB without them:
+    backends 10 -> 1 -> 10 fail requests with 502 without, none with, and the server agrees."""
+    without = change(tmp_path / "without", "scale", VARIANT="seed003-lb-clusterip-10pods")[1]
+    r, graceful, _ = change(tmp_path / "with", "scale", VARIANT="seed003-lb-clusterip-10pods-graceful")
+    assert without["analysis"]["during"]["by_kind"].get("status", 0) > 0, without["analysis"]["during"]
+    assert graceful["analysis"]["run"]["errors"] == 0 and r.returncode == 0, graceful["analysis"]["run"]
+    agrees(without)
+    agrees(graceful)
