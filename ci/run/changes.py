@@ -12,6 +12,7 @@ is passed on. Exit 0, or 1 when a run could not complete (the table says which).
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,6 +42,9 @@ def main(argv):
         raise mx.Bad("bench:changes runs every CHANGE on its own variants: unset CHANGE and VARIANT (bench:change runs one)")
     lines = ["| change | variant | errors during the change | disruption window | p99 before → during | verdict |",
              "|---|---|---|---|---|---|"]
+    out = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"changes-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    out.mkdir(parents=True)
+    env["RESULTS_ROOT"] = str(out)  # every run's directory inside this one's
     failed = []
     for kind, variant, extra in PLAN:
         for v in (variant, variant + FIX) if kind != "none" else (variant,):
@@ -52,10 +56,9 @@ def main(argv):
                 failed.append(f"{kind} on {v}: {e}")
                 lines.append(f"| {kind} | {v} | did not complete: {e} | | | |")
     table = "\n".join(lines) + "\n"
-    out = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve()
     (out / "changes.md").write_text(table)
     (out / "changes.json").write_text(json.dumps({"plan": [[k, v, e] for k, v, e in PLAN], "failed": failed}, indent=1) + "\n")
-    print("\n" + table + f"\nTable: {out}/changes.md (each run's directory: {out}/change-<kind>-<time>/)\n", end="", flush=True)
+    print("\n" + table + f"\nTable: {out}/changes.md (each run's directory beside it)\n", end="", flush=True)
     return 1 if failed else 0
 
 
