@@ -288,7 +288,10 @@ def verdict(kind, a, server, backends, notes, upstream):
                if backends == 1 else "the ingress kept sending to the deleted backend pod"}.get(kind, "the ingress answered errors")
         parts.append(f"{codes}: {who}" + (" (its access log says the same)" if server.get("counted") and server.get("status_errors") else ""))
     if k.get("refused"):
-        parts.append(f"{k['refused']} refused: no ingress was listening (no ready endpoint behind its Service)")
+        who = {"rollout": "the old ingress pod stopped listening while kube-proxy still sent it connections",
+               "kill-ingress": "no ready ingress pod behind its Service until the new one was ready"}.get(
+            kind, "nothing listened where the connections were sent")
+        parts.append(f"{k['refused']} refused: {who}")
     if k.get("timeout"):
         parts.append(f"{k['timeout']} timed out: requests sent to a pod that was gone, never answered")
     if k.get("other"):
