@@ -42,6 +42,11 @@ test('durations: k6 syntax, never zero', () => {
   assert.ok(Number.isNaN(durationMs('-5s')));
   bad({ DURATION: '0s' }, 'rps', /DURATION must be longer than zero/);
   bad({ DURATION: 'ten' }, 'rps', /DURATION must look like/);
+  // A request's timeout: k6's syntax, 10 s unless given, never zero.
+  assert.equal(parseConfig({}, 'rps').timeoutMs, 10000);
+  assert.equal(parseConfig({ REQUEST_TIMEOUT: '1500ms' }, 'rps').timeout, '1500ms');
+  bad({ REQUEST_TIMEOUT: '0s' }, 'rps', /REQUEST_TIMEOUT must be longer than zero/);
+  bad({ REQUEST_TIMEOUT: '2' }, 'rps', /REQUEST_TIMEOUT must look like/);
 });
 
 test('targets outside the lab need the explicit opt-in', () => {
