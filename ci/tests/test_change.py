@@ -131,10 +131,13 @@ def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_p
 def test_graceful_shutdown_turns_a_scale_from_502s_to_none(local_cluster, tmp_path):
     """The well-configured manifests (components/graceful-shutdown: each pod keeps serving 5 s
     after its deletion starts, then quits gracefully) against the same LB without them:
-    backends 10 -> 1 -> 10 fail requests with 502 without, none with, and the server agrees."""
-    without = change(tmp_path / "without", "scale", VARIANT="seed003-lb-clusterip-10pods")[1]
-    r, graceful, _ = change(tmp_path / "with", "scale", VARIANT="seed003-lb-clusterip-10pods-graceful")
+    backends 10 -> 1 -> 10 fail requests with 502 without, none with, and the server agrees.
+    CHANGE_ERRORS_MAX=0, the zero-errors threshold: crossed without (exit 99), held with (0)."""
+    r0, without, _ = change(tmp_path / "without", "scale", VARIANT="seed003-lb-clusterip-10pods", CHANGE_ERRORS_MAX="0")
+    r, graceful, _ = change(tmp_path / "with", "scale", VARIANT="seed003-lb-clusterip-10pods-graceful", CHANGE_ERRORS_MAX="0")
     assert without["analysis"]["during"]["by_kind"].get("status", 0) > 0, without["analysis"]["during"]
+    assert r0.returncode == 99 and "CROSSED" in without["gate"], without["gate"]
     assert graceful["analysis"]["run"]["errors"] == 0 and r.returncode == 0, graceful["analysis"]["run"]
+    assert graceful["gate"] == "CHANGE_ERRORS_MAX=0: 0 failed during the change: ok"
     agrees(without)
     agrees(graceful)
