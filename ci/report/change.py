@@ -144,7 +144,7 @@ def draw(slots, a, kind, path):
 
 
 def load(run_dir):
-    """(change.json, timeline.json) of a run, or None when it has no change."""
+    """A run's change.json, or None when it has no change."""
     c = run_dir / "change.json"
     if not c.is_file():
         return None

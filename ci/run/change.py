@@ -55,9 +55,9 @@ class Cluster:
     def __init__(self, env):
         self.env = env
 
-    def kubectl(self, *args, stdin=None, check=True, timeout=60):
+    def kubectl(self, *args, stdin=None, timeout=60):
         r = subprocess.run(["kubectl", "-n", NS, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
-        if check and r.returncode != 0:
+        if r.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
         return r.stdout
 
@@ -74,9 +74,12 @@ class Cluster:
         slices = self.json("get", "endpointslices", "-l", f"kubernetes.io/service-name={service}")["items"]
         return sum(1 for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready"))
 
+    def live(self, name):
+        """NAME's pods not being deleted."""
+        return [p for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"] if not p["metadata"].get("deletionTimestamp")]
+
     def pods(self, name):
-        return [p["metadata"]["name"] for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]
-                if not p["metadata"].get("deletionTimestamp")]
+        return [p["metadata"]["name"] for p in self.live(name)]
 
     def unschedulable(self, name):
         """The scheduler's message for a pod of NAME it cannot place, or None."""
@@ -87,8 +90,7 @@ class Cluster:
         return None
 
     def pod_ips(self, name):
-        return {p["metadata"]["name"]: p["status"].get("podIP") for p in self.json("get", "pods", "-l", f"app.kubernetes.io/name={name}")["items"]
-                if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("podIP")}
+        return {p["status"]["podIP"] for p in self.live(name) if p.get("status", {}).get("podIP")}
 
     def address(self):
         return self.kubectl("get", "service", INGRESS, "-o", "jsonpath={.spec.clusterIP}").strip()
@@ -141,38 +143,49 @@ def generation(addr):
     return r.stdout.strip()
 
 
-def knobs_of(variant):
-    """RELOAD_TO's knobs as KEY=VALUE lines (its nginx-lb-knobs ConfigMap, as lb.sh start reads it)."""
+def built(variant):
+    """The overlay's objects by "Kind/name", as kustomize builds them."""
     r = mx.shell('kustomize build "$IB_ROOT/overlays/$1"', variant)
     if r.returncode != 0:
-        raise mx.Bad(f"RELOAD_TO: kustomize build of {variant} failed: {mx.error_line(r.stderr)}")
-    for doc in yaml.safe_load_all(r.stdout):
-        if doc and doc.get("kind") == "ConfigMap" and doc["metadata"]["name"].startswith("nginx-lb-knobs"):
+        raise mx.Bad(f"kustomize build of {variant} failed: {mx.error_line(r.stderr)}")
+    return {d["kind"] + "/" + d["metadata"]["name"]: d for d in yaml.safe_load_all(r.stdout) if d}
+
+
+def knobs_in(objects):
+    """The LB's knobs as KEY=VALUE lines (its nginx-lb-knobs ConfigMap, as lb.sh start reads
+    them), or None when the overlay has no nginx-lb."""
+    for name, doc in objects.items():
+        if name.startswith("ConfigMap/nginx-lb-knobs"):
             return "".join(f"{k}={v}\n" for k, v in sorted(doc["data"].items()))
-    raise mx.Bad(f"RELOAD_TO={variant} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
+    return None
 
 
-def change(kind, c, marks, reload_knobs):
-    """Applies KIND, recording marks: start, end, and what it observed between."""
+def reload_into(c, knobs):
+    """The running LB reloaded with KNOBS (lb.sh reload); returns the generation it answers then."""
+    gen = str(int(generation(c.address()) or 0) + 1)
+    c.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen, stdin=knobs)
+    return gen
+
+
+def change(kind, c, marks, reload_knobs, n):
+    """Applies KIND, recording marks: start, end, and what it observed between (N: the backends)."""
     if kind == "reload":
         addr = c.address()
-        gen = str(int(generation(addr) or 0) + 1)
         marks["start"] = now_ms()
-        c.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen, stdin=reload_knobs)
+        gen = reload_into(c, reload_knobs)
         marks["end"] = marks["serving"] = wait_until(lambda: generation(addr) == gen, "the reloaded configuration answering", every=0.02)
     elif kind == "scale":
-        n = c.json("get", "deployment", "backend")["spec"]["replicas"]
         marks["start"] = now_ms()
         c.kubectl("scale", "deployment/backend", "--replicas=1")
         marks["down"] = wait_until(lambda: c.ready_endpoints("backend") == 1 and c.deployment_done("backend"), "the backends scaled to 1")
-        before = set(c.pod_ips("backend").values())
+        before = c.pod_ips("backend")
         c.kubectl("scale", "deployment/backend", f"--replicas={n}")
         marks["end"] = wait_until(lambda: c.ready_endpoints("backend") == n and c.deployment_done("backend"),
                                   f"the backends back to {n} ready endpoints")
         # Serving: every new pod has had a request of the load (its own stub_status, beyond
         # our readings), not only a ready endpoint: an ingress that resolved the pods' addresses
         # once at its start never sends them one.
-        new, polls = set(c.pod_ips("backend").values()) - before, {}
+        new, polls = c.pod_ips("backend") - before, {}
         try:
             marks["serving"] = wait_until(lambda: all_served(new, polls), "the new backends serving", timeout=15, every=0.2)
         except RuntimeError:
@@ -200,13 +213,13 @@ def change(kind, c, marks, reload_knobs):
         marks["end"] = wait_until(lambda: victim not in c.pods(INGRESS) and c.deployment_done(INGRESS), "a new ingress pod ready")
 
 
-def changer(kind, c, run_dir, at_s, marks, failures, reload_knobs):
+def changer(kind, c, run_dir, at_s, marks, failures, reload_knobs, n_backends):
     """In a thread beside the run: waits for k6 to start (its log appears), then CHANGE_AT."""
     try:
         wait_until(lambda: (run_dir / "k6.log").exists(), "k6 starting", timeout=600, every=0.05)
         time.sleep(at_s)
         if kind != "none":
-            change(kind, c, marks, reload_knobs)
+            change(kind, c, marks, reload_knobs, n_backends)
     except Exception as e:  # noqa: BLE001  (said by the main thread, after the run)
         failures.append(f"the change ({kind}) did not complete: {e}")
 
@@ -216,8 +229,7 @@ def restore(kind, c, n_backends, knobs):
     reload's configuration reloaded back (the Deployment still says VARIANT), a rollout that
     could not finish undone, the backends at their count."""
     if kind == "reload":
-        gen = str(int(generation(c.address()) or 0) + 1)
-        c.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen, stdin=knobs)
+        reload_into(c, knobs)
     if kind == "rollout" and not c.deployment_done(INGRESS):
         c.kubectl("rollout", "undo", f"deployment/{INGRESS}")
     if kind == "scale":
@@ -361,12 +373,13 @@ def run_change(env, reg):
     m = mx.parse(doc, "bench:change", reg)
     mx.resolve(m, env, reg)
     variant = m["cases"][1]["variant"]
-    out = mx.shell('kustomize build "$IB_ROOT/overlays/$1"', variant)
-    objects = {d["kind"] + "/" + d["metadata"]["name"]: d for d in yaml.safe_load_all(out.stdout) if d}
+    objects = built(variant)
     if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
         raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
-    knobs = knobs_of(reload_to) if kind == "reload" else None
-    own_knobs = knobs_of(variant) if f"Deployment/{INGRESS}" in objects else None
+    own_knobs = knobs_in(objects)
+    knobs = (own_knobs if reload_to == variant else knobs_in(built(reload_to))) if kind == "reload" else None
+    if kind == "reload" and knobs is None:
+        raise mx.Bad(f"RELOAD_TO={reload_to} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
     # How the LB reaches the backends: the pods' addresses resolved at its start (a headless
     # Service, path-lb-pods), or a ClusterIP over keep-alive connections, or one per request.
     ups = "".join(d.get("data", {}).get("upstreams.conf", "") for k, d in objects.items() if k.startswith("ConfigMap/nginx-lb-upstreams"))
@@ -397,7 +410,7 @@ def run_change(env, reg):
     n_backends = backends
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {env['DURATION']}, the change {at_s:g} s into it")
-    t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, knobs), daemon=True)
+    t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, knobs, backends), daemon=True)
     t.start()
     try:
         r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
