@@ -1,5 +1,6 @@
-"""bench:change's bad input (issue 17): one line and exit 1 before anything is deployed. A
-module of its own: no cluster is up while it runs (test_change.py's is down by then)."""
+"""bench:change's bad input (issue 17): one line and exit 1 before anything is deployed; and its
+disruption rule. A module of its own: no cluster is up while it runs (test_change.py's is down
+by then)."""
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,23 @@ def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path):
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode == 1 and len(errors) == 1 and message in errors[0], r.stderr[-2000:]
     assert not results.exists() and not Path(KUBECONFIG).exists()
+
+
+def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
+    """The disruption rule (ci/report/change.py): any failed request, or p99 above 3x the
+    steady p99 (before the change) for 300 ms in a row; one or two slow slots are not one."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from report.change import analyse
+
+    def run(p99s, errors_at=()):
+        slots = [{"i": i, "outcomes": {"ok": 100, **({"status": 1} if i in errors_at else {})},
+                  "statuses": {"502": 1} if i in errors_at else {}, "latency": [[v, 100]]} for i, v in enumerate(p99s)]
+        return analyse({"origin_ms": 0, "slot_ms": 100, "slots": slots}, {"start": 1500, "end": 1600})[0]
+
+    steady = [1.0] * 40
+    assert run(steady)["disruption"] is None
+    assert run(steady[:20] + [10, 10] + steady[22:])["disruption"] is None
+    assert run(steady[:20] + [10, 10, 1, 10, 10, 10] + steady[26:])["disruption"] == {"from_ms": 2300, "to_ms": 2600, "ms": 300, "slots": 3}
+    lone_error = run(steady, errors_at=(30,))
+    assert lone_error["disruption"]["from_ms"] == 3000 and lone_error["during"]["errors"] == 1
