@@ -7,6 +7,12 @@
 #   ci/platforms/lab.sh status   print what is running; exit 1 when the lab is not up
 #   ci/platforms/lab.sh check    validate the lab settings only
 #   ci/platforms/lab.sh procs    print the pids of every live process of the lab (none: nothing runs)
+#   ci/platforms/lab.sh reload GENERATION   the running LB reloaded in place into $VARIANT's knobs
+#                                (bench:change CHANGE=reload); its status port's /generation
+#                                answers GENERATION once the new workers serve
+#   ci/platforms/lab.sh backend stop|start I   backend I's nginx stopped (SIGTERM, as a kubelet
+#                                stops a pod) or started again (idempotent)
+#   ci/platforms/lab.sh lb-prefix   print the LB's nginx prefix (its logs/, nginx.pid)
 # Addresses are in 198.18.0.0/15 (RFC 2544). The namespaces get no default route, so nothing
 # they send can leave the host.
 set -euo pipefail
@@ -84,16 +90,16 @@ failpoint() { # lets the test suite make `up` fail half-way, to prove the rollba
   return 0
 }
 
-render_lb() {
+render_lb() { # OUT GENERATION: $VARIANT's nginx.conf
   local files; files=$(variant_knob_files "$VARIANT") || exit 1
   mkdir -p "$STATE/lb/tls"
   # shellcheck disable=SC2086
-  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files | sed 's/@GENERATION@/0/g' >"$STATE/lb/nginx.conf"
+  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files | sed "s/@GENERATION@/$2/g" >"$1"
   local i; for i in $(seq "$LAB_BACKENDS"); do echo "server $(backend_ip "$i"):80;"; done >"$STATE/lb/upstreams.conf"
 }
 
 start_lb() {
-  render_lb
+  render_lb "$STATE/lb/nginx.conf" 0
   start_nginx lb "$STATE/lb/nginx.conf"
   wait_http "http://$LB_IP:$LB_STATUS_PORT/stub_status"
   wait_http "http://$LB_IP/1kb.bin"
@@ -172,6 +178,43 @@ up() {
   say lab "up: lb $LB_IP (variant $VARIANT), $LAB_BACKENDS backends, servers on CPUs $SERVER_CPUS"
 }
 
+# reload GENERATION: as an ingress controller applies a configuration change (and as the
+# in-cluster LB's lb.sh reload does): the new config tested, then SIGHUP to the master; a
+# config nginx refuses leaves the running one as it was.
+reload() {
+  [[ ${1:-} =~ ^[0-9]+$ ]] || die "lab.sh reload: GENERATION must be a number, got '${1:-}'"
+  is_up || die "the lab is not up: ./task lab:up"
+  variant_knob_files "$VARIANT" >/dev/null
+  local p=$STATE/lb
+  render_lb "$p/nginx.conf.new" "$1"
+  ip netns exec "$NS_PREFIX"lb nginx -q -t -p "$p/" -c "$p/nginx.conf.new" -e "$p/logs/error.log" 2>"$p/logs/test.log" ||
+    die "variant $VARIANT's config is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
+  mv "$p/nginx.conf.new" "$p/nginx.conf"
+  kill -HUP "$(cat "$p/logs/nginx.pid")"
+  echo "$VARIANT" >"$p/variant" # `up` converges from what runs
+}
+
+# backend stop|start I
+backend() {
+  local i=${2:-} pid
+  is_up || die "the lab is not up: ./task lab:up"
+  read -r n SERVER_CPUS <"$STATE/shape"
+  [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$n" ] || die "lab.sh backend: I must be a backend from 1 to $n, got '$i'"
+  pid=$(cat "$STATE/be$i/logs/nginx.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null || pid=
+  case ${1:-} in
+    stop)
+      [ -n "$pid" ] || return 0
+      kill -TERM "$pid"
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+      die "backend $i (pid $pid) did not stop" ;;
+    start)
+      [ -n "$pid" ] && return 0
+      start_nginx "be$i" "$IB_ROOT/kustomize/base/backend/nginx.conf"
+      wait_http "http://$(backend_ip "$i")/1kb.bin" ;;
+    *) die "usage: ci/platforms/lab.sh backend stop|start I" ;;
+  esac
+}
+
 procs() { # the lab's servers, whatever runs in its namespaces, its monitoring
   local ns
   nginx_pids
@@ -194,5 +237,8 @@ case "${1:-}" in
   down) need_root "lab:down"; down; say lab "down" ;;
   status) status ;;
   procs) procs ;;
-  *) die "usage: ci/platforms/lab.sh up|down|status|check|procs" ;;
+  reload) need_root "lab:reload"; reload "${2:-}" ;;
+  backend) need_root "lab:backend"; backend "${2:-}" "${3:-}" ;;
+  lb-prefix) echo "$STATE/lb" ;;
+  *) die "usage: ci/platforms/lab.sh up|down|status|check|procs|reload|backend|lb-prefix" ;;
 esac

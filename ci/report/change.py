@@ -73,7 +73,10 @@ def analyse(tl, marks):
     run_end = len(slots) * slot
     rel = {k: v - origin for k, v in marks.items() if isinstance(v, (int, float))}
     start, end = rel.get("start"), rel.get("end")
-    steady = window(slots, STEADY_SKIP_S * 1000, start if start is not None else run_end)
+    # The slot the change starts in is the change's: its requests may fail from that instant
+    # (a backend stopped 44 ms into a slot failed 29 of it), and 100 ms is the resolution.
+    first = start - start % slot if start is not None else None
+    steady = window(slots, STEADY_SKIP_S * 1000, first if start is not None else run_end)
     before = totals(steady)
     slow_ms = before["p99_ms"] * SLOW_FACTOR if before["p99_ms"] else None
     # Disrupted slots: an error, or p99 past 3x the steady one for SLOW_RUN slots in a row.
@@ -99,9 +102,9 @@ def analyse(tl, marks):
     # flight) and the disruption's end: what it caused after it was "done" (an ingress still
     # sending to removed endpoints) counts too.
     until = None if start is None or end is None else max(end + SETTLE_S * 1000, disruption["to_ms"] if disruption else 0)
-    during = totals(window(slots, start, until)) if until is not None else None
+    during = totals(window(slots, first, until)) if until is not None else None
     out = {"origin_ms": origin, "slot_ms": slot, "marks_ms": rel, "steady_from_ms": STEADY_SKIP_S * 1000,
-           "before": before, "during": during, "after": totals(window(slots, until, run_end)) if until is not None else None, "during_ms": [start, until] if until else None,
+           "before": before, "during": during, "after": totals(window(slots, until, run_end)) if until is not None else None, "during_ms": [first, until] if until else None,
            "run": totals(slots), "slow_ms": slow_ms, "disruption": disruption,
            "change_ms": end - start if start is not None and end is not None else None}
     if "serving" in rel and start is not None:

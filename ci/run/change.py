@@ -1,20 +1,24 @@
 """ci/run/change.py: `./task bench:change CHANGE=kind` — what a change under load costs.
 
 A steady open-model load (the rps scenario at LOAD_SHARE % of the capacity a closed-model run
-of VARIANT measures first, or RATE) and, CHANGE_AT into it, a change on the local cluster:
+of VARIANT measures first, or RATE) and, CHANGE_AT into it, a change on the local cluster (or,
+for reload, kill-backend and none, on the bare-metal lab: PLATFORM=lab):
   reload        the ingress renders RELOAD_TO's knobs and reloads nginx in place (lb.sh), as an
                 ingress controller does on a configuration change; it ends when the status
                 port's /generation answers the new configuration's number
   scale         the backends N -> 1 -> N pods; ends when N endpoints are ready again
-  kill-backend  one backend pod deleted; ends when the Deployment has every pod ready again
+  kill-backend  one backend pod deleted; ends when the Deployment has every pod ready again (on
+                the lab: backend 1's nginx stopped, BACKEND_DOWN_S later started; ends when it
+                answers)
   rollout       the ingress Deployment restarted (kubectl rollout restart); ends when rolled out
   kill-ingress  the ingress pod deleted; ends when a new one is ready
   none          nothing changes: the control run, which must show no error and no disruption
 The run is bench.sh's (its checks, server counts and report); the native engine's timeline
 (timeline.json: 100 ms slots by each request's send) and the change's marks (unix ms, from
-this script's own observation of the cluster) give change.json, change.md and the timeline
-chart on the run's report page (ci/report/change.py). The server's side: the ingress's access
-log (every response it sent, by status) over the run, while its pod lives.
+this script's own observation of the cluster, or the lab script's return) give change.json,
+change.md and the timeline chart on the run's report page (ci/report/change.py). The server's
+side: the ingress's access log (every response it sent, by status) over the run, while its pod
+(the lab: its nginx master) lives.
 Exit: 0; 99 when the run crossed a threshold or more requests than CHANGE_ERRORS_MAX failed
 during the change; 1 bad input or a failed run.
 """
@@ -39,6 +43,10 @@ DURATION = "30s"  # bench:change's DURATION when unset: the change needs time on
 PROBE = "5s"  # the capacity run's length
 WAIT_S = 120  # a change's longest wait for the cluster to settle
 STEADY_MIN_S = 3  # the load's seconds before the change, at least (its steady p99)
+# The lab's stopped backend stays down this long: a process restart's gap, long enough that the
+# load (thousands of requests a second) meets it and the LB's handling of a dead upstream shows.
+BACKEND_DOWN_S = 1
+LAB_KINDS = ("none", "reload", "kill-backend")  # what the lab's processes can do
 
 
 def duration_s(text):
@@ -52,8 +60,10 @@ def now_ms():
 
 
 class Cluster:
-    def __init__(self, env):
+    """The local cluster: what a change acts on and observes, through kubectl."""
+    def __init__(self, env, knobs):
         self.env = env
+        self.knobs = knobs  # {variant: its nginx-lb knobs as KEY=VALUE lines}: what reload() renders
 
     def kubectl(self, *args, stdin=None, timeout=60):
         r = subprocess.run(["kubectl", "-n", NS, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
@@ -103,6 +113,40 @@ class Cluster:
         out = self.kubectl("exec", pod[0], "-c", "nginx", "--", "sh", "-c", "cat /run/lb/logs/access.log 2>/dev/null || true", timeout=30)
         return pod[0], out.splitlines()
 
+    def reload(self, variant, gen):
+        self.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen,
+                     stdin=self.knobs[variant])
+
+
+class Lab:
+    """The bare-metal lab: its script (ci/platforms/lab.sh) acts; its files are observed."""
+    def __init__(self, env):
+        self.env = env
+        self.prefix = Path(self.lab("lb-prefix").strip())  # the LB's nginx prefix
+
+    def lab(self, *args, variant=None):
+        r = subprocess.run(["bash", str(mx.ROOT / "ci/platforms/lab.sh"), *args], env=dict(self.env, VARIANT=variant or self.env.get("VARIANT", "")),
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"lab.sh {' '.join(args)}: {mx.error_line(r.stderr + r.stdout)}")
+        return r.stdout
+
+    def address(self):
+        return mx.shell('echo "$LAB_LB_IP"').stdout.strip()
+
+    def backends(self):
+        return int((self.prefix.parent / "shape").read_text().split()[0])
+
+    def access_log(self):
+        """(the LB's master pid, its access log's lines): a reload keeps the master, and its log."""
+        try:
+            return (self.prefix / "logs/nginx.pid").read_text().strip(), (self.prefix / "logs/access.log").read_text().splitlines()
+        except FileNotFoundError:
+            return None, None
+
+    def reload(self, variant, gen):
+        self.lab("reload", gen, variant=variant)
+
 
 class Unplaceable(Exception):
     """A change that cannot complete on this cluster, whatever the wait."""
@@ -139,7 +183,9 @@ def all_served(ips, polls):
 
 
 def generation(addr):
-    r = subprocess.run(["curl", "-sf", "--max-time", "1", f"http://{addr}:8080/generation"], capture_output=True, text=True)
+    """The configuration the LB's status port (LAB_STATUS_PORT, the template's on every platform) answers with."""
+    port = mx.shell('echo "$LAB_STATUS_PORT"').stdout.strip()
+    r = subprocess.run(["curl", "-sf", "--max-time", "1", f"http://{addr}:{port}/generation"], capture_output=True, text=True)
     return r.stdout.strip()
 
 
@@ -160,20 +206,36 @@ def knobs_in(objects):
     return None
 
 
-def reload_into(c, knobs):
-    """The running LB reloaded with KNOBS (lb.sh reload); returns the generation it answers then."""
+def lab_knobs(variant):
+    """The lab's knobs for VARIANT (its knob files merged, later wins) as knobs_in() gives them."""
+    r = mx.shell('files=$(variant_knob_files "$1") && cat $files', variant)
+    if r.returncode != 0:
+        raise mx.Bad(mx.error_line(r.stderr))
+    knobs = dict(line.split("=", 1) for line in r.stdout.splitlines() if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", line))
+    return "".join(f"{k}={v}\n" for k, v in sorted(knobs.items()))
+
+
+def reload_into(c, variant):
+    """The running LB reloaded into VARIANT's knobs; returns the generation it answers then."""
     gen = str(int(generation(c.address()) or 0) + 1)
-    c.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen, stdin=knobs)
+    c.reload(variant, gen)
     return gen
 
 
-def change(kind, c, marks, reload_knobs, n):
+def change(kind, c, marks, reload_to, n):
     """Applies KIND, recording marks: start, end, and what it observed between (N: the backends)."""
     if kind == "reload":
         addr = c.address()
         marks["start"] = now_ms()
-        gen = reload_into(c, reload_knobs)
+        gen = reload_into(c, reload_to)
         marks["end"] = marks["serving"] = wait_until(lambda: generation(addr) == gen, "the reloaded configuration answering", every=0.02)
+    elif isinstance(c, Lab):  # kill-backend: a backend's process stopped, then started
+        marks["start"] = now_ms()
+        c.lab("backend", "stop", "1")
+        marks["down"] = now_ms()
+        time.sleep(BACKEND_DOWN_S)
+        c.lab("backend", "start", "1")  # returns once it answers
+        marks["end"] = now_ms()
     elif kind == "scale":
         marks["start"] = now_ms()
         c.kubectl("scale", "deployment/backend", "--replicas=1")
@@ -213,23 +275,27 @@ def change(kind, c, marks, reload_knobs, n):
         marks["end"] = wait_until(lambda: victim not in c.pods(INGRESS) and c.deployment_done(INGRESS), "a new ingress pod ready")
 
 
-def changer(kind, c, run_dir, at_s, marks, failures, reload_knobs, n_backends):
+def changer(kind, c, run_dir, at_s, marks, failures, reload_to, n_backends):
     """In a thread beside the run: waits for k6 to start (its log appears), then CHANGE_AT."""
     try:
         wait_until(lambda: (run_dir / "k6.log").exists(), "k6 starting", timeout=600, every=0.05)
         time.sleep(at_s)
         if kind != "none":
-            change(kind, c, marks, reload_knobs, n_backends)
+            change(kind, c, marks, reload_to, n_backends)
     except Exception as e:  # noqa: BLE001  (said by the main thread, after the run)
         failures.append(f"the change ({kind}) did not complete: {e}")
 
 
-def restore(kind, c, n_backends, knobs):
-    """The cluster as the variant deploys it again, whatever the change did or failed to do: a
+def restore(kind, c, n_backends, variant):
+    """The platform as the variant deploys it again, whatever the change did or failed to do: a
     reload's configuration reloaded back (the Deployment still says VARIANT), a rollout that
-    could not finish undone, the backends at their count."""
+    could not finish undone, the backends at their count (the lab's stopped one started)."""
     if kind == "reload":
-        reload_into(c, knobs)
+        reload_into(c, variant)
+    if isinstance(c, Lab):
+        if kind == "kill-backend":
+            c.lab("backend", "start", "1")
+        return
     if kind == "rollout" and not c.deployment_done(INGRESS):
         c.kubectl("rollout", "undo", f"deployment/{INGRESS}")
     if kind == "scale":
@@ -256,24 +322,27 @@ def server_side(before, after, path, client_statuses, client_answered):
     (pod0, lines0), (pod1, lines1) = before, after
     if pod1 is None or pod0 != pod1:
         return {"counted": False, "why": "the ingress pod was replaced during the run: its log went with it"}
-    statuses = {}
+    statuses, retried = {}, 0
     for line in lines1[len(lines0):]:
         parts = line.split('"')
         if len(parts) < 3 or parts[1] != f"GET {path} HTTP/1.1":
             continue
         code = parts[2].split()[0] if len(parts) > 2 and parts[2].split() else "?"
         statuses[code] = statuses.get(code, 0) + 1
+        # The log format's ua=$upstream_addr lists every upstream a request was tried on: two or
+        # more when nginx retried it on the next (proxy_next_upstream), as the client never sees.
+        retried += ", " in line.rpartition(" ua=")[2]
     # 499: nginx's "client closed the request" — the client gave up first (REQUEST_TIMEOUT), so
     # it counted a timeout, not this status; the rest it must have received as they are.
     answered = sum(n for code, n in statuses.items() if code != "499")
     errors = sum(n for code, n in statuses.items() if not code.startswith(("2", "3")) and code != "499")
     client_errors = sum(client_statuses.values())
-    return {"counted": True, "pod": pod1, "responses": answered, "statuses": statuses, "status_errors": errors,
+    return {"counted": True, "pod": pod1, "responses": answered, "statuses": statuses, "status_errors": errors, "retried": retried,
             "client_responses": client_answered, "client_status_errors": client_errors,
             "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
 
 
-def verdict(kind, a, server, backends, notes, upstream):
+def verdict(kind, a, server, backends, notes, upstream, lab=False):
     """Which part failed the requests, in words, from the kinds of errors and when they came."""
     d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
     parts = []
@@ -284,8 +353,10 @@ def verdict(kind, a, server, backends, notes, upstream):
                             "balances connections, not requests): new pods get requests only as those connections are replaced",
                }.get(upstream, "the ingress did not send them any")
         parts.append(f"{notes['not_serving']} of {notes['new']} new backend pods got no request within 15 s of being ready: {why}")
+    retries = (f" ({server['retried']} of them only because the ingress retried them on another upstream: its access log lists two "
+               "upstream addresses)") if server.get("retried") else ""
     if not a["run"]["errors"] and not a["disruption"] and not parts:
-        return "no request failed and latency stayed within 3x the steady p99"
+        return "no request failed and latency stayed within 3x the steady p99" + retries
     if k.get("closed") or k.get("reset"):
         n = k.get("closed", 0) + k.get("reset", 0)
         who = {"reload": "the ingress's old workers closed keep-alive connections as requests went out on them",
@@ -295,9 +366,10 @@ def verdict(kind, a, server, backends, notes, upstream):
         parts.append(f"{n} without a response: {who} (a client that retries idempotent requests on a closed keep-alive connection would not see these)")
     if k.get("status"):
         codes = ", ".join(f"{n}× {c}" for c, n in sorted(d["statuses"].items()))
+        gone = "backend was stopped" if lab else "backend pod was deleted"
         who = {"scale": "the ingress kept sending to removed endpoints",
-               "kill-backend": "the only backend pod was deleted: the ingress had nowhere to send until its replacement was ready"
-               if backends == 1 else "the ingress kept sending to the deleted backend pod"}.get(kind, "the ingress answered errors")
+               "kill-backend": f"the only {gone}: the ingress had nowhere to send until it was back" if backends == 1
+               else f"the {gone} and the ingress kept sending to it"}.get(kind, "the ingress answered errors")
         parts.append(f"{codes}: {who}" + (" (its access log says the same)" if server.get("counted") and server.get("status_errors") else ""))
     if k.get("refused"):
         who = {"rollout": "the old ingress pod stopped listening while kube-proxy still sent it connections",
@@ -309,7 +381,7 @@ def verdict(kind, a, server, backends, notes, upstream):
     if k.get("other"):
         parts.append(f"{k['other']} other errors: " + "; ".join(f"{n}× {t}" for t, n in sorted(d["others"].items(), key=lambda x: -x[1])))
     if not parts and a["disruption"]:
-        parts.append(f"no request failed, but latency rose past {a['slow_ms']:.1f} ms (3x the steady p99) for {a['disruption']['ms']} ms")
+        parts.append(f"no request failed{retries}, but latency rose past {a['slow_ms']:.1f} ms (3x the steady p99) for {a['disruption']['ms']} ms")
     return "; ".join(parts)
 
 
@@ -332,7 +404,8 @@ def markdown(doc):
              f"({a['disruption']['from_ms'] / 1000:.1f}–{a['disruption']['to_ms'] / 1000:.1f} s from the load's start)"),
             ("p99 before → during", f"{p99(a['before'])} → {p99(d)}"),
             ("server (access log)", f"{s['responses']:,} responses, {s['status_errors']} errors; client {s['client_responses']:,} and "
-             f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" if s["counted"] else s["why"]),
+             f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" + (f"; {s['retried']} retried on another upstream"
+                                                                                        if s["retried"] else "") if s["counted"] else s["why"]),
             ("verdict", doc["verdict"])]
     if doc.get("gate"):
         rows.append(("threshold", doc["gate"]))
@@ -352,8 +425,10 @@ def run_change(env, reg):
     kind = env.get("CHANGE")
     if not kind:
         raise mx.Bad(f"CHANGE is not set: ./task bench:change CHANGE=<{'|'.join(reg['CHANGE']['values'])}>")
-    if env.get("PLATFORM", "local") != "local":
-        raise mx.Bad(f"bench:change runs on the local cluster (PLATFORM=local), got PLATFORM={env['PLATFORM']}")
+    if env.get("TARGET"):
+        raise mx.Bad("bench:change changes what it runs (the local cluster or the lab): unset TARGET")
+    if env.get("PLATFORM", "local") not in ("local", "lab"):
+        raise mx.Bad(f"bench:change runs on the local cluster or the lab (PLATFORM=local|lab), got PLATFORM={env['PLATFORM']}")
     if env.get("SCENARIO", "rps") != "rps":
         raise mx.Bad("bench:change runs the rps scenario (a steady keep-alive load): unset SCENARIO")
     env.setdefault("DURATION", DURATION)
@@ -366,39 +441,50 @@ def run_change(env, reg):
     reload_to = env.get("RELOAD_TO") or env.get("VARIANT") or reg["VARIANT"]["default"]
     if env.get("RELOAD_TO") and kind != "reload":
         raise mx.Bad(f"RELOAD_TO is CHANGE=reload's: unset it for CHANGE={kind}")
-    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": ["local"],
+    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": ["local", "lab"],
            "cases": [{"name": "probe", "scenario": "rps", "settings": {"DURATION": PROBE}},
                      {"name": "change", "scenario": "rps", "settings": {"DURATION": env["DURATION"]}}],
            "columns": [{"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"}]}
     m = mx.parse(doc, "bench:change", reg)
     mx.resolve(m, env, reg)
-    variant = m["cases"][1]["variant"]
-    objects = built(variant)
-    if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
-        raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
-    own_knobs = knobs_in(objects)
-    knobs = (own_knobs if reload_to == variant else knobs_in(built(reload_to))) if kind == "reload" else None
-    if kind == "reload" and knobs is None:
-        raise mx.Bad(f"RELOAD_TO={reload_to} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
-    # How the LB reaches the backends: the pods' addresses resolved at its start (a headless
-    # Service, path-lb-pods), or a ClusterIP over keep-alive connections, or one per request.
-    ups = "".join(d.get("data", {}).get("upstreams.conf", "") for k, d in objects.items() if k.startswith("ConfigMap/nginx-lb-upstreams"))
-    upstream = "addresses" if "backend-pods." in ups else "keepalive" if own_knobs and "UPSTREAM_KEEPALIVE=\n" not in own_knobs else None
-    backends = objects.get("Deployment/backend", {}).get("spec", {}).get("replicas", 1)
-    if kind == "scale" and backends < 2:
-        raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has {backends}; try a -10pods variant")
+    variant, platform = m["cases"][1]["variant"], m["cases"][1]["platform"]
+    lab = platform == "lab"
+    if lab and kind not in LAB_KINDS:
+        raise mx.Bad(f"CHANGE={kind} needs the local cluster (PLATFORM=local): the lab has {', '.join(LAB_KINDS)}")
+    if lab:  # plain nginx from the variant's knob files (variant_knob_files, which also checks them)
+        own_knobs = lab_knobs(variant)
+        knobs = {variant: own_knobs, reload_to: lab_knobs(reload_to)}
+        upstream, backends = None, None  # backends: the lab's, once it is up
+    else:
+        objects = built(variant)
+        if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
+            raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
+        own_knobs = knobs_in(objects)
+        knobs = {variant: own_knobs, reload_to: own_knobs if reload_to == variant else knobs_in(built(reload_to))} if kind == "reload" else {}
+        if kind == "reload" and knobs[reload_to] is None:
+            raise mx.Bad(f"RELOAD_TO={reload_to} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
+        # How the LB reaches the backends: the pods' addresses resolved at its start (a headless
+        # Service, path-lb-pods), or a ClusterIP over keep-alive connections, or one per request.
+        ups = "".join(d.get("data", {}).get("upstreams.conf", "") for k, d in objects.items() if k.startswith("ConfigMap/nginx-lb-upstreams"))
+        upstream = "addresses" if "backend-pods." in ups else "keepalive" if own_knobs and "UPSTREAM_KEEPALIVE=\n" not in own_knobs else None
+        backends = objects.get("Deployment/backend", {}).get("spec", {}).get("replicas", 1)
+        if kind == "scale" and backends < 2:
+            raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has {backends}; try a -10pods variant")
 
     mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     mdir.mkdir(parents=True)
     (mdir / "logs").mkdir()
-    kenv = dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip())
-    c = Cluster(kenv)
     probe, run = m["cases"]
-    # The variant deployed (the cluster up first), as bench.sh does: what the change acts on,
-    # and the access log counted from here.
+    # The variant deployed (the cluster or lab up first), as bench.sh does: what the change acts
+    # on, and the access log counted from here.
     up = mx.shell('load_platform && pf_check rps && pf_up rps >/dev/null', env=run["env"])
     if up.returncode != 0:
         raise mx.Bad(mx.error_line(up.stderr + up.stdout))
+    if lab:
+        c = Lab(run["env"])
+        backends = c.backends()
+    else:
+        c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs)
     rate, rate_from = env.get("RATE"), "RATE"
     if not rate:
         mx.say("change", f"capacity: a closed-model run of {PROBE} ({variant}), then {share} % of it")
@@ -410,7 +496,7 @@ def run_change(env, reg):
     n_backends = backends
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {env['DURATION']}, the change {at_s:g} s into it")
-    t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, knobs, backends), daemon=True)
+    t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, reload_to, backends), daemon=True)
     t.start()
     try:
         r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
@@ -418,7 +504,7 @@ def run_change(env, reg):
         log_after = c.access_log()
     finally:
         if kind != "none":
-            restore(kind, c, n_backends, own_knobs)
+            restore(kind, c, n_backends, variant)
     if r["status"] == "failed":
         raise mx.Bad(f"the run failed: {r['reason']} (log: {r['log']})")
     if failures:
@@ -432,12 +518,12 @@ def run_change(env, reg):
     path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
     # The access log is the server's count; a configuration without one (ACCESS_LOG off: the
     # variant's, or RELOAD_TO's for part of the run) has no count to compare.
-    off = [v for v, k in ((variant, own_knobs), (reload_to, knobs)) if k and "ACCESS_LOG=off\n" in k]
+    off = [v for v, k in ((variant, own_knobs), (reload_to, knobs.get(reload_to))) if k and "ACCESS_LOG=off\n" in k]
     server = {"counted": False, "why": f"no server count: {off[0]}'s access log is off (ACCESS_LOG)"} if off else \
         server_side(log_before, log_after, path, client_statuses, answered)
-    doc = {"change": kind, "variant": variant, "platform": "local", "reload_to": reload_to if kind == "reload" else None,
+    doc = {"change": kind, "variant": variant, "platform": platform, "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream), "run": str(run_dir)}
+           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream, lab), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)

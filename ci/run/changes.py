@@ -6,8 +6,11 @@ Each row is one bench:change run (ci/run/change.py: its capacity run, the open m
 LOAD_SHARE, the change CHANGE_AT into it), on the variant that change needs: the default LB
 for the ingress's own changes, seed 003's LB → ClusterIP with 10 backends for the backends'
 (kill one of ten, scale 10 → 1 → 10); its "-graceful" overlay for the fixed side. The rollout
-runs with INGRESS_CPU=500m (two ingress pods fit on 2 CPUs). Every setting bench:change takes
-is passed on. Exit 0, or 1 when a run could not complete (the table says which).
+runs with INGRESS_CPU=500m (two ingress pods fit on 2 CPUs). PLATFORM=lab: the lab's kinds on
+its default LB (a reload into its own and into the tuned knobs; backend 1 of 2 stopped and
+started, then the only one): the lab has no pods to shut down gracefully, so no fixed side.
+Every setting bench:change takes is passed on. Exit 0, or 1 when a run could not complete
+(the table says which).
 """
 import json
 import os
@@ -24,6 +27,8 @@ BACKEND_SIDE = "seed003-lb-clusterip-10pods"
 PLAN = [("none", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {}), ("kill-backend", BACKEND_SIDE, {}),
         ("scale", BACKEND_SIDE, {}), ("rollout", INGRESS_SIDE, {"INGRESS_CPU": "500m"}), ("kill-ingress", INGRESS_SIDE, {})]
 FIX = "-graceful"
+LAB_PLAN = [("none", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {"RELOAD_TO": "seed002-nginx-lb-tuned"}),
+            ("kill-backend", INGRESS_SIDE, {}), ("kill-backend", INGRESS_SIDE, {"LAB_BACKENDS": "1"})]
 
 
 def row(kind, variant, doc):
@@ -36,6 +41,11 @@ def row(kind, variant, doc):
     return f"| {kind} | {variant} | {errors} | {window} | {p99} | {doc['verdict']} |"
 
 
+def label(variant, extra):
+    """The variant as the table shows it, with what the plan sets beside it."""
+    return variant + "".join(f" ({k}={v})" for k, v in extra.items() if k != "INGRESS_CPU")
+
+
 def main(argv):
     env, reg = dict(os.environ), mx.registry()
     if env.get("CHANGE") or env.get("VARIANT"):
@@ -46,18 +56,20 @@ def main(argv):
     out.mkdir(parents=True)
     env["RESULTS_ROOT"] = str(out)  # every run's directory inside this one's
     failed = []
-    for kind, variant, extra in PLAN:
-        for v in (variant, variant + FIX) if kind != "none" else (variant,):
-            mx.say("changes", f"{kind} on {v}")
+    lab = mx.shell("platform", env=env).stdout.strip() == "lab"  # as every entry point resolves it
+    plan = LAB_PLAN if lab else PLAN
+    for kind, variant, extra in plan:
+        for v in (variant, variant + FIX) if kind != "none" and not lab else (variant,):
+            mx.say("changes", f"{kind} on {label(v, extra)}")
             try:
                 rc, doc = ch.run_change(dict(env, CHANGE=kind, VARIANT=v, **extra), reg)
-                lines.append(row(kind, v, doc))
+                lines.append(row(kind, label(v, extra), doc))
             except mx.Bad as e:
-                failed.append(f"{kind} on {v}: {e}")
-                lines.append(f"| {kind} | {v} | did not complete: {e} | | | |")
+                failed.append(f"{kind} on {label(v, extra)}: {e}")
+                lines.append(f"| {kind} | {label(v, extra)} | did not complete: {e} | | | |")
     table = "\n".join(lines) + "\n"
     (out / "changes.md").write_text(table)
-    (out / "changes.json").write_text(json.dumps({"plan": [[k, v, e] for k, v, e in PLAN], "failed": failed}, indent=1) + "\n")
+    (out / "changes.json").write_text(json.dumps({"plan": [[k, v, e] for k, v, e in plan], "failed": failed}, indent=1) + "\n")
     print("\n" + table + f"\nTable: {out}/changes.md (each run's directory beside it)\n", end="", flush=True)
     return 1 if failed else 0
 

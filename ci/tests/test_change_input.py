@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KUBECONFIG, task
+from conftest import KUBECONFIG, lab_leftovers, task
 
 
 @pytest.mark.parametrize("args, message", [
@@ -17,7 +17,11 @@ from conftest import KUBECONFIG, task
     (["CHANGE=kill-ingress", "VARIANT=seed003-nodeport-direct"], "CHANGE=kill-ingress needs an nginx-lb ingress"),
     (["CHANGE=reload", "CHANGE_AT=25s"], "the load needs 3 s or more before the change"),
     (["CHANGE=reload", "LOAD_SHARE=150"], "LOAD_SHARE must be"),
-    (["CHANGE=reload", "PLATFORM=lab"], "bench:change runs on the local cluster (PLATFORM=local), got PLATFORM=lab"),
+    (["CHANGE=reload", "PLATFORM=external"], "bench:change runs on the local cluster or the lab (PLATFORM=local|lab), got PLATFORM=external"),
+    (["CHANGE=reload", "TARGET=http://198.18.0.2/"], "bench:change changes what it runs (the local cluster or the lab): unset TARGET"),
+    (["CHANGE=scale", "PLATFORM=lab"], "CHANGE=scale needs the local cluster (PLATFORM=local): the lab has none, reload, kill-backend"),
+    (["CHANGE=reload", "PLATFORM=lab", "RELOAD_TO=workers-9"], "unknown variant 'workers-9'"),
+    (["CHANGE=reload", "PLATFORM=lab", "VARIANT=seed003-lb-clusterip-10pods-graceful"], "uses component backend-replicas-10, which the bare-metal lab cannot reproduce"),
 ])
 def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path):
     """Each mistake: one error line, exit 1, no results directory and no cluster brought up."""
@@ -25,7 +29,7 @@ def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path):
     r = task("bench:change", f"RESULTS_ROOT={results}", *args)
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode == 1 and len(errors) == 1 and message in errors[0], r.stderr[-2000:]
-    assert not results.exists() and not Path(KUBECONFIG).exists()
+    assert not results.exists() and not Path(KUBECONFIG).exists() and lab_leftovers() == []
 
 
 def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
@@ -35,10 +39,10 @@ def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from report.change import analyse
 
-    def run(p99s, errors_at=()):
+    def run(p99s, errors_at=(), start=1500):
         slots = [{"i": i, "outcomes": {"ok": 100, **({"status": 1} if i in errors_at else {})},
                   "statuses": {"502": 1} if i in errors_at else {}, "latency": [[v, 100]]} for i, v in enumerate(p99s)]
-        return analyse({"origin_ms": 0, "slot_ms": 100, "slots": slots}, {"start": 1500, "end": 1600})[0]
+        return analyse({"origin_ms": 0, "slot_ms": 100, "slots": slots}, {"start": start, "end": 1600})[0]
 
     steady = [1.0] * 40
     assert run(steady)["disruption"] is None
@@ -46,3 +50,6 @@ def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
     assert run(steady[:20] + [10, 10, 1, 10, 10, 10] + steady[26:])["disruption"] == {"from_ms": 2300, "to_ms": 2600, "ms": 300, "slots": 3}
     lone_error = run(steady, errors_at=(30,))
     assert lone_error["disruption"]["from_ms"] == 3000 and lone_error["during"]["errors"] == 1
+    # The slot the change starts in (1544 ms: 1500-1600) is the change's, not the steady state's.
+    in_its_slot = run(steady, errors_at=(15,), start=1544)
+    assert in_its_slot["during"]["errors"] == 1 and in_its_slot["before"]["errors"] == 0 and in_its_slot["during_ms"][0] == 1500
