@@ -157,7 +157,7 @@ export const SETTINGS = [
     meaning: '`bench:compare`: UNSTABLE (no verdict) when either side\'s req/s (or Gbit/s) varies more than this % over its rounds (coefficient of variation)' },
   { name: 'CHANGE', type: 'enum', values: ['none', 'reload', 'scale', 'kill-backend', 'rollout', 'kill-ingress'], default: null, defaultText: '—',
     reaches: ['change'], example: 'reload',
-    meaning: '`bench:change`: what changes under load: `reload` (the ingress reloads into `RELOAD_TO`), `scale` (backends N → 1 → N), `kill-backend` (one backend pod deleted), `rollout` (the ingress Deployment restarted), `kill-ingress` (its pod deleted), `none` (the control run); `DURATION` defaults to 30s there' },
+    meaning: '`bench:change`: what changes under load: `reload` (the ingress reloads into `RELOAD_TO`), `scale` (backends N → 1 → N), `kill-backend` (one backend pod deleted), `rollout` (the ingress Deployment restarted), `kill-ingress` (its pod deleted), `none` (the control run); on the lab (`PLATFORM=lab`) `reload`, `kill-backend` (backend 1\'s nginx stopped, started 1 s later) and `none`; `DURATION` defaults to 30s there' },
   { name: 'CHANGE_AT', type: 'duration', default: '10s', reaches: ['change'], example: '5s',
     meaning: '`bench:change`: when the change starts, from the load\'s start' },
   { name: 'LOAD_SHARE', type: 'int', min: 1, max: 100, default: '50', reaches: ['change'], example: '30',
