@@ -112,10 +112,11 @@ def analyse(tl, marks):
     return out, slots
 
 
-def draw(slots, a, kind, path):
+def draw(slots, a, kind, path, events=()):
     """Three panels on one time axis: requests/s answered, failed requests per 100 ms by kind
     (stacked; a few among thousands would not show on the first), p50/p99 per 100 ms; the
-    change's marks and the disruption window shaded."""
+    change's marks, the Kubernetes events (ticks on the first panel's floor) and the disruption
+    window shaded."""
     plt = pyplot()
     fig, (top, mid, bottom) = plt.subplots(3, 1, figsize=(10, 6.4), dpi=100, sharex=True, layout="constrained",
                                            gridspec_kw={"height_ratios": [3, 2, 3]})
@@ -124,6 +125,9 @@ def draw(slots, a, kind, path):
     top.step(t, [s["ok"] * 1000 / a["slot_ms"] for s in slots], where="post", color="#2ca02c", lw=1, label="answered 2xx/3xx")
     top.set_ylabel("requests/s")
     top.set_ylim(bottom=0)
+    if events:
+        top.plot([(e["unix_ms"] - a["origin_ms"]) / 1000 for e in events], [0] * len(events), "|", color="#555", ms=10, mew=1.2,
+                 clip_on=False, label="Kubernetes events (whole s)")
     colors = {"status": "#d62728", "reset": "#9467bd", "refused": "#8c564b", "timeout": "#ff7f0e", "closed": "#e377c2", "other": "#7f7f7f"}
     base = [0] * len(slots)
     for k in ERROR_KINDS:

@@ -142,7 +142,7 @@ def render(run):
     changed = chg.load(run.dir)  # bench:change's run: its timeline and figures first
     if changed:
         a, slots = chg.analyse(json.loads((run.dir / "timeline.json").read_text()), changed["marks_unix_ms"])
-        chg.draw(slots, a, changed["change"], charts_dir / "change.png")
+        chg.draw(slots, a, changed["change"], charts_dir / "change.png", changed.get("events") or ())
         charts.add("change.png")
         doc.add("h2", f"Change under load: {changed['change']}", id="change")
         doc.add("p", changed["verdict"], cls="pass" if not a["run"]["errors"] and not a["disruption"] else "warn", id="change-verdict")

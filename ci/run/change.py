@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -47,6 +48,7 @@ STEADY_MIN_S = 3  # the load's seconds before the change, at least (its steady p
 # load (thousands of requests a second) meets it and the LB's handling of a dead upstream shows.
 BACKEND_DOWN_S = 1
 LAB_KINDS = ("none", "reload", "kill-backend")  # what the lab's processes can do
+EVENTS_SHOWN = 6  # Kubernetes events in change.md's row (all of them in change.json)
 
 
 def duration_s(text):
@@ -113,6 +115,21 @@ class Cluster:
         out = self.kubectl("exec", pod[0], "-c", "nginx", "--", "sh", "-c", "cat /run/lb/logs/access.log 2>/dev/null || true", timeout=30)
         return pod[0], out.splitlines()
 
+    def events(self, since_ms):
+        """The namespace's Kubernetes events from SINCE_MS on (unix ms of each; most of them, the
+        kubelet's and the controllers', carry whole seconds only, so one a second before counts)."""
+        out = []
+        for e in self.json("get", "events")["items"]:
+            when = e.get("eventTime") or e.get("lastTimestamp") or e.get("firstTimestamp")
+            if not when:
+                continue
+            ms = int(datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000)
+            if ms >= since_ms - 1000:
+                o = e.get("involvedObject") or {}
+                out.append({"unix_ms": ms, "reason": e.get("reason", ""), "object": f"{o.get('kind')}/{o.get('name')}",
+                            "message": (e.get("message") or "")[:160]})
+        return sorted(out, key=lambda x: x["unix_ms"])
+
     def reload(self, variant, gen):
         self.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen,
                      stdin=self.knobs[variant])
@@ -146,6 +163,9 @@ class Lab:
 
     def reload(self, variant, gen):
         self.lab("reload", gen, variant=variant)
+
+    def events(self, since_ms):
+        return []  # the lab script's return is its only record
 
 
 class Unplaceable(Exception):
@@ -353,7 +373,7 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False):
                             "balances connections, not requests): new pods get requests only as those connections are replaced",
                }.get(upstream, "the ingress did not send them any")
         parts.append(f"{notes['not_serving']} of {notes['new']} new backend pods got no request within 15 s of being ready: {why}")
-    retries = (f" ({server['retried']} of them only because the ingress retried them on another upstream: its access log lists two "
+    retries = (f" ({server['retried']} only because the ingress retried them on another upstream: its access log lists two "
                "upstream addresses)") if server.get("retried") else ""
     if not a["run"]["errors"] and not a["disruption"] and not parts:
         return "no request failed and latency stayed within 3x the steady p99" + retries
@@ -407,6 +427,11 @@ def markdown(doc):
              f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" + (f"; {s['retried']} retried on another upstream"
                                                                                         if s["retried"] else "") if s["counted"] else s["why"]),
             ("verdict", doc["verdict"])]
+    if doc["platform"] != "lab":
+        ev = doc["events"]
+        rows.insert(-1, ("Kubernetes events", "—" if not ev else "; ".join(
+            f"{e['reason']} {e['object']} {(e['unix_ms'] - doc['marks_unix_ms']['start']) / 1000:+.1f} s" for e in ev[:EVENTS_SHOWN])
+            + (f"; {len(ev) - EVENTS_SHOWN} more in change.json" if len(ev) > EVENTS_SHOWN else "") + " (from the change's start; most stamps are whole seconds, so up to 1 s early)"))
     if doc.get("gate"):
         rows.append(("threshold", doc["gate"]))
     return "\n".join([f"Change under load: {doc['change']} on {doc['variant']} ({doc['platform']})", "", "| | |", "|---|---|"]
@@ -502,6 +527,8 @@ def run_change(env, reg):
         r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
         t.join(timeout=WAIT_S + 5)
         log_after = c.access_log()
+        # The cluster's own record of the change, beside the marks this runner observed.
+        events = c.events(marks["start"]) if "start" in marks else []
     finally:
         if kind != "none":
             restore(kind, c, n_backends, variant)
@@ -523,7 +550,7 @@ def run_change(env, reg):
         server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": platform, "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream, lab), "run": str(run_dir)}
+           "marks_unix_ms": marks, "events": events, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream, lab), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)

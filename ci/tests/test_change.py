@@ -119,6 +119,13 @@ def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_p
     a = doc["analysis"]
     assert {"start", "end"} <= set(a["marks_ms"]) and a["change_ms"] > 0, a
     covered(doc, run, 16)
+    # The cluster's own record agrees with the marks: the pod's kill (or the rollout's scaling)
+    # is an event at the change's start, to its whole-second resolution.
+    reason, obj = {"kill-backend": ("Killing", "Pod/backend-"), "kill-ingress": ("Killing", "Pod/nginx-lb-"),
+                   "rollout": ("ScalingReplicaSet", "Deployment/nginx-lb")}[kind]
+    m = doc["marks_unix_ms"]
+    assert any(e["reason"] == reason and e["object"].startswith(obj) and m["start"] - 1000 < e["unix_ms"] <= m["end"]
+               for e in doc["events"]), (m, doc["events"])
     if kind == "kill-backend":
         agrees(doc)
     else:
