@@ -171,6 +171,15 @@ def task(*args, env=None, timeout=600):
     return sh("./task", *args, env=env, timeout=timeout)
 
 
+def bench_change(tmp_path, kind, settings):
+    """./task bench:change CHANGE=KIND with SETTINGS: (the result, its change.json, the run's directory)."""
+    results = tmp_path / "results"
+    r = task("bench:change", f"CHANGE={kind}", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in settings.items()), timeout=900)
+    runs = sorted(results.glob(f"change-{kind}-*/change"))
+    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    return r, json.loads((runs[0] / "change.json").read_text()), runs[0]
+
+
 def task_with(form, task_name, settings, env=None, timeout=600):
     """./task TASK with SETTINGS given on the task line ('line') or in the environment ('env')."""
     if form == "line":

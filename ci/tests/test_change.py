@@ -6,19 +6,13 @@ import json
 
 import pytest
 
-from conftest import KUBECONFIG, sh, task
+from conftest import KUBECONFIG, bench_change, sh
 
 SHORT = {"PLATFORM": "local", "MONITORING": "0", "DURATION": "16s", "CHANGE_AT": "5s", "RATE": "2000"}
 
 
 def change(tmp_path, kind, **settings):
-    results = tmp_path / "results"
-    r = task("bench:change", f"CHANGE={kind}", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in {**SHORT, **settings}.items()),
-             timeout=900)
-    runs = sorted(results.glob(f"change-{kind}-*/change"))
-    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
-    doc = json.loads((runs[0] / "change.json").read_text())
-    return r, doc, runs[0]
+    return bench_change(tmp_path, kind, {**SHORT, **settings})
 
 
 def covered(doc, run, duration_s):
@@ -50,11 +44,8 @@ def test_no_change_no_error_no_disruption_and_the_rate_from_the_capacity(local_c
     """The control: LOAD_SHARE 50 % of a closed-model capacity run, no change: zero errors, no
     disruption window, exit 0, and every response counted by the ingress too."""
     settings = {k: v for k, v in SHORT.items() if k != "RATE"}
-    results = tmp_path / "results"
-    r = task("bench:change", "CHANGE=none", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in settings.items()), timeout=900)
+    r, doc, run = bench_change(tmp_path, "none", settings)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    run = next(results.glob("change-none-*/change"))
-    doc = json.loads((run / "change.json").read_text())
     probe = json.loads((run.parent / "probe" / "summary.json").read_text())["result"]
     assert probe["model"] == "closed" and doc["rate"] == round(probe["rps"] * 0.5)
     a = doc["analysis"]

@@ -2,11 +2,9 @@
 lab's LB reloaded in place and a backend's nginx stopped and started, under a steady open-model
 load; the marks from the lab script's return, the client's counts beside the LB's access log,
 and the lab as the variant made it afterwards. The machine as found once the lab is down."""
-import json
-
 import pytest
 
-from conftest import LAB, LAB_STATE, lab_leftovers, sh, task
+from conftest import LAB, LAB_STATE, bench_change, lab_leftovers, sh
 
 SHORT = {"PLATFORM": "lab", "MONITORING": "0", "DURATION": "16s", "CHANGE_AT": "5s", "RATE": "2000"}
 
@@ -22,12 +20,7 @@ def lab():
 
 
 def change(tmp_path, kind, **settings):
-    results = tmp_path / "results"
-    r = task("bench:change", f"CHANGE={kind}", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in {**SHORT, **settings}.items()),
-             timeout=600)
-    runs = sorted(results.glob(f"change-{kind}-*/change"))
-    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
-    doc = json.loads((runs[0] / "change.json").read_text())
+    r, doc, _ = bench_change(tmp_path, kind, {**SHORT, **settings})
     assert doc["platform"] == "lab"
     return r, doc, doc["analysis"]
 
