@@ -56,10 +56,14 @@ const drainFor = time.Second
 
 // dropAt counts, once, the slots due before the run's end that were never sent, and moves
 // past them: a later call at the end counts nothing more. Returns the number newly dropped.
+// Each is in the timeline at its due time: when a change stalled the connections, there.
 func (s *schedule) dropAt(end time.Time) int64 {
 	n := s.slotsBefore(end) - s.k
 	if n <= 0 {
 		return 0
+	}
+	for k := s.k; k < s.k+n; k++ {
+		timeline.drop(s.due(k))
 	}
 	s.k += n
 	s.dropped += n

@@ -6,9 +6,9 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"syscall"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -27,7 +27,8 @@ const (
 // response, by why: the connection reset (RST, or a write on one the peer had closed),
 // refused, timed out (REQUEST_TIMEOUT), closed by the server before a whole response (an
 // idle keep-alive connection closed as the request went out: what a reloading nginx's old
-// workers do), or another error.
+// workers do), or another error; or never sent: an open-model send due while its connection
+// still waited for an earlier answer, past the run's end and its drain (pacing.go dropAt).
 const (
 	outOK = iota
 	outStatus
@@ -36,10 +37,11 @@ const (
 	outTimeout
 	outClosed
 	outOther
+	outDropped
 	nOutcomes
 )
 
-var outcomeNames = [nOutcomes]string{"ok", "status", "reset", "refused", "timeout", "closed", "other"}
+var outcomeNames = [nOutcomes]string{"ok", "status", "reset", "refused", "timeout", "closed", "other", "dropped"}
 
 // errTimeout is a request that had no whole response within REQUEST_TIMEOUT.
 var errTimeout = errors.New("no whole response within the request timeout")
@@ -87,19 +89,19 @@ var timeline timelineT
 
 func (tl *timelineT) start(ms int64) { tl.origin.CompareAndSwap(0, ms) }
 
-// add records a request sent at sent, answered (or failed) after dur.
-func (tl *timelineT) add(sent time.Time, dur time.Duration, res result) {
+// at is the slot of t, or nil (no start given: a call outside the scenarios; or beyond).
+func (tl *timelineT) at(t time.Time) *slot {
 	o := tl.origin.Load()
 	if o == 0 {
-		return // no start given: a call outside the scenarios
+		return nil
 	}
-	i := (sent.UnixMilli() - o) / slotMs
+	i := (t.UnixMilli() - o) / slotMs
 	if i < 0 {
 		i = 0 // the first slot's dials, a hair before the scenario's recorded start
 	}
 	if i >= maxSlots {
 		tl.beyond.Add(1)
-		return
+		return nil
 	}
 	s := tl.slots[i].Load()
 	if s == nil {
@@ -107,6 +109,22 @@ func (tl *timelineT) add(sent time.Time, dur time.Duration, res result) {
 		if !tl.slots[i].CompareAndSwap(nil, s) {
 			s = tl.slots[i].Load()
 		}
+	}
+	return s
+}
+
+// drop records a send due at due that was never sent.
+func (tl *timelineT) drop(due time.Time) {
+	if s := tl.at(due); s != nil {
+		s.outcomes[outDropped].Add(1)
+	}
+}
+
+// add records a request sent at sent, answered (or failed) after dur.
+func (tl *timelineT) add(sent time.Time, dur time.Duration, res result) {
+	s := tl.at(sent)
+	if s == nil {
+		return
 	}
 	k := outcome(res)
 	s.outcomes[k].Add(1)

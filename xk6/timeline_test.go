@@ -50,6 +50,7 @@ func TestTimelineSlotsBySend(t *testing.T) {
 	tl.add(origin.Add(199*time.Millisecond), 40*time.Millisecond, result{status: 502})
 	tl.add(origin.Add(120*time.Millisecond), 10*time.Millisecond, result{err: syscall.ECONNRESET})
 	tl.add(origin.Add(maxSlots*slotMs*time.Millisecond), time.Millisecond, result{status: 200})
+	tl.drop(origin.Add(130 * time.Millisecond)) // never sent: in the slot it was due
 
 	x := tl.export()
 	slots := x["slots"].([]map[string]any)
@@ -60,7 +61,7 @@ func TestTimelineSlotsBySend(t *testing.T) {
 		t.Errorf("slot 0: %v", s)
 	}
 	s := slots[1]
-	if s["i"] != 1 || fmt.Sprint(s["outcomes"]) != "map[reset:1 status:2]" || fmt.Sprint(s["statuses"]) != "map[502:2]" {
+	if s["i"] != 1 || fmt.Sprint(s["outcomes"]) != "map[dropped:1 reset:1 status:2]" || fmt.Sprint(s["statuses"]) != "map[502:2]" {
 		t.Errorf("slot 1: %v", s)
 	}
 	// The latency buckets: three values, each within 1/16 of its bucket's middle.

@@ -6,7 +6,9 @@ import json
 
 from .charts import pyplot
 
-ERROR_KINDS = ("status", "reset", "refused", "timeout", "closed", "other")
+# A request failed by what the client saw; "dropped": never sent (due in the open model while
+# every connection still waited for an answer, until the run's end): offered load not served.
+ERROR_KINDS = ("status", "reset", "refused", "timeout", "closed", "other", "dropped")
 STEADY_SKIP_S = 1.0  # the run's first second (dials, warm-up) is not its steady state
 SETTLE_S = 1.0  # "during" runs until a second after the change's end: requests in flight then
 SLOW_FACTOR = 3  # slots slower than 3x the steady p99 are disrupted, as an error is, when
@@ -128,7 +130,7 @@ def draw(slots, a, kind, path, events=()):
     if events:
         top.plot([(e["unix_ms"] - a["origin_ms"]) / 1000 for e in events], [0] * len(events), "|", color="#555", ms=10, mew=1.2,
                  clip_on=False, label="Kubernetes events (whole s)")
-    colors = {"status": "#d62728", "reset": "#9467bd", "refused": "#8c564b", "timeout": "#ff7f0e", "closed": "#e377c2", "other": "#7f7f7f"}
+    colors = {"status": "#d62728", "reset": "#9467bd", "refused": "#8c564b", "timeout": "#ff7f0e", "closed": "#e377c2", "other": "#7f7f7f", "dropped": "#bcbd22"}
     base = [0] * len(slots)
     for k in ERROR_KINDS:
         ys = [s["errors"].get(k, 0) for s in slots]

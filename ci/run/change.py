@@ -306,7 +306,7 @@ def changer(kind, c, run_dir, at_s, marks, failures, reload_to, n_backends):
         failures.append(f"the change ({kind}) did not complete: {e}")
 
 
-def restore(kind, c, n_backends, variant):
+def restore(kind, c, n_backends, variant, stale=False):
     """The platform as the variant deploys it again, whatever the change did or failed to do: a
     reload's configuration reloaded back (the Deployment still says VARIANT), a rollout that
     could not finish undone, the backends at their count (the lab's stopped one started)."""
@@ -322,12 +322,15 @@ def restore(kind, c, n_backends, variant):
         c.kubectl("scale", "deployment/backend", f"--replicas={n_backends}")
         wait_until(lambda: c.deployment_done("backend"), "the backends back")
         # An ingress that keeps the addresses it resolved at its start (path-lb-pods) does not
-        # serve again by itself: restarted, so the next run finds the variant as deployed.
+        # serve the new pods by itself: restarted, so the next run finds the variant as deployed.
+        # STALE: the change saw it (none of the new pods got a request); one request alone can
+        # still reach the pod that outlived the scale and answer 200.
         addr = c.address()
         r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", "-H", f"Host: {c.env.get('HOST') or mx.registry()['HOST']['default']}",
                             f"http://{addr}/1kb.bin?deploy"], capture_output=True, text=True)
-        if r.stdout != "200":
-            mx.say("change", f"the ingress answers {r.stdout or 'nothing'} after the backends came back: its pod recreated")
+        if stale or r.stdout != "200":
+            mx.say("change", ("the ingress still holds the removed backends' addresses" if stale else
+                              f"the ingress answers {r.stdout or 'nothing'} after the backends came back") + ": its pod recreated")
             # Deleted, not rolled: a rolling restart needs room for a second ingress pod.
             c.kubectl("delete", "pod", "-l", f"app.kubernetes.io/name={INGRESS}", "--wait=false")
             kind = "kill-ingress"
@@ -398,6 +401,9 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False):
         parts.append(f"{k['refused']} refused: {who}")
     if k.get("timeout"):
         parts.append(f"{k['timeout']} timed out: requests sent to a pod that was gone, never answered")
+    if k.get("dropped"):
+        parts.append(f"{k['dropped']} never sent: due while every connection still waited for an earlier answer, until the run's end "
+                     "(the open model drops them; a pod gone without a reset keeps requests waiting up to REQUEST_TIMEOUT)")
     if k.get("other"):
         parts.append(f"{k['other']} other errors: " + "; ".join(f"{n}× {t}" for t, n in sorted(d["others"].items(), key=lambda x: -x[1])))
     if not parts and a["disruption"]:
@@ -531,7 +537,8 @@ def run_change(env, reg):
         events = c.events(marks["start"]) if "start" in marks else []
     finally:
         if kind != "none":
-            restore(kind, c, n_backends, variant)
+            stale = upstream == "addresses" and bool((marks.get("notes") or {}).get("not_serving"))
+            restore(kind, c, n_backends, variant, stale)
     if r["status"] == "failed":
         raise mx.Bad(f"the run failed: {r['reason']} (log: {r['log']})")
     if failures:
