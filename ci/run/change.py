@@ -365,7 +365,7 @@ def server_side(before, after, path, client_statuses, client_answered):
             "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
 
 
-def verdict(kind, a, server, backends, notes, upstream, lab=False):
+def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
     """Which part failed the requests, in words, from the kinds of errors and when they came."""
     d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
     parts = []
@@ -406,6 +406,15 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False):
                      "(the open model drops them; a pod gone without a reset keeps requests waiting up to REQUEST_TIMEOUT)")
     if k.get("other"):
         parts.append(f"{k['other']} other errors: " + "; ".join(f"{n}× {t}" for t, n in sorted(d["others"].items(), key=lambda x: -x[1])))
+    # The cluster's events say why a replacement was late: the scheduler could not place it
+    # (a pod being deleted keeps its resource requests until it is gone: a preStop delay holds them).
+    unplaced = [e for e in events if e["reason"] == "FailedScheduling"]
+    if unplaced and (a["run"]["errors"] or a["disruption"]):
+        pod = unplaced[0]["object"]
+        placed = [e["unix_ms"] for e in events if e["reason"] == "Scheduled" and e["object"] == pod]
+        wait = f" for {(placed[0] - unplaced[0]['unix_ms']) / 1000:.0f} s" if placed else ""
+        parts.append(f"the new pod ({pod}) could not be scheduled{wait}: {unplaced[0]['message'].split('. ')[0]} "
+                     "(the pod being deleted held its requests until it was gone)")
     if not parts and a["disruption"]:
         parts.append(f"no request failed{retries}, but latency rose past {a['slow_ms']:.1f} ms (3x the steady p99) for {a['disruption']['ms']} ms")
     return "; ".join(parts)
@@ -557,7 +566,7 @@ def run_change(env, reg):
         server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": platform, "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "events": events, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream, lab), "run": str(run_dir)}
+           "marks_unix_ms": marks, "events": events, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream, lab, events), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)
