@@ -53,3 +53,20 @@ def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
     # The slot the change starts in (1544 ms: 1500-1600) is the change's, not the steady state's.
     in_its_slot = run(steady, errors_at=(15,), start=1544)
     assert in_its_slot["during"]["errors"] == 1 and in_its_slot["before"]["errors"] == 0 and in_its_slot["during_ms"][0] == 1500
+
+
+def test_the_verdict_names_a_replacement_the_scheduler_could_not_place():
+    """From the cluster's events: a FailedScheduling for the new pod during a disruption is
+    named, with the wait until its Scheduled event; without a disruption it is not."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
+    from change import verdict
+    events = [{"unix_ms": 1000, "reason": "FailedScheduling", "object": "Pod/nginx-lb-x",
+               "message": "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"},
+              {"unix_ms": 6000, "reason": "Scheduled", "object": "Pod/nginx-lb-x", "message": "Successfully assigned"}]
+    run = {"errors": 3, "by_kind": {"refused": 3}, "statuses": {}, "others": {}}
+    a = {"run": run, "during": run, "disruption": {"ms": 300}}
+    v = verdict("kill-ingress", a, {}, 1, {}, None, events=events)
+    assert "the new pod (Pod/nginx-lb-x) could not be scheduled for 5 s: 0/1 nodes are available: 1 Insufficient cpu (" in v, v
+    calm = {"errors": 0, "by_kind": {}, "statuses": {}, "others": {}}
+    assert "scheduled" not in verdict("kill-ingress", {"run": calm, "during": calm, "disruption": None}, {}, 1, {}, None, events=events)
