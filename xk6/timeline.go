@@ -14,8 +14,10 @@ import (
 
 // The run's requests in 100 ms slots from the scenario's start, each by outcome and with a
 // coarse latency histogram: what a change under load (bench:change: a reload, a pod deleted)
-// did, and when. A request belongs to the slot of its send (its due time in the open model),
-// so a request sent before a change and answered long after it shows where it was asked.
+// did, and when. A request belongs to the slot of its send (its due time in the open model,
+// or its real send when the client itself was late for a free connection: pacing's rule for
+// the latency, so the client's delay is not the target's), so a request sent before a change
+// and answered long after it shows where it was asked.
 const (
 	slotMs      = 100
 	maxSlots    = 36000 // an hour; later requests are counted in beyond

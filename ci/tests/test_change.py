@@ -18,9 +18,9 @@ def change(tmp_path, kind, **settings):
 def covered(doc, run, duration_s):
     """The timeline reaches the load's end (its sends never made are in it too, as dropped, at
     their due time; within 2 s: k6 may end the scenario before the engine counts them) and not
-    past the engine's 1 s drain after it (xk6/pacing.go drainFor: a rollout that stalled every
-    connection for 9 s left a few sends at 16.5 s of a 16 s load), and each mark of the change
-    is inside it (the change happened while the load ran)."""
+    past the engine's 1 s drain after it (xk6/pacing.go drainFor: after a rollout stalled every
+    connection for 9 s, 45 sends the client itself made late, free connections, were placed at
+    their real send, 16.5 s into a 16 s load), and each mark of the change is inside it."""
     tl = json.loads((run / "timeline.json").read_text())
     last = max(s["i"] for s in tl["slots"])
     assert duration_s * 10 - 20 <= last <= duration_s * 10 + 10, last
