@@ -184,9 +184,9 @@ up() {
 reload() {
   [[ ${1:-} =~ ^[0-9]+$ ]] || die "lab.sh reload: GENERATION must be a number, got '${1:-}'"
   is_up || die "the lab is not up: ./task lab:up"
-  variant_knob_files "$VARIANT" >/dev/null
   local p=$STATE/lb
-  render_lb "$p/nginx.conf.new" "$1"
+  read -r LAB_BACKENDS _ <"$STATE/shape" # the upstreams render_lb writes: the running lab's
+  render_lb "$p/nginx.conf.new" "$1" # checks $VARIANT first (variant_knob_files)
   ip netns exec "$NS_PREFIX"lb nginx -q -t -p "$p/" -c "$p/nginx.conf.new" -e "$p/logs/error.log" 2>"$p/logs/test.log" ||
     die "variant $VARIANT's config is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
   mv "$p/nginx.conf.new" "$p/nginx.conf"
@@ -196,7 +196,7 @@ reload() {
 
 # backend stop|start I
 backend() {
-  local i=${2:-} pid
+  local i=${2:-} pid n
   is_up || die "the lab is not up: ./task lab:up"
   read -r n SERVER_CPUS <"$STATE/shape"
   [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$n" ] || die "lab.sh backend: I must be a backend from 1 to $n, got '$i'"

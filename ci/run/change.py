@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -149,7 +150,7 @@ class Lab:
         return r.stdout
 
     def address(self):
-        return mx.shell('echo "$LAB_LB_IP"').stdout.strip()
+        return lab_env()["LAB_LB_IP"]
 
     def backends(self):
         return int((self.prefix.parent / "shape").read_text().split()[0])
@@ -202,10 +203,18 @@ def all_served(ips, polls):
     return done
 
 
+@cache
+def lab_env():
+    """The lab's addresses and ports (ci/platforms/lab.env, as ci/lib.sh sources it), read once:
+    generation() is polled every 20 ms while a reload's end is awaited."""
+    r = mx.shell('echo "$LAB_LB_IP $LAB_STATUS_PORT"')
+    return dict(zip(("LAB_LB_IP", "LAB_STATUS_PORT"), r.stdout.split()))
+
+
 def generation(addr):
     """The configuration the LB's status port (LAB_STATUS_PORT, the template's on every platform) answers with."""
-    port = mx.shell('echo "$LAB_STATUS_PORT"').stdout.strip()
-    r = subprocess.run(["curl", "-sf", "--max-time", "1", f"http://{addr}:{port}/generation"], capture_output=True, text=True)
+    r = subprocess.run(["curl", "-sf", "--max-time", "1", f"http://{addr}:{lab_env()['LAB_STATUS_PORT']}/generation"],
+                       capture_output=True, text=True)
     return r.stdout.strip()
 
 
@@ -492,17 +501,12 @@ def run_change(env, reg):
     if lab and kind not in LAB_KINDS:
         raise mx.Bad(f"CHANGE={kind} needs the local cluster (PLATFORM=local): the lab has {', '.join(LAB_KINDS)}")
     if lab:  # plain nginx from the variant's knob files (variant_knob_files, which also checks them)
-        own_knobs = lab_knobs(variant)
-        knobs = {variant: own_knobs, reload_to: lab_knobs(reload_to)}
-        upstream, backends = None, None  # backends: the lab's, once it is up
+        own_knobs, upstream, backends = lab_knobs(variant), None, None  # backends: the lab's, once it is up
     else:
         objects = built(variant)
         if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
             raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
         own_knobs = knobs_in(objects)
-        knobs = {variant: own_knobs, reload_to: own_knobs if reload_to == variant else knobs_in(built(reload_to))} if kind == "reload" else {}
-        if kind == "reload" and knobs[reload_to] is None:
-            raise mx.Bad(f"RELOAD_TO={reload_to} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
         # How the LB reaches the backends: the pods' addresses resolved at its start (a headless
         # Service, path-lb-pods), or a ClusterIP over keep-alive connections, or one per request.
         ups = "".join(d.get("data", {}).get("upstreams.conf", "") for k, d in objects.items() if k.startswith("ConfigMap/nginx-lb-upstreams"))
@@ -510,6 +514,12 @@ def run_change(env, reg):
         backends = objects.get("Deployment/backend", {}).get("spec", {}).get("replicas", 1)
         if kind == "scale" and backends < 2:
             raise mx.Bad(f"CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay {variant} has {backends}; try a -10pods variant")
+    # What the LB renders: VARIANT's knobs, and RELOAD_TO's for a reload (built the same way).
+    knobs = {variant: own_knobs}
+    if kind == "reload" and reload_to != variant:
+        knobs[reload_to] = lab_knobs(reload_to) if lab else knobs_in(built(reload_to))
+        if knobs[reload_to] is None:
+            raise mx.Bad(f"RELOAD_TO={reload_to} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
 
     mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     mdir.mkdir(parents=True)
@@ -533,7 +543,6 @@ def run_change(env, reg):
             raise mx.Bad(f"the capacity run failed: {p['reason']} (log: {p['log']})")
         rate, rate_from = str(max(1, round(p["values"]["rps"] * share / 100))), f"{share} % of {p['values']['rps']:,.0f} req/s measured"
     log_before = c.access_log()
-    n_backends = backends
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {env['DURATION']}, the change {at_s:g} s into it")
     t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, reload_to, backends), daemon=True)
@@ -547,7 +556,7 @@ def run_change(env, reg):
     finally:
         if kind != "none":
             stale = upstream == "addresses" and bool((marks.get("notes") or {}).get("not_serving"))
-            restore(kind, c, n_backends, variant, stale)
+            restore(kind, c, backends, variant, stale)
     if r["status"] == "failed":
         raise mx.Bad(f"the run failed: {r['reason']} (log: {r['log']})")
     if failures:
@@ -566,7 +575,7 @@ def run_change(env, reg):
         server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": platform, "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
-           "marks_unix_ms": marks, "events": events, "analysis": a, "server": server, "verdict": verdict(kind, a, server, n_backends, marks.get("notes") or {}, upstream, lab, events), "run": str(run_dir)}
+           "marks_unix_ms": marks, "events": events, "analysis": a, "server": server, "verdict": verdict(kind, a, server, backends, marks.get("notes") or {}, upstream, lab, events), "run": str(run_dir)}
     limit = env.get("CHANGE_ERRORS_MAX")
     during = (a["during"] or a["run"])["errors"]
     crossed = limit is not None and limit != "" and during > int(limit)
