@@ -41,9 +41,12 @@ need_new_results_dir "$dir"
 # a directory of this run's own that goes on any exit.
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/ingress-bench-run.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
-k6_job='' k6_done=0 interrupted='' signal_rc=0
+k6_job='' k6_done=0 interrupted='' signal_rc=0 launching=0 pending=''
 on_signal() { # NAME CODE
   signal_rc=$2
+  # Between k6's fork and `k6_job=$!` (bash runs a trap between two commands): k6 runs but has
+  # no job yet; the signal is forwarded once it has one, never left to a k6 nobody stops.
+  if [ "$launching" = 1 ]; then pending="$1 $2"; return 0; fi
   if [ -z "$k6_job" ]; then
     [ ! -d "${made_dir:-}" ] || rmdir "$made_dir" 2>/dev/null || true # made, still empty
     exit "$2"
@@ -116,6 +119,7 @@ before=$(stub)
 # (without it k6 would get the terminal's SIGINT and ours: two, an immediate abort).
 TIMEFORMAT='%R %U %S'
 k6_started=$SECONDS
+launching=1
 set -m
 { { time {
   # GODEBUG: k6 would negotiate HTTP/2 over TLS; the seeds measured HTTP/1.1.
@@ -124,8 +128,13 @@ set -m
     k6 run --quiet --no-color "${K6_ARGS[@]}" "$IB_ROOT/k6/$SCENARIO.js" >"$scratch/stdout" 2>"$dir/k6.log" &&
     echo 0 >"$scratch/rc" || echo $? >"$scratch/rc" # (set -e holds in the job too)
 } ; } 2>"$scratch/cpu"; } &
+# (BENCH_FAILPOINT=signal-at-fork: the suite's Ctrl-C in this window, test_interrupts.py.)
+[ "${BENCH_FAILPOINT:-}" != signal-at-fork ] || kill -INT $$
 k6_job=$!
 set +m
+launching=0
+# shellcheck disable=SC2086 # NAME CODE
+[ -z "$pending" ] || on_signal $pending
 # wait returns early when a trapped signal arrives (on_signal runs); after one, poll, to
 # enforce the grace.
 hard=0
@@ -141,9 +150,22 @@ k6_done=1
 rc=$(cat "$scratch/rc" 2>/dev/null || echo 137) # none: killed
 after=$(stub)
 
+# k6 stopped without its summary (it had to be killed, or the signal came before its own
+# handling was set up): the run's directory is completed from what this script knows, so it
+# stays a run (its report, its server count) and its line says what was lost.
+lost=''
+if [ -n "$interrupted" ] && [ ! -s "$dir/meta.json" ]; then
+  lost="; k6 stopped before writing its summary: the client's counts are lost"
+  jq -n --argjson m "$meta" --arg testid "$testid" --arg scenario "$SCENARIO" --arg variant "$VARIANT" --arg platform "$PLATFORM" \
+    --arg target "${TARGET:-}" --arg duration "${DURATION:-}" --arg engine "${ENGINE:-}" --arg at "$(date -u +%Y-%m-%dT%H:%M:%S.000Z)" \
+    --argjson secs "$interrupted_after" \
+    '{testid: $testid, scenario: $scenario, variant: $variant, platform: $platform, target: $target, duration: $duration,
+      engine: $engine, finished_at: $at, run_seconds: $secs, k6_summary: false} + $m' >"$dir/meta.json"
+fi
 # k6's own report of what it measured, printed now: an interrupted run's result line says so.
 if [ -n "$interrupted" ]; then
-  sed "s/^result\( *\)\(PASS\|FAIL\) (.*/result\1ABORTED (interrupted after $interrupted_after s by $interrupted)/" "$scratch/stdout"
+  [ ! -f "$scratch/stdout" ] || sed "s/^result\( *\)\(PASS\|FAIL\) (.*/result\1ABORTED (interrupted after $interrupted_after s by $interrupted)/" "$scratch/stdout"
+  [ -z "$lost" ] || printf '%-14s%s\n' result "ABORTED (interrupted after $interrupted_after s by $interrupted$lost)"
 else
   cat "$scratch/stdout"
 fi
@@ -155,7 +177,16 @@ if [ -z "$interrupted" ] && [ "$rc" != 0 ] && [ "$rc" != 99 ]; then # 99: thresh
   die "k6 $SCENARIO did not finish (exit $rc): ${reason:-see $dir/k6.log}"
 fi
 
-read -r wall user sys <"$scratch/cpu" 2>/dev/null || { wall=$((SECONDS - k6_started)) user=0 sys=0; }
+# Interrupted before k6 sent anything: the signal came as it started, before k6 set up its own
+# handling (which it does before any request): k6 died of it, and so did the job's shell,
+# which then never wrote the CPU times (a k6 that handles a signal exits, and the shell goes
+# on). Nothing was measured, and the run just ends.
+if [ -n "$lost" ] && [ ! -f "$scratch/cpu" ]; then
+  rm -rf "$dir"
+  say results "none: interrupted by $interrupted as k6 started, before it sent a request"
+  exit "$signal_rc"
+fi
+{ [ -f "$scratch/cpu" ] && read -r wall user sys <"$scratch/cpu"; } || { wall=$((SECONDS - k6_started)) user=0 sys=0; }
 report() { "$IB_VENV/bin/python" "$IB_ROOT/ci/report" "$@"; } # the package ci/report
 # summary.json: k6's own, completed with the load generator's CPU and nginx's count (ci/report/
 # summary.py); the client and server lines go into summary.txt and here.
@@ -164,6 +195,10 @@ report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$CLIENT_CPUS" --stu
 # The run's report: the series over the run while Prometheus still holds them, then the
 # page. A report problem is said, never the run's result.
 # Exit 3: the results could not be written (a full disk), said in its one line: fatal.
+if [ -n "$lost" ]; then  # no client figures to draw: the directory holds the server's count
+  say results "$dir/ (no report: k6's summary is lost; summary.json has the server's count)"
+  exit "$signal_rc"
+fi
 if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || [ $? != 3 ] || exit 1; fi
 report render "$dir" >/dev/null || { [ $? != 3 ] || exit 1; echo "warning: the report of $dir could not be rendered" >&2; }
 say results "$dir/ (report: $dir/report.html)"
