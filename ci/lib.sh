@@ -140,18 +140,26 @@ prometheus_api() {
     curl -fsS --max-time 2 "${1%/}$2"
   fi
 }
-# prometheus_wait_loaded URL: until Prometheus has the bench rules and scrapes an ingress (the
-# operator and the kubelet take seconds to hand it a new deploy's PodMonitors and rules); a
-# warning, not an error, after 90 s: the run's summary then says which signals are missing.
+# prometheus_wait_loaded URL [SECONDS]: until Prometheus has the bench rules and scrapes an
+# ingress (the operator and the kubelet take seconds to hand it a new deploy's PodMonitors and
+# rules); a warning, not an error, after SECONDS (DEPLOY_TIMEOUT's default, 120): the run's
+# summary then says which signals are missing.
 prometheus_wait_loaded() {
+  local secs=${2:-120}
   prometheus_api "$1" /api/v1/status/buildinfo >/dev/null 2>&1 ||
     { echo "warning: Prometheus at $1 does not answer from this host: its rules and targets are not waited for" >&2; return 0; }
   loaded() {
     prometheus_api "$1" /api/v1/rules | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
       prometheus_api "$1" "/api/v1/query?query=$(jq -rn '"up{role=\"ingress\"} == 1" | @uri')" | jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
-  # Then two scrapes more: a rate needs two samples before the run's first second counts.
-  poll 90 loaded "$1" && sleep 4 || { echo "warning: Prometheus at $1 has not loaded the bench rules or an ingress target after 90 s: the correlation will miss them" >&2; return 0; }
+  # And three samples of the ingress's target: a rate needs two before the run's first second
+  # counts. A target scraped for a while has them already (the runs after the first: no wait).
+  scraped() {
+    prometheus_api "$1" "/api/v1/query?query=$(jq -rn '"count_over_time(up{role=\"ingress\"}[1m]) >= 3" | @uri')" |
+      jq -e '.data.result | length > 0' >/dev/null 2>&1
+  }
+  poll "$secs" loaded "$1" && poll 30 scraped "$1" ||
+    { echo "warning: Prometheus at $1 has not loaded the bench rules or scraped an ingress target after $secs s: the correlation will miss them" >&2; return 0; }
 }
 # need_cpu_quantity NAME VALUE: dies unless VALUE is a Kubernetes CPU quantity above 0 (2, 500m, 0.5).
 need_cpu_quantity() {

@@ -163,11 +163,14 @@ if [ "$for_pods" = 1 ]; then
   # This host may reach none of the cluster's addresses: ready when the Service has a ready
   # endpoint (the k6 pods' setup() then waits for the first 200 themselves).
   ready_endpoint() { [ -n "$(kubectl -n "$NS" get endpointslices -l "kubernetes.io/service-name=$svc" -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}')" ]; }
-  poll 10 ready_endpoint || die "ingress $svc has no ready endpoint"
+  poll "$DEPLOY_TIMEOUT" ready_endpoint || die "ingress $svc has no ready endpoint after ${DEPLOY_TIMEOUT}s"
   say deploy "ingress $svc ready, for pods at http://$addr/"
 else
   # ?deploy: the access log tells this request from a run's (bench:change counts the run's).
-  poll 10 http_ok "http://$addr/1kb.bin?deploy" -H "Host: $HOST_HEADER" || die "ingress $svc ($addr) does not answer 200 for /1kb.bin"
+  # Ready pods are not yet a path: kube-proxy programs a new Service's address (the LB's, and
+  # the backends' it forwards to) in its own time, over 10 s on a busy 2-CPU node.
+  poll "$DEPLOY_TIMEOUT" http_ok "http://$addr/1kb.bin?deploy" -H "Host: $HOST_HEADER" ||
+    die "ingress $svc ($addr) does not answer 200 for /1kb.bin after ${DEPLOY_TIMEOUT}s (last: $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Host: $HOST_HEADER" "http://$addr/1kb.bin?deploy"))"
   say deploy "ingress $svc answering at http://$addr/"
 fi
 echo "$addr"

@@ -102,7 +102,9 @@ lab_down() {
 }
 
 case "${1:-}" in
-  wait) prometheus_wait_loaded "$("$0" url)" ;;
+  # The lab's Prometheus reads its rules and targets from files as it starts (up waits for
+  # it): what it lacks a few seconds later it will not get.
+  wait) prometheus_wait_loaded "$("$0" url)" "$([ "$PLATFORM" = lab ] && echo 10 || echo "${DEPLOY_TIMEOUT:-120}")" ;;
   up) "${PLATFORM}_up" ;;
   down)
     need_root "monitoring:down"
