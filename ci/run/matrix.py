@@ -418,15 +418,21 @@ def blank_run(c, extra, testid, mdir):
             "log": str(mdir / "logs" / f"{testid}.log"), "rc": None, "status": None, "reason": None, "crossed": [], "values": {}}
 
 
-def run_one(c, extra, testid, mdir, m):
+def run_one(c, extra, testid, mdir, m, round_=None):
     """One run of case c (its environment plus the settings in extra) as TESTID into mdir,
     its output in mdir/logs/; returns the run: status passed, crossed (exit 99: the thresholds
-    it crossed) or failed (its one-line reason), and its values of m's value columns."""
+    it crossed) or failed (its one-line reason), and its values of m's value columns. RUN_HOOK
+    runs first, in the run's log (ROUND_: the run's round, for the hook)."""
     run = blank_run(c, extra, testid, mdir)
     env = dict(c["env"], **extra, TESTID=testid, RESULTS_ROOT=str(mdir))
     with open(run["log"], "w") as log:
+        if env.get("RUN_HOOK"):
+            hook = subprocess.run(["bash", "-c", env["RUN_HOOK"]], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                  env=dict(env, IB_CASE=c["name"], IB_ROUND=str(round_ or ""), IB_TESTID=testid))
+            if hook.returncode != 0:
+                run.update(rc=1, status="failed", reason=f"RUN_HOOK exited {hook.returncode}")
         # MONITORING=0: nothing of the stack runs, not only that this run ignores it.
-        if env.get("MONITORING") in ("0", "false") and c["platform"] in ("lab", "local"):
+        if run["status"] is None and env.get("MONITORING") in ("0", "false") and c["platform"] in ("lab", "local"):
             down = subprocess.run(["bash", str(MONITORING_SH), "down"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
             if down.returncode != 0:
                 run.update(rc=1, status="failed", reason="the platform's monitoring did not go down")
@@ -462,7 +468,7 @@ def execute(m, rounds, mdir, stamp):
             for c in cases[(r - 1) % n:] + cases[:(r - 1) % n]:
                 testid = f"{c['name']}-r{r}-{stamp}"
                 runs.append(dict(blank_run(c, {}, testid, mdir), round=r, order=len(runs) + 1))  # what an interrupt marks
-                runs[-1].update(run_one(c, {}, testid, mdir, m))
+                runs[-1].update(run_one(c, {}, testid, mdir, m, r))
                 say("matrix", f"{c['name']} round {r}/{rounds}: {outcome(runs[-1], first)}")
     except KeyboardInterrupt:
         if runs and runs[-1]["status"] is None:
