@@ -1,7 +1,7 @@
 """ci/run/change.py: `./task bench:change CHANGE=kind` — what a change under load costs.
 
 A steady open-model load (the rps scenario at LOAD_SHARE % of the capacity a closed-model run
-of VARIANT measures first, or RATE) and, CHANGE_AT into it, a change on the local cluster (or,
+of VARIANT measures first, for a scale in its smallest state, one backend pod; or RATE) and, CHANGE_AT into it, a change on the local cluster (or,
 for reload, kill-backend and none, on the bare-metal lab: PLATFORM=lab):
   reload        the ingress renders RELOAD_TO's knobs and reloads nginx in place (lb.sh), as an
                 ingress controller does on a configuration change; it ends when the status
@@ -267,8 +267,7 @@ def change(kind, c, marks, reload_to, n):
         marks["end"] = now_ms()
     elif kind == "scale":
         marks["start"] = now_ms()
-        c.kubectl("scale", "deployment/backend", "--replicas=1")
-        marks["down"] = wait_until(lambda: c.ready_endpoints("backend") == 1 and c.deployment_done("backend"), "the backends scaled to 1")
+        marks["down"] = scale_down(c)
         before = c.pod_ips("backend")
         c.kubectl("scale", "deployment/backend", f"--replicas={n}")
         marks["end"] = wait_until(lambda: c.ready_endpoints("backend") == n and c.deployment_done("backend"),
@@ -302,6 +301,18 @@ def change(kind, c, marks, reload_to, n):
         marks["start"] = now_ms()
         c.kubectl("delete", "pod", victim, "--wait=false")
         marks["end"] = wait_until(lambda: victim not in c.pods(INGRESS) and c.deployment_done(INGRESS), "a new ingress pod ready")
+
+
+def scale_down(c, upstream=None):
+    """The backends scaled to one pod; returns when one endpoint is left. UPSTREAM "addresses"
+    (an LB that resolved the pods' addresses at its start): its pod is recreated too, so it
+    sends to the one pod left (the smallest state's capacity probe)."""
+    c.kubectl("scale", "deployment/backend", "--replicas=1")
+    done = wait_until(lambda: c.ready_endpoints("backend") == 1 and c.deployment_done("backend"), "the backends scaled to 1")
+    if upstream == "addresses":
+        c.kubectl("delete", "pod", "-l", f"app.kubernetes.io/name={INGRESS}", "--wait=false")
+        wait_until(lambda: len(c.pods(INGRESS)) == 1 and c.deployment_done(INGRESS), "the ingress recreated")
+    return done
 
 
 def changer(kind, c, run_dir, at_s, marks, failures, reload_to, n_backends):
@@ -537,11 +548,23 @@ def run_change(env, reg):
         c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs)
     rate, rate_from = env.get("RATE"), "RATE"
     if not rate:
-        mx.say("change", f"capacity: a closed-model run of {PROBE} ({variant}), then {share} % of it")
-        p = mx.run_one(probe, {}, "probe", mdir, m)
+        # A scale's smallest state (one backend pod) serves less than the variant as deployed:
+        # the load is a share of that state's capacity, or the scale would measure capacity
+        # (one pod overrun on a slower hour), not the change.
+        smallest = kind == "scale"
+        state = f"{variant} with 1 of its {backends} backend pods" if smallest else variant
+        mx.say("change", f"capacity: a closed-model run of {PROBE} ({state}), then {share} % of it")
+        if smallest:
+            scale_down(c, upstream)
+        try:
+            p = mx.run_one(probe, {}, "probe", mdir, m)
+        finally:
+            if smallest:
+                restore("scale", c, backends, variant, stale=upstream == "addresses")
         if p["status"] == "failed" or not p["values"].get("rps"):
             raise mx.Bad(f"the capacity run failed: {p['reason']} (log: {p['log']})")
-        rate, rate_from = str(max(1, round(p["values"]["rps"] * share / 100))), f"{share} % of {p['values']['rps']:,.0f} req/s measured"
+        rate, rate_from = str(max(1, round(p["values"]["rps"] * share / 100))), \
+            f"{share} % of {p['values']['rps']:,.0f} req/s measured" + (" with 1 backend pod" if smallest else "")
     log_before = c.access_log()
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {env['DURATION']}, the change {at_s:g} s into it")

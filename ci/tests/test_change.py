@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import KUBECONFIG, bench_change, sh
+from conftest import K6_UNJUDGED, KUBECONFIG, bench_change, sh
 
 SHORT = {"PLATFORM": "local", "MONITORING": "0", "DURATION": "16s", "CHANGE_AT": "5s", "RATE": "2000"}
 
@@ -66,6 +66,7 @@ def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, 
     r, doc, run = change(tmp_path, "reload", RELOAD_TO="seed003-lb-clusterip-1pod")
     assert r.returncode in (0, 99), r.stderr[-3000:]
     a = doc["analysis"]
+    # noise: a reload answers within 0.1-0.5 s here (README "Change under load" table); 5 s is a stalled host, not a slow reload
     assert {"start", "end", "serving"} <= set(a["marks_ms"]) and 0 < a["serving_after_ms"] < 5000, a["marks_ms"]
     assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
     covered(doc, run, 16)
@@ -74,12 +75,28 @@ def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, 
     assert "worker_connections 1024;" in conf.stdout and "worker_connections 100000;" not in conf.stdout, conf.stdout[:2000]
 
 
-def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(local_cluster, tmp_path):
-    """Backends 10 -> 1 -> 10 behind the LB's ClusterIP: the scale down and back marked, the
-    client's 502s (if any) are the access log's; the new pods serve, or the verdict says why
-    not (seed 003's LB keeps its upstream keep-alive connections to the pods they were opened to)."""
-    r, doc, run = change(tmp_path, "scale", VARIANT="seed003-lb-clusterip-10pods")
+# A scale's load: LOAD_SHARE (50 %) of what the variant serves with one backend pod, the probe
+# bench:change runs first; a fixed rate overran the one pod left on a slower hour (issue 27).
+# Only CHANGE_ERRORS_MAX judges the run (the k6 thresholds out of reach): exit 99 means the gate.
+SCALE = {**{k: v for k, v in SHORT.items() if k != "RATE"}, **K6_UNJUDGED, "CHANGE_ERRORS_MAX": "0"}
+
+
+@pytest.fixture(scope="module")
+def scale_without(local_cluster, tmp_path_factory):
+    """Backends 10 -> 1 -> 10 behind the LB's ClusterIP, default manifests: shared by the test of
+    the marks and the test of the fix (the same run both need)."""
+    return bench_change(tmp_path_factory.mktemp("scale"), "scale", {**SCALE, "VARIANT": "seed003-lb-clusterip-10pods"})
+
+
+def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(scale_without):
+    """Backends 10 -> 1 -> 10 behind the LB's ClusterIP: the load from the one-pod probe, the
+    scale down and back marked, the client's 502s (if any) are the access log's; the new pods
+    serve, or the verdict says why not (seed 003's LB keeps its upstream keep-alive connections
+    to the pods they were opened to)."""
+    r, doc, run = scale_without
     assert r.returncode in (0, 99), r.stderr[-3000:]
+    probe = json.loads((run.parent / "probe" / "summary.json").read_text())["result"]
+    assert doc["rate"] == round(probe["rps"] * 0.5) and "with 1 backend pod" in doc["rate_from"], doc["rate_from"]
     a = doc["analysis"]
     assert a["marks_ms"]["start"] < a["marks_ms"]["down"] < a["marks_ms"]["end"], a["marks_ms"]
     assert "serving" in a["marks_ms"] or "kube-proxy balances connections, not requests" in doc["verdict"], doc
@@ -117,6 +134,7 @@ def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_p
     reason, obj = {"kill-backend": ("Killing", "Pod/backend-"), "kill-ingress": ("Killing", "Pod/nginx-lb-"),
                    "rollout": ("ScalingReplicaSet", "Deployment/nginx-lb")}[kind]
     m = doc["marks_unix_ms"]
+    # exact: events carry whole seconds
     assert any(e["reason"] == reason and e["object"].startswith(obj) and m["start"] - 1000 < e["unix_ms"] <= m["end"]
                for e in doc["events"]), (m, doc["events"])
     if kind == "kill-backend":
@@ -128,16 +146,17 @@ def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_p
     assert (r.returncode == 99) == (json.loads((run / "summary.json").read_text())["result"]["passed"] is False)
 
 
-def test_graceful_shutdown_turns_a_scale_from_502s_to_none(local_cluster, tmp_path):
+def test_graceful_shutdown_turns_a_scale_from_502s_to_none(scale_without, tmp_path):
     """The well-configured manifests (components/graceful-shutdown: each pod keeps serving 5 s
     after its deletion starts, then quits gracefully) against the same LB without them:
     backends 10 -> 1 -> 10 fail requests with 502 without, none with, and the server agrees.
-    CHANGE_ERRORS_MAX=0, the zero-errors threshold: crossed without (exit 99), held with (0)."""
-    r0, without, _ = change(tmp_path / "without", "scale", VARIANT="seed003-lb-clusterip-10pods", CHANGE_ERRORS_MAX="0")
-    r, graceful, _ = change(tmp_path / "with", "scale", VARIANT="seed003-lb-clusterip-10pods-graceful", CHANGE_ERRORS_MAX="0")
+    CHANGE_ERRORS_MAX=0, the zero-errors threshold and the only one judged: crossed without
+    (exit 99), held with (0)."""
+    r0, without, _ = scale_without
+    r, graceful, _ = bench_change(tmp_path, "scale", {**SCALE, "VARIANT": "seed003-lb-clusterip-10pods-graceful"})
     assert without["analysis"]["during"]["by_kind"].get("status", 0) > 0, without["analysis"]["during"]
     assert r0.returncode == 99 and "CROSSED" in without["gate"], without["gate"]
-    assert graceful["analysis"]["run"]["errors"] == 0 and r.returncode == 0, graceful["analysis"]["run"]
+    assert graceful["analysis"]["run"]["errors"] == 0 and r.returncode == 0, (graceful["analysis"]["run"], r.stderr[-2000:])
     assert graceful["gate"] == "CHANGE_ERRORS_MAX=0: 0 failed during the change: ok"
     agrees(without)
     agrees(graceful)
