@@ -3,6 +3,7 @@ import subprocess
 
 import pytest
 
+import bounds
 from conftest import ROOT, registry, sh
 
 SCENARIOS = next(s["values"] for s in registry() if s["name"] == "SCENARIO")
@@ -64,3 +65,25 @@ def test_render_refuses_an_undefined_knob(tmp_path):
            "kustomize/components/nginx-lb/defaults.env")
     assert r.returncode != 0
     assert "knob WORKERZ is not defined" in r.stderr
+
+
+def test_every_bound_on_a_measured_figure_names_its_source():
+    """ci/tests/bounds.py over the suite: an assertion holding a rate, a latency, a CV or a
+    duration to a number says where the number comes from (# noise: a documented spread, or
+    # exact: arithmetic the test controls)."""
+    problems = [p for f in sorted((ROOT / "ci/tests").glob("*.py")) for p in bounds.unnamed(f)]
+    assert problems == []
+
+
+def test_the_bounds_lint_catches_a_bare_bound_and_an_unsourced_one(tmp_path):
+    f = tmp_path / "test_x.py"
+    f.write_text("def test_a(r):\n"
+                 "    assert r['rps'] > 9000\n"
+                 "    # noise: an hour I liked\n"
+                 "    assert r['p99_ms'] < 50\n"
+                 "    # noise: identical runs vary up to 20 % (README)\n"
+                 "    assert r['cv_percent'] < 40\n"
+                 "    assert r['requests'] == 1200\n")
+    got = bounds.unnamed(f)
+    assert [g.split(":")[1] for g in got] == ["2", "4"], got
+    assert "no '# noise:' or '# exact:'" in got[0] and "must name its documented figure" in got[1]
