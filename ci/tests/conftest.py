@@ -47,6 +47,14 @@ class Run:
         return [l for l in self.err.splitlines() if l.startswith("error:")]
 
 
+# The thresholds a test is not about, set out of reach, so that its exit code says only what it
+# is about: a run's default p95/p99 thresholds (250/500 ms) are crossed on a slow hour of this
+# host by short runs whose subject is a count (issue 27: a 4 s lab run at 6,000 req/s).
+LATENCY_UNJUDGED = {"P95_MS": "3600000", "P99_MS": "3600000"}
+# ... and every k6 threshold but the validity one, for a test of bench:change's own gate.
+K6_UNJUDGED = {**LATENCY_UNJUDGED, "ERROR_RATE_MAX": "1", "DROPPED_MAX": "1000000000", "LATE_MAX": "1"}
+
+
 def sh(*args, env=None, timeout=300):
     full = dict(os.environ, **(env or {}))
     return subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
@@ -57,8 +65,9 @@ def bench(tmp_path):
     """bench(scenario, **env) -> Run: one ci/run/bench.sh run with results under tmp_path."""
     def run(scenario, **env):
         root = tmp_path / f"results-{len(list(tmp_path.iterdir()))}"
-        # The lab unless a test names the platform (the tool's default is the local cluster).
-        env = {"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "3s", "CONNECTIONS": "20", **env}
+        # The lab unless a test names the platform (the tool's default is the local cluster);
+        # the latency thresholds only where a test sets them (LATENCY_UNJUDGED).
+        env = {"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "3s", "CONNECTIONS": "20", **LATENCY_UNJUDGED, **env}
         return Run(sh("bash", "ci/run/bench.sh", scenario, env=env), root)
     return run
 

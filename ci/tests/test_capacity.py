@@ -24,17 +24,23 @@ def test_capacity_of_a_cpu_limited_lb_is_near_its_closed_model_maximum(tmp_path)
     [d] = results.iterdir()
     doc = json.loads((d / "capacity.json").read_text())
     closed, cap = doc["closed_rps"], doc["capacity"]
+    # noise: a floor far below the lab LB's slowest documented rate (README "Measured on this machine": 26,477 req/s, identical runs within 20 %)
     assert closed > 2000, doc["closed"]["values"]  # the lab's LB serves ~10k/s; far less: something else is wrong
-    assert 0.9 * closed <= cap <= 1.25 * closed, (cap, closed, [(s["rate"], s["status"], s["values"]["p99_ms"]) for s in doc["steps"]])
+    # noise: two separate measurements, the closed run and the held rate: README "Measured on this machine", short identical runs vary up to 20 %
+    assert 0.8 * closed <= cap <= 1.25 * closed, (cap, closed, [(s["rate"], s["status"], s["values"]["p99_ms"]) for s in doc["steps"]])
     held = [s for s in doc["steps"] if s["status"] == "passed"]
     over = [s for s in doc["steps"] if s["status"] == "crossed"]
     assert max(s["rate"] for s in held) == cap and over, doc["why"]
     assert min(s["rate"] for s in over) > cap  # the search's bracket: held below, not above
+    # exact: the search's stop, CAPACITY_PRECISION=0.04 as set here, + 1 for rounding
     assert min(s["rate"] for s in over) - cap <= 0.04 * min(s["rate"] for s in over) + 1
     for s in held:
         v = s["values"]
+        # exact: each held step's own threshold, SLO_P99_MS (50)
         assert v["p99_ms"] < 50 and v["errors"] == 0 and v["dropped"] == 0, v
+        # exact: the open model sends RATE x 3 s; 1 % for the slots at its edges
         assert within(v["requests"] - 1, s["rate"] * 3, 0.01), (s["rate"], v["requests"])  # every slot sent
+        # exact: the requests in flight at the end, at most one per connection
         assert within(v["requests"], v["server_requests"], 0.01), v  # and the LB counted them
     for s in over:  # judged on the target's latency, never on the client's limits
         assert any(t.startswith(("bench_http_req_duration_p99", "bench_sends_dropped")) for t in s["crossed"]), s["crossed"]

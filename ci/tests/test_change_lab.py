@@ -57,6 +57,7 @@ def test_the_control_run_and_a_reload(tmp_path):
     # 99 when a connection closed under a request: the scenario's http_req_failed threshold is 0.01 %.
     assert r.returncode == (99 if a["run"]["errors"] else 0), r.stderr[-3000:]
     m = a["marks_ms"]
+    # noise: the lab's reload answers within 0.1 s (README "Change under load", the lab's table); 2 s is a stalled host
     assert at_change_at(m) and m["start"] < m["serving"] == m["end"] < 16000 and a["serving_after_ms"] < 2000, m
     assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
     assert a["during"]["errors"] == a["run"]["errors"]  # none outside the change
@@ -91,6 +92,7 @@ def test_the_only_backend_stopped_fails_exactly_while_it_is_down(tmp_path):
     assert a["run"]["errors"] > 1000 and a["during"]["errors"] == a["run"]["errors"], a
     exact(doc)
     m, d = a["marks_ms"], a["disruption"]
+    # exact: the timeline's 100 ms slots
     assert m["start"] - m["start"] % 100 <= d["from_ms"] and d["to_ms"] <= m["end"] + 100, (m, d)
     assert d["ms"] >= 1000  # down for BACKEND_DOWN_S at least
     assert "the only backend was stopped" in doc["verdict"] and "CROSSED" in doc["gate"]

@@ -38,6 +38,7 @@ def assert_clean_k8s_run(run, scenario, variant):
     r = run.result
     assert r["requests"] > 0 and r["errors"] == 0 and r["passed"], r
     assert run.metric("checks")["fails"] == 0
+    # exact: the requests in flight at the end, at most one per connection
     assert within(r["requests"], run.summary["server"]["requests"], 0.01), (r["requests"], run.summary["server"])
     meta = json.loads((run.dir / "meta.json").read_text())
     assert meta["platform"] == "local" and meta["variant"] == variant and meta["scenario"] == scenario
@@ -102,8 +103,10 @@ def link_1g_run(tmp_path_factory):
 def test_throughput_through_a_1g_link_is_judged_nic_bound(link_1g_run):
     r = assert_clean_k8s_run(link_1g_run, "throughput", "seed002-nginx-lb-tuned-link-1g")
     s, v = link_1g_run.summary["correlation"]["signals"], link_1g_run.summary["verdict"]
+    # noise: the emulated link fills to 0.92-0.93 (README "Measured on this machine", seed 002's link share)
     assert s["link_capacity_bits"] == 1e9 and s["nic_utilization"] >= 0.85 and v["limit"] == "nic", (v, s)
     # Not above the link: no burst let through at full speed first.
+    # noise: 0.925 Gbit/s measured (README "Measured on this machine"); above 1.0 only if a burst passed
     assert 0.85 <= r["gbit_per_s"] <= 1.0, r
     print(f"\n{r['gbit_per_s']:.3f} Gbit/s; {v['text']}")
 
@@ -162,6 +165,7 @@ def test_external_platform_runs_k6_inside_the_cluster(tmp_path):
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["platform"] == "external" and summary["segments"] == 1
     assert summary["requests"] > 0 and summary["errors"] == 0 and summary["passed"]
+    # exact: the requests in flight at the end, at most one per connection
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
 
 
@@ -184,8 +188,11 @@ def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"]
     parts = [s["rps"] for s in summary["per_segment"]]
+    # exact: each segment half of the open model's 400/s; 5 % for the slots at a 5 s run's edges
     assert all(within(p, 200, 0.05) for p in parts), parts
+    # exact: RATE x DURATION, and each pod's setup and teardown requests
     assert within(summary["requests"], 400 * 5, 0.03), summary["requests"]
+    # exact: the requests in flight at the end, at most one per connection
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
 
 
@@ -219,6 +226,7 @@ def test_an_interrupted_distributed_run_is_recorded_aborted(tmp_path):
     summary = json.loads(next((tmp_path / "r").glob("*/summary.json")).read_text())
     assert summary["aborted"] is True and summary["passed"] is False, summary
     assert summary["interrupted"]["signal"] == "SIGINT" and summary["requests"] > 0, summary
+    # exact: the requests in flight at the end, at most one per connection
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
     phases = kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/name=k6", "-o",
                      "jsonpath={range .items[*]}{.status.phase} {end}").stdout
@@ -244,10 +252,12 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"], summary
     assert all(s["rps"] > 0 for s in summary["per_segment"]), summary["per_segment"]
+    # exact: the requests in flight at the end, at most one per connection
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
     # One latency for the run: the pods' histograms merged (test_merged_percentiles.py holds
     # the merge to the exact values); a mixture's p99 lies between its parts'.
     each = [s["p99_ms"] for s in summary["per_segment"]]
+    # exact: a mixture's p99 between its parts', each within its histogram's 1/256
     assert summary["latency"]["merged"] and min(each) * 0.99 <= summary["p99_ms"] <= max(each) * 1.01, (summary["p99_ms"], each)
     # The pods streamed to the cluster's Prometheus (by its Service name), each runner apart
     # (instance_id) and tagged with the run: their request counters add up to the run's give
@@ -265,6 +275,7 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     counted = float(q(f'sum(max_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m]))')[0]["value"][1])
     assert summary["requests"] - 2 <= counted <= summary["requests"] + 2 * 2, (counted, summary["requests"])
     p99 = 1000 * float(q(f'histogram_quantile(0.99, sum(increase(k6_http_req_duration_seconds{{testid="{testid}", name!="bench-correlation"}}[5m])))')[0]["value"][1])
+    # exact: two histograms' bucket errors, Prometheus' 2^(1/8) (+-4.4 %) and the engine's 1/256
     assert abs(p99 - summary["p99_ms"]) <= 0.1 * summary["p99_ms"], (p99, summary["p99_ms"])
     assert summary["verdict"]["limit"] in {"load-generator", "ingress-cpu", "nic", "backend", "none"}, summary["verdict"]
     print(f"\nmerged p99 {summary['p99_ms']:.3f} ms (segments {each}), Prometheus' {p99:.3f} ms; {summary['verdict']['text']}")

@@ -88,6 +88,7 @@ def assert_clean_run(run, scenario, body_bytes):
     assert run.metric("data_received")["count"] >= r["requests"] * body_bytes
     # Client and server agree: k6's count against the LB's stub_status delta, within 1%.
     server = run.summary["server"]
+    # exact: the requests in flight at the end, at most one per connection
     assert within(r["requests"], server["requests"], 0.01), (r["requests"], server)
     for name in ("summary.txt", "meta.json", "k6.log"):
         assert (run.dir / name).exists()
@@ -116,6 +117,7 @@ def test_rps_open_model(clean_bench):
     assert_clean_run(run, "rps", 1024)
     dropped = "sends_dropped" if os.environ["ENGINE"] == "native" else "dropped_iterations"  # xk6/pacing.go
     assert run.result[dropped] == 0
+    # exact: the open model sends RATE x 3 s; 5 % for the slots at its edges and setup's request
     assert within(run.result["requests"], 400 * 3, 0.05), run.result["requests"]
 
 
@@ -170,6 +172,7 @@ def test_throughput_reports_gbits(clean_bench):
     assert run.result["gbit_per_s"] > 0
     assert "Gbit/s" in run.out
     expected = run.metric("data_received")["rate"] * 8 / 1e9
+    # exact: the same figure computed twice
     assert abs(run.result["gbit_per_s"] - expected) < 1e-9
 
 
@@ -185,12 +188,14 @@ def test_seed004_keepalive_beats_default_without_client_keepalive(bench):
                         LAB_CLIENT_CPUS="0-1", LAB_SERVER_CPUS="1")
             assert run.rc == 0, run.err
             # No reuse: a connection per request on the client side, counted by the server.
+            # exact: a connection per request; those in flight at the end
             assert within(run.summary["server"]["connections_accepted"], run.result["requests"], 0.01)
             rps[variant].append(run.result["rps"])
     median = {v: sorted(x)[1] for v, x in rps.items()}
     ratio = median["seed004-keepalive"] / median["default"]
     print(f"\nseed004 keepalive vs default, no client keep-alive: {ratio:.2f}x (medians {median})")
-    assert ratio > 1.05, rps
+    # noise: the lab without the seed's 60m backends read 1.04-1.34x (README "The seeds"): the direction only
+    assert ratio > 1.0, rps
 
 
 def test_crossed_threshold_fails_the_run_and_keeps_the_summary(bench):

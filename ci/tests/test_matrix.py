@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, k6_running, sh, table_row, task
+from conftest import LATENCY_UNJUDGED, ROOT, k6_running, sh, table_row, task
 
-SHORT = {"DURATION": "3s", "CONNECTIONS": "10"}
+SHORT = {"DURATION": "3s", "CONNECTIONS": "10", **LATENCY_UNJUDGED}
 
 
 def case_list(tmp_path, cases, **top):
@@ -76,6 +76,7 @@ def test_a_crossed_threshold_is_recorded_and_the_other_cases_run(tmp_path):
         assert s["median"] == pytest.approx(statistics.median(rps))
         assert (s["min"], s["max"]) == (pytest.approx(min(rps)), pytest.approx(max(rps)))
         assert s["cv_percent"] == pytest.approx(statistics.stdev(rps) / statistics.fmean(rps) * 100)
+        # exact: a share of k6's CPUs; above 100 % only by its start, outside the wall clock
         assert 0 < c["stats"]["k6_cpu"]["median"] <= 150
     ratio = doc["ratios"][0]
     assert ratio["value"] == pytest.approx(by["floor"]["stats"]["rps"]["median"] / by["default"]["stats"]["rps"]["median"])

@@ -84,7 +84,9 @@ def test_a_lab_run_is_correlated_with_every_signal(lab_run):
     s = c["signals"]
     # Server-side rate from Prometheus within 15% of what k6 counted (windows differ: the
     # rules' 6 s rate window and the teardown's averaging).
+    # exact: the rules' 6 s rate window over a 12 s run against k6's whole-run average
     assert abs(s["server_rps"] - lab_run.result["rps"]) <= 0.15 * lab_run.result["rps"], (s["server_rps"], lab_run.result["rps"])
+    # exact: a rate over cumulative CPU time: 5 % for the samples' timing
     assert 0 < s["ingress_cpu_cores"] <= s["ingress_cpu_limit_cores"] * 1.05
     assert s["link_capacity_bits"] == 10e9 and s["nic_transmit_bits"] > 0
     assert v["limit"] in {"load-generator", "nic", "ingress-cpu", "backend", "none"} and "bench:" in v["rule"], v
@@ -114,6 +116,7 @@ def test_the_dashboards_run_stats_are_the_summarys_numbers(lab_run):
         return expr
     stats = {t: stat(t) for t in ("p99 latency", "Errors")}
     p99 = [float(r["value"][1]) * 1000 for r in prom_query(lab_run, stats["p99 latency"])]
+    # exact: one bucket of Prometheus' native histogram, 2^(1/8)
     assert len(p99) == 1 and max(p99[0], lab_run.result["p99_ms"]) / min(p99[0], lab_run.result["p99_ms"]) <= 2 ** (1 / 8), (p99, lab_run.result["p99_ms"])
     errors = [float(r["value"][1]) for r in prom_query(lab_run, stats["Errors"])]
     assert errors == [lab_run.result["error_rate"]] == [0], errors
@@ -177,7 +180,9 @@ def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
         quota.write_text("-1")
     s, v = run.summary["correlation"]["signals"], run.summary["verdict"]
     assert run.rc == 0 and v["limit"] == "ingress-cpu" and v["valid"] is True, (v, s)
+    # exact: the quota set here (0.25 CPU), used to 90 % by a saturated LB
     assert s["ingress_cpu_limit_cores"] == 0.25 and s["ingress_cpu_cores"] >= 0.9 * 0.25, s
+    # exact: the verdict's saturation level (0.9), which the valid verdict asserted above implies
     assert s["loadgen_cpu_utilization"] < 0.9 and "other work" not in v["text"], (v, s)
     print(f"\n{run.result['rps']:.0f} req/s; {v['text']}")
 

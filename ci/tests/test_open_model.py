@@ -17,16 +17,20 @@ BACKEND_NS = f"{LAB['LAB_NS_PREFIX']}be1"  # ci/platforms/lab.sh add_host be<i>
 @pytest.mark.parametrize("rate", [1000, 3000, 6000])  # the lab LB serves ~10k/s on its one CPU
 def test_the_rate_asked_is_the_rate_sent(bench, rate):
     """Every slot of RATE x DURATION sent (within 1%), none late past the tolerance's share,
-    none dropped; the client's CPU per request is reported."""
+    none dropped; the client's CPU per request is reported. The exit code judges the sends
+    (dropped, client-late), not the latency: a stall of the host shows in the p99 of a 4 s run."""
     run = bench("rps", ENGINE="native", RATE=str(rate), DURATION="4s", MONITORING="0")
     assert run.rc == 0, run.why
     r = run.result
     sent = r["requests"] - 1  # setup's readiness GET
+    # exact: the open model sends RATE x 4 s; 1 % for the slots at its edges
     assert within(sent, rate * 4, 0.01), (sent, rate * 4)
     assert r["sends_dropped"] == 0 and r["errors"] == 0
     assert r["sends_client_late"] <= 0.05 * rate * 4, r["sends_client_late"]
+    # exact: service time never exceeds the time from the due time; 1 % for the histograms' buckets
     assert 0 < r["service_p99_ms"] <= r["p99_ms"] * 1.01  # from the send vs from the due time
     assert run.summary["client"]["cpu_us_per_request"] > 0
+    # exact: the requests in flight at the end, at most one per connection
     assert within(sent, run.summary["server"]["requests"] - 1, 0.01)  # the LB counted the same
     assert "open model" in run.out and f"of {rate:,} req/s asked" in run.out
 
@@ -47,7 +51,9 @@ def test_a_stalled_target_shows_in_the_corrected_latency_not_the_service_time(be
     sh("kill", "-CONT", *pids)
     r = run.result()
     assert run.rc == 0, run.why  # 200 ms: under the p95/p99 thresholds, and the client was on time
+    # exact: the 200 ms pause set here, seen from the due time
     assert r["p99_ms"] >= 0.5 * pause * 1000, r  # the stall, seen from the due time
+    # exact: the pause set here: only the few requests in flight at the stop wait it
     assert r["service_p99_ms"] < 0.25 * pause * 1000, r  # what the target took once asked
     assert 0.7 * rate * pause <= r["sends_late"] <= 1.5 * rate * pause, r["sends_late"]
     assert r["sends_client_late"] < 0.5 * r["sends_late"], r  # the target held most, not the client
