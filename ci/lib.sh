@@ -140,26 +140,44 @@ prometheus_api() {
     curl -fsS --max-time 2 "${1%/}$2"
   fi
 }
-# prometheus_wait_loaded URL [SECONDS]: until Prometheus has the bench rules and scrapes an
-# ingress (the operator and the kubelet take seconds to hand it a new deploy's PodMonitors and
-# rules); a warning, not an error, after SECONDS (DEPLOY_TIMEOUT's default, 120): the run's
-# summary then says which signals are missing.
+# prometheus_wait_loaded URL [SECONDS] [ROLE]: until Prometheus has the bench rules and scrapes
+# the deploy's pods of ROLE (ingress; backend for a NodePort straight to the backends: the
+# operator and the kubelet take seconds to hand it a new deploy's PodMonitors and rules); a
+# warning, not an error, after SECONDS (DEPLOY_TIMEOUT's default, 120): the run's summary then
+# says which signals are missing. Exit 0 loaded, 2 warned.
 prometheus_wait_loaded() {
-  local secs=${2:-120}
+  local secs=${2:-120} role=${3:-ingress}
   prometheus_api "$1" /api/v1/status/buildinfo >/dev/null 2>&1 ||
-    { echo "warning: Prometheus at $1 does not answer from this host: its rules and targets are not waited for" >&2; return 0; }
+    { echo "warning: Prometheus at $1 does not answer from this host: its rules and targets are not waited for" >&2; return 2; }
   loaded() {
     prometheus_api "$1" /api/v1/rules | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
-      prometheus_api "$1" "/api/v1/query?query=$(jq -rn '"up{role=\"ingress\"} == 1" | @uri')" | jq -e '.data.result | length > 0' >/dev/null 2>&1
+      prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg r "$role" '"up{role=\"\($r)\"} == 1" | @uri')" | jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
   # And three samples of the ingress's target: a rate needs two before the run's first second
   # counts. A target scraped for a while has them already (the runs after the first: no wait).
   scraped() {
-    prometheus_api "$1" "/api/v1/query?query=$(jq -rn '"count_over_time(up{role=\"ingress\"}[1m]) >= 3" | @uri')" |
+    prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg r "$role" '"count_over_time(up{role=\"\($r)\"}[1m]) >= 3" | @uri')" |
       jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
   poll "$secs" loaded "$1" && poll 30 scraped "$1" ||
-    { echo "warning: Prometheus at $1 has not loaded the bench rules or scraped an ingress target after $secs s: the correlation will miss them" >&2; return 0; }
+    { echo "warning: Prometheus at $1 has not loaded the bench rules or scraped an $role target after $secs s: the correlation will miss them" >&2; return 2; }
+}
+# prometheus_wait_link URL [SECONDS]: until Prometheus evaluates the link capacity the deploy
+# just declared (the PrometheusRule bench-link-capacity in the current kubectl context, patched
+# by deploy.sh). The operator and the config reloader hand a changed rule over in seconds; a
+# run started before would be judged against the previous deploy's link (a 1 Gbit/s link read
+# as 1.75: the old 10 over the window's first seconds). A warning, not an error, after SECONDS.
+prometheus_wait_link() {
+  local secs=${2:-120} want
+  want=$(kubectl -n ingress-bench get prometheusrule bench-link-capacity -o jsonpath='{.spec.groups[0].rules[0].expr}' 2>/dev/null |
+    sed -n 's/^vector(\(.*\))$/\1/p')
+  [ -n "$want" ] || return 0
+  link_is() {
+    prometheus_api "$1" "/api/v1/query?query=bench%3Alink_capacity%3Abits" |
+      jq -e --arg w "$want" '.data.result | length == 1 and (.[0].value[1] | tonumber) == ($w | tonumber)' >/dev/null 2>&1
+  }
+  poll "$secs" link_is "$1" ||
+    echo "warning: Prometheus at $1 still evaluates another link capacity than this deploy's ($want bits) after $secs s: NIC utilization is judged against it" >&2
 }
 # need_cpu_quantity NAME VALUE: dies unless VALUE is a Kubernetes CPU quantity above 0 (2, 500m, 0.5).
 need_cpu_quantity() {

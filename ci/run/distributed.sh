@@ -47,7 +47,9 @@ addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh" --for-pods) || exit 1
 if [ "${MONITORING:-1}" != 1 ]; then unset PROMETHEUS_URL
 else
   ! own_monitoring || PROMETHEUS_URL=$(pf_prometheus_in_cluster) || exit 1
-  [ -z "$PROMETHEUS_URL" ] || prometheus_wait_loaded "$PROMETHEUS_URL" "${DEPLOY_TIMEOUT:-120}"
+  if [ -n "$PROMETHEUS_URL" ] && prometheus_wait_loaded "$PROMETHEUS_URL" "${DEPLOY_TIMEOUT:-120}"; then
+    prometheus_wait_link "$PROMETHEUS_URL" "${DEPLOY_TIMEOUT:-120}"
+  fi
 fi
 scheme=$(scenario_scheme "$SCENARIO")
 

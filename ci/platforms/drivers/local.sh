@@ -25,7 +25,9 @@ pf_up() {
   pf_cluster_up
   local addr scheme
   addr=$(bash "$IB_ROOT/ci/platforms/deploy.sh") || exit 1
-  if own_monitoring; then bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait; fi
+  # The pods its monitors scrape: the ingress's, or a NodePort straight to the backends' (no
+  # ingress pod: waiting for one took the whole timeout).
+  if own_monitoring; then bash "$IB_ROOT/ci/platforms/monitoring/monitoring.sh" wait "$([[ $addr == *:* ]] && echo backend || echo ingress)"; fi
   scheme=$(scenario_scheme "$1")
   if [[ $addr == *:* ]]; then
     # A NodePort straight to the backends: plain HTTP, counted by the backend's stub_status.

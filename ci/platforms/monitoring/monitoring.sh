@@ -104,7 +104,12 @@ lab_down() {
 case "${1:-}" in
   # The lab's Prometheus reads its rules and targets from files as it starts (up waits for
   # it): what it lacks a few seconds later it will not get.
-  wait) prometheus_wait_loaded "$("$0" url)" "$([ "$PLATFORM" = lab ] && echo 10 || echo "${DEPLOY_TIMEOUT:-120}")" ;;
+  wait)
+    url=$("$0" url)
+    if [ "$PLATFORM" = lab ]; then prometheus_wait_loaded "$url" 10 "${2:-ingress}" || true
+    elif prometheus_wait_loaded "$url" "${DEPLOY_TIMEOUT:-120}" "${2:-ingress}"; then
+      KUBECONFIG=$IB_CLUSTER_KUBECONFIG prometheus_wait_link "$url" "${DEPLOY_TIMEOUT:-120}"
+    fi ;;
   up) "${PLATFORM}_up" ;;
   down)
     need_root "monitoring:down"
