@@ -153,7 +153,7 @@ prometheus_wait_loaded() {
     prometheus_api "$1" /api/v1/rules | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
       prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg r "$role" '"up{role=\"\($r)\"} == 1" | @uri')" | jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
-  # And three samples of the ingress's target: a rate needs two before the run's first second
+  # And three samples of that target: a rate needs two before the run's first second
   # counts. A target scraped for a while has them already (the runs after the first: no wait).
   scraped() {
     prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg r "$role" '"count_over_time(up{role=\"\($r)\"}[1m]) >= 3" | @uri')" |

@@ -151,10 +151,20 @@ rc=$(cat "$scratch/rc" 2>/dev/null || echo 137) # none: killed
 after=$(stub)
 
 # k6 stopped without its summary (it had to be killed, or the signal came before its own
-# handling was set up): the run's directory is completed from what this script knows, so it
-# stays a run (its report, its server count) and its line says what was lost.
+# handling was set up)...
 lost=''
 if [ -n "$interrupted" ] && [ ! -s "$dir/meta.json" ]; then
+  # ... before it sent anything: the signal came as it started, before k6 set up its handling
+  # (which it does before any request); k6 died of it, and so did the job's shell, which then
+  # never wrote the CPU times (a k6 that handles a signal exits, and the shell goes on).
+  # Nothing was measured, and the run just ends.
+  if [ ! -f "$scratch/cpu" ]; then
+    rm -rf "$dir"
+    say results "none: interrupted by $interrupted as k6 started, before it sent a request"
+    exit "$signal_rc"
+  fi
+  # ... later: the run's directory is completed from what this script knows, so it stays a
+  # run (the server's count) and its line says what was lost.
   lost="; k6 stopped before writing its summary: the client's counts are lost"
   jq -n --argjson m "$meta" --arg testid "$testid" --arg scenario "$SCENARIO" --arg variant "$VARIANT" --arg platform "$PLATFORM" \
     --arg target "${TARGET:-}" --arg duration "${DURATION:-}" --arg engine "${ENGINE:-}" --arg at "$(date -u +%Y-%m-%dT%H:%M:%S.000Z)" \
@@ -177,15 +187,6 @@ if [ -z "$interrupted" ] && [ "$rc" != 0 ] && [ "$rc" != 99 ]; then # 99: thresh
   die "k6 $SCENARIO did not finish (exit $rc): ${reason:-see $dir/k6.log}"
 fi
 
-# Interrupted before k6 sent anything: the signal came as it started, before k6 set up its own
-# handling (which it does before any request): k6 died of it, and so did the job's shell,
-# which then never wrote the CPU times (a k6 that handles a signal exits, and the shell goes
-# on). Nothing was measured, and the run just ends.
-if [ -n "$lost" ] && [ ! -f "$scratch/cpu" ]; then
-  rm -rf "$dir"
-  say results "none: interrupted by $interrupted as k6 started, before it sent a request"
-  exit "$signal_rc"
-fi
 { [ -f "$scratch/cpu" ] && read -r wall user sys <"$scratch/cpu"; } || { wall=$((SECONDS - k6_started)) user=0 sys=0; }
 report() { "$IB_VENV/bin/python" "$IB_ROOT/ci/report" "$@"; } # the package ci/report
 # summary.json: k6's own, completed with the load generator's CPU and nginx's count (ci/report/

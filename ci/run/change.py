@@ -1,8 +1,9 @@
 """ci/run/change.py: `./task bench:change CHANGE=kind` — what a change under load costs.
 
 A steady open-model load (the rps scenario at LOAD_SHARE % of the capacity a closed-model run
-of VARIANT measures first, for a scale in its smallest state, one backend pod; or RATE) and, CHANGE_AT into it, a change on the local cluster (or,
-for reload, kill-backend and none, on the bare-metal lab: PLATFORM=lab):
+of VARIANT measures first, for a scale in its smallest state, one backend pod; or RATE) and,
+CHANGE_AT into it, a change on the local cluster (or, for reload, kill-backend and none, on
+the bare-metal lab: PLATFORM=lab):
   reload        the ingress renders RELOAD_TO's knobs and reloads nginx in place (lb.sh), as an
                 ingress controller does on a configuration change; it ends when the status
                 port's /generation answers the new configuration's number
