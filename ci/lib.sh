@@ -9,7 +9,6 @@ LAB_STUB=http://$LAB_LB_IP:$LAB_STATUS_PORT/stub_status
 # shellcheck source=ci/tools/versions.env
 . "$IB_ROOT/ci/tools/versions.env"
 IB_CACHE=${IB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ingress-bench}
-IB_GOCACHE_DIRS="$IB_CACHE/go"
 # Version-keyed install directories: PATH is composed from the pins, so two checkouts with
 # different pins never see each other's binaries.
 # k6 with the project's extension (xk6/): keyed by the pin and the extension's sources, so an

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LATENCY_UNJUDGED, ROOT, k6_running, sh, table_row, task
+from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, k6_running, sh, table_row, task
 
-SHORT = {"DURATION": "3s", "CONNECTIONS": "10", **LATENCY_UNJUDGED}
+SHORT = {"DURATION": "3s", "CONNECTIONS": "10", **LATENCY_UNJUDGED, **VALIDITY_UNJUDGED}
 
 
 def case_list(tmp_path, cases, **top):
