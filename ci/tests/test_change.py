@@ -92,7 +92,9 @@ def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(scale_
     """Backends 10 -> 1 -> 10 behind the LB's ClusterIP: the load from the one-pod probe, the
     scale down and back marked, the client's 502s (if any) are the access log's; the new pods
     serve, or the verdict says why not (seed 003's LB keeps its upstream keep-alive connections
-    to the pods they were opened to)."""
+    to the pods they were opened to). Besides 502s, a request the LB sent on a keep-alive
+    connection to a pod whose network was already gone waits for an answer that never comes:
+    the client's REQUEST_TIMEOUT ends it first (a timeout; 6 of 209 errors once)."""
     r, doc, run = scale_without
     assert r.returncode in (0, 99), r.stderr[-3000:]
     probe = json.loads((run.parent / "probe" / "summary.json").read_text())["result"]
@@ -100,7 +102,7 @@ def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(scale_
     a = doc["analysis"]
     assert a["marks_ms"]["start"] < a["marks_ms"]["down"] < a["marks_ms"]["end"], a["marks_ms"]
     assert "serving" in a["marks_ms"] or "kube-proxy balances connections, not requests" in doc["verdict"], doc
-    assert set(a["run"]["by_kind"]) <= {"status"} and set(a["run"]["statuses"]) <= {"502"}, a["run"]
+    assert set(a["run"]["by_kind"]) <= {"status", "timeout"} and set(a["run"]["statuses"]) <= {"502"}, a["run"]
     covered(doc, run, 16)
     agrees(doc)
     assert len(kubectl("get", "pods", "-l", "app.kubernetes.io/name=backend", "-o", "name").stdout.split()) == 10
