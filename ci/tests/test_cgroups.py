@@ -303,9 +303,11 @@ def test_unsupported_layouts_refused_in_one_line_with_nothing_written(tmp_path):
 
 
 def busy_in_group(role, mounts=None):
-    """A busy loop on CPU 0 run by cgroups.sh in ROLE's group; its pid."""
+    """A busy loop on CPU 0 run by cgroups.sh in ROLE's group; its pid. It ends by itself after
+    30 s (the tests stop it after 3): a suite killed in the middle (SIGTERM skips the finally
+    that kills it) once left it burning a CPU under the next suite's benchmarks."""
     env = {"IB_CGROUP_MOUNTS": str(mounts)} if mounts else {}
-    p = subprocess.Popen(["bash", CGROUPS, "run", role, "taskset", "-c", "0", "bash", "-c", "while :; do :; done"],
+    p = subprocess.Popen(["bash", CGROUPS, "run", role, "taskset", "-c", "0", "bash", "-c", "while [ $SECONDS -lt 30 ]; do :; done"],
                          cwd=ROOT, env=dict(os.environ, **env))
     return p
 
