@@ -139,24 +139,36 @@ prometheus_api() {
     curl -fsS --max-time 2 "${1%/}$2"
   fi
 }
-# prometheus_wait_loaded URL [SECONDS] [ROLE]: until Prometheus has the bench rules and scrapes
-# the deploy's pods of ROLE (ingress; backend for a NodePort straight to the backends: the
-# operator and the kubelet take seconds to hand it a new deploy's PodMonitors and rules); a
-# warning, not an error, after SECONDS (DEPLOY_TIMEOUT's default, 120): the run's summary then
-# says which signals are missing. Exit 0 loaded, 2 warned.
+# prometheus_wait_loaded URL [SECONDS] [ROLE] [NAMESPACE]: until Prometheus has the bench rules
+# and scrapes the deploy's pods of ROLE (ingress; backend for a NodePort straight to the
+# backends), those of kubectl's NAMESPACE when given: the operator and the kubelet take seconds
+# to hand it a new deploy's PodMonitors and rules. A warning, not an error, after SECONDS
+# (DEPLOY_TIMEOUT's default, 120): the run's summary then says which signals are missing.
+# Exit 0 loaded, 2 warned.
 prometheus_wait_loaded() {
-  local secs=${2:-120} role=${3:-ingress}
+  local secs=${2:-120} role=${3:-ingress} ns=${4:-}
   prometheus_api "$1" /api/v1/status/buildinfo >/dev/null 2>&1 ||
     { echo "warning: Prometheus at $1 does not answer from this host: its rules and targets are not waited for" >&2; return 2; }
   loaded() {
     prometheus_api "$1" /api/v1/rules | jq -e '[.data.groups[].name] | index("bench-signals") and index("bench-link")' >/dev/null 2>&1 &&
       prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg r "$role" '"up{role=\"\($r)\"} == 1" | @uri')" | jq -e '.data.result | length > 0' >/dev/null 2>&1
   }
-  # And three samples of that target: a rate needs two before the run's first second
-  # counts. A target scraped for a while has them already (the runs after the first: no wait).
+  # And, for each of the deploy's running pods of that role (not one terminating: a rolling
+  # update's old pod still answers its scrape, and a 3 s run on the new one read no CPU limit),
+  # three samples of its target and its CPU rate and limit recorded: a rate needs two samples
+  # before the run's first second counts. Pods scraped for a while have them (no wait).
   scraped() {
-    prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg r "$role" '"count_over_time(up{role=\"\($r)\"}[1m]) >= 3" | @uri')" |
-      jq -e '.data.result | length > 0' >/dev/null 2>&1
+    local pods n q
+    pods=$([ -z "$ns" ] || kubectl -n "$ns" get pods -l "app.kubernetes.io/component=$role" -o json 2>/dev/null |
+      jq -r '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running") | .metadata.name] | join("|")') || pods=
+    if [ -z "$pods" ]; then n=1 q="count_over_time(up{role=\"$role\"}[1m]) >= 3"
+    else
+      n=$(awk -F'|' '{print NF}' <<<"$pods")
+      q="count_over_time(up{role=\"$role\",pod=~\"$pods\"}[1m]) >= 3"
+      q+=" and on (namespace, pod) bench:container_cpu_cores:rate and on (namespace, pod) bench:container_cpu_limit:cores"
+    fi
+    prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg q "count(count by (namespace, pod) ($q))" '$q | @uri')" |
+      jq -e --argjson n "$n" '(.data.result[0].value[1] // "0" | tonumber) >= $n' >/dev/null 2>&1
   }
   poll "$secs" loaded "$1" && poll 30 scraped "$1" ||
     { echo "warning: Prometheus at $1 has not loaded the bench rules or scraped an $role target after $secs s: the correlation will miss them" >&2; return 2; }
