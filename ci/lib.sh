@@ -165,7 +165,7 @@ prometheus_wait_loaded() {
     else
       n=$(awk -F'|' '{print NF}' <<<"$pods")
       q="count_over_time(up{role=\"$role\",pod=~\"$pods\"}[1m]) >= 3"
-      q+=" and on (namespace, pod) bench:container_cpu_cores:rate and on (namespace, pod) bench:container_cpu_limit:cores"
+      q+=" and on (namespace, pod) bench:${role}_cpu_cores:rate and on (namespace, pod) bench:${role}_cpu_limit:cores"
     fi
     prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg q "count(count by (namespace, pod) ($q))" '$q | @uri')" |
       jq -e --argjson n "$n" '(.data.result[0].value[1] // "0" | tonumber) >= $n' >/dev/null 2>&1

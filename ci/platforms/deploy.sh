@@ -168,7 +168,26 @@ if [ "$for_pods" = 1 ]; then
 else
   # ?deploy: the access log tells this request from a run's (bench:change counts the run's).
   # Ready pods are not yet a path: kube-proxy programs a new Service's address (the LB's, and
-  # the backends' it forwards to) in its own time, over 10 s on a busy 2-CPU node.
+  # the backends' it forwards to) in its own time, over 10 s on a busy 2-CPU node. On our node
+  # nothing is sent to a Service before kube-proxy's rule for it is there: this host routes
+  # the service range onto the bridge, and a SYN sent before (ours, or the LB's to a backend
+  # Service) leaves a conntrack entry without the DNAT for 120 s; a new connection of a run
+  # that drew the same source port then went to no one ("no route to host" after 3 s). A run
+  # with a new connection per request goes through every source port in seconds.
+  if [ "$PLATFORM" = local ]; then
+    # The namespace's Services with a ready endpoint: their ClusterIP and their NodePorts.
+    rules=$(kubectl -n "$NS" get svc,endpointslices -o json | jq -r '
+      (.items | map(select(.kind == "EndpointSlice" and any(.endpoints[]?; .conditions.ready))
+        | .metadata.labels["kubernetes.io/service-name"])) as $ready
+      | .items[] | select(.kind == "Service" and .spec.clusterIP != "None" and (.metadata.name as $n | $ready | index($n)))
+      | "-d \(.spec.clusterIP)/32 ", (.spec.ports[] | select(.nodePort) | "--dport \(.nodePort) ")')
+    programmed() {
+      local nat r; nat=$(iptables -w -t nat -S)
+      while IFS= read -r r; do [ -z "$r" ] || grep -qF -- "$r" <<<"$nat" || return 1; done <<<"$rules"
+    }
+    poll "$DEPLOY_TIMEOUT" programmed ||
+      die "kube-proxy has not programmed the Services of $OVERLAY after ${DEPLOY_TIMEOUT}s (iptables -t nat -S lacks one of: $(paste -sd, <<<"$rules"))"
+  fi
   poll "$DEPLOY_TIMEOUT" http_ok "http://$addr/1kb.bin?deploy" -H "Host: $HOST_HEADER" ||
     die "ingress $svc ($addr) does not answer 200 for /1kb.bin after ${DEPLOY_TIMEOUT}s (last: $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Host: $HOST_HEADER" "http://$addr/1kb.bin?deploy"))"
   say deploy "ingress $svc answering at http://$addr/"

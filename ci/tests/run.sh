@@ -71,7 +71,7 @@ say test "static and end to end on the lab (pytest)"
 mkdir -p "$IB_CACHE/logs"
 set -o pipefail
 rc=0
-pytest -q -rs -p no:cacheprovider --durations=12 --durations-min=20 ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log" || rc=$?
+pytest -q -rs -p no:cacheprovider --durations=25 --durations-min=10 ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log" || rc=$?
 say test "the machine as found (ci/tests/machine_state.py compare)"
 python3 ci/tests/machine_state.py compare "$logs/machine-before.json" || { keep_logs=1; rc=1; }
 exit $rc
