@@ -155,10 +155,12 @@ after=$(stub)
 lost=''
 if [ -n "$interrupted" ] && [ ! -s "$dir/meta.json" ]; then
   # ... before it sent anything: the signal came as it started, before k6 set up its handling
-  # (which it does before any request); k6 died of it, and so did the job's shell, which then
-  # never wrote the CPU times (a k6 that handles a signal exits, and the shell goes on).
-  # Nothing was measured, and the run just ends.
-  if [ ! -f "$scratch/cpu" ]; then
+  # (which it does before any request), and k6 died of it. The server says so where it
+  # counts (no connection but the count's own: each stub_status read is one); elsewhere the
+  # job's shell, which died with k6 and never wrote the CPU times, does (whether the shell
+  # dies too is a race: it once lived, and an empty run stayed). Nothing was measured, and
+  # the run just ends.
+  if { [ -n "$before" ] && [ -n "$after" ] && [ $(( ${after%% *} - ${before%% *} )) -le 1 ]; } || [ ! -f "$scratch/cpu" ]; then
     rm -rf "$dir"
     say results "none: interrupted by $interrupted as k6 started, before it sent a request"
     exit "$signal_rc"

@@ -105,12 +105,13 @@ def test_the_chart_runs_as_installed(stack):
     limit rules need arrive, and the bench rules are loaded beside the chart's own."""
     url = stack["url"]
 
-    def scrape_configs():  # empty until the config reloader's first load
+    def cadvisor_jobs():  # none until the config reloader loads a config the operator made
+        # with the kubelet's ServiceMonitor (its first may be made before it sees that one)
         with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
-            return (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs")
-    jobs = {j["job_name"]: j for j in poll(60, scrape_configs) or []}
-    cadvisor = [j for name, j in jobs.items() if name.startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
+            jobs = (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []
+        return [j for j in jobs if j["job_name"].startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
                 and j.get("metrics_path") == "/metrics/cadvisor"]
+    cadvisor = poll(60, cadvisor_jobs)
     assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is False, cadvisor
     # (container_spec_cpu_quota exists for a container with a CPU limit: the run below.)
     for series in ("container_spec_cpu_period", "container_spec_cpu_shares", "machine_cpu_cores"):
