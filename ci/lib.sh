@@ -157,19 +157,20 @@ prometheus_wait_loaded() {
   # update's old pod still answers its scrape, and a 3 s run on the new one read no CPU limit),
   # three samples of its target and its CPU rate and limit recorded: a rate needs two samples
   # before the run's first second counts. Pods scraped for a while have them (no wait).
+  # The pods are read once: the wait comes after the deploy's rollout.
   scraped() {
-    local pods n q
-    pods=$([ -z "$ns" ] || kubectl -n "$ns" get pods -l "app.kubernetes.io/component=$role" -o json 2>/dev/null |
-      jq -r '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running") | .metadata.name] | join("|")') || pods=
-    if [ -z "$pods" ]; then n=1 q="count_over_time(up{role=\"$role\"}[1m]) >= 3"
-    else
-      n=$(awk -F'|' '{print NF}' <<<"$pods")
-      q="count_over_time(up{role=\"$role\",pod=~\"$pods\"}[1m]) >= 3"
-      q+=" and on (namespace, pod) bench:${role}_cpu_cores:rate and on (namespace, pod) bench:${role}_cpu_limit:cores"
-    fi
     prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg q "count(count by (namespace, pod) ($q))" '$q | @uri')" |
       jq -e --argjson n "$n" '(.data.result[0].value[1] // "0" | tonumber) >= $n' >/dev/null 2>&1
   }
+  local pods n q
+  pods=$([ -z "$ns" ] || kubectl -n "$ns" get pods -l "app.kubernetes.io/component=$role" -o json 2>/dev/null |
+    jq -r '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running") | .metadata.name] | join("|")') || pods=
+  if [ -z "$pods" ]; then n=1 q="count_over_time(up{role=\"$role\"}[1m]) >= 3"
+  else
+    n=$(awk -F'|' '{print NF}' <<<"$pods")
+    q="count_over_time(up{role=\"$role\",pod=~\"$pods\"}[1m]) >= 3"
+    q+=" and on (namespace, pod) bench:${role}_cpu_cores:rate and on (namespace, pod) bench:${role}_cpu_limit:cores"
+  fi
   poll "$secs" loaded "$1" && poll 30 scraped "$1" ||
     { echo "warning: Prometheus at $1 has not loaded the bench rules or scraped an $role target after $secs s: the correlation will miss them" >&2; return 2; }
 }

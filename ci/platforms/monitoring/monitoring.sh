@@ -107,8 +107,8 @@ case "${1:-}" in
   wait)
     url=$("$0" url)
     if [ "$PLATFORM" = lab ]; then prometheus_wait_loaded "$url" 10 "${2:-ingress}" || true
-    elif KUBECONFIG=$IB_CLUSTER_KUBECONFIG prometheus_wait_loaded "$url" "${DEPLOY_TIMEOUT:-120}" "${2:-ingress}" ingress-bench; then
-      KUBECONFIG=$IB_CLUSTER_KUBECONFIG prometheus_wait_link "$url" "${DEPLOY_TIMEOUT:-120}"
+    elif export KUBECONFIG=$IB_CLUSTER_KUBECONFIG && prometheus_wait_loaded "$url" "${DEPLOY_TIMEOUT:-120}" "${2:-ingress}" ingress-bench; then
+      prometheus_wait_link "$url" "${DEPLOY_TIMEOUT:-120}"
     fi ;;
   up) "${PLATFORM}_up" ;;
   down)
