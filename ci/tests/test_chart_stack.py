@@ -63,6 +63,18 @@ def poll(seconds, f):
     return f()
 
 
+def config_story(url):
+    """Why Prometheus runs no kubelet cAdvisor job (seen once in CI, never here in 5 tries):
+    the jobs it loaded, those in the secret the operator wrote, and both sides' last lines."""
+    with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
+        loaded = [j["job_name"] for j in (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []]
+    secret = sh("bash", "-c", f"kubectl -n monitoring get secret prometheus-{RELEASE}-prometheus -o jsonpath='{{.data.prometheus\\.yaml\\.gz}}'"
+                " | base64 -d | gunzip | grep -o 'job_name: .*'", env={"KUBECONFIG": KUBECONFIG}).stdout.split("\n")
+    logs = {c: kubectl("-n", "monitoring", "logs", *c.split(), "--tail=15").stdout[-2500:]
+            for c in (f"deploy/{RELEASE}-operator", f"prometheus-{RELEASE}-prometheus-0 -c config-reloader")}
+    return {"loaded": loaded, "operator's secret": secret, **logs}
+
+
 def rule_groups(url):
     with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as r:
         return [g["name"] for g in json.load(r)["data"]["groups"]]
@@ -111,8 +123,8 @@ def test_the_chart_runs_as_installed(stack):
             jobs = (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []
         return [j for j in jobs if j["job_name"].startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
                 and j.get("metrics_path") == "/metrics/cadvisor"]
-    cadvisor = poll(60, cadvisor_jobs)
-    assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is False, cadvisor
+    cadvisor = poll(120, cadvisor_jobs)
+    assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is False, (cadvisor, config_story(url))
     # (container_spec_cpu_quota exists for a container with a CPU limit: the run below.)
     for series in ("container_spec_cpu_period", "container_spec_cpu_shares", "machine_cpu_cores"):
         assert poll(30, lambda: q(url, f"count({series})")), f"{series} is not scraped"
