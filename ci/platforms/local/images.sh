@@ -28,7 +28,7 @@ pause_image() {
   [ -f "$out" ] && return 0
   say images "pause $PAUSE_TAG (static Go binary)"
   local root; root=$(mktemp -d)
-  (cd "$IB_ROOT/ci/platforms/local/pause" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$root/pause" .)
+  (cd "$IB_ROOT/ci/platforms/local/pause" && gocmd build -trimpath -ldflags=-s -o "$root/pause" .)
   oci_pack registry.k8s.io/pause "$PAUSE_TAG" "$root" /pause
   rm -rf "$root"
 }
@@ -53,10 +53,27 @@ go_image() {
   [ -f "$out" ] && return 0
   say images "$(basename "$name") $tag: go install $mod (cold: a few minutes)"
   local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
-  GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOBIN="$root" go install "$mod" >"$IMG/$bin.log" 2>&1 ||
+  GOFLAGS=-trimpath GOBIN="$root" gocmd install "$mod" >"$IMG/$bin.log" 2>&1 ||
     { tail -n 5 "$IMG/$bin.log" >&2; rm -rf "$root"; die "go install $mod failed (log: $IMG/$bin.log)"; }
   oci_pack "$name" "$tag" "$root" "/$bin"
   rm -rf "$root"
+}
+
+# coredns_image: CoreDNS built from ci/platforms/local/coredns/main.go (its plugins only) against
+# the pinned module: a go.mod made here, as k6's build makes one (ci/tools/tools.sh).
+coredns_image() {
+  local out=$IMG/coredns-$COREDNS_VERSION.tar
+  [ -f "$out" ] && return 0
+  say images "coredns $COREDNS_VERSION: the local cluster's plugins only (cold ~1 min)"
+  local src; src=$(mktemp -d "$IMG/.coredns-XXXXXX")
+  cp "$IB_ROOT/ci/platforms/local/coredns/main.go" "$src/"
+  printf 'module ingress-bench/coredns-build\n\ngo %s\n\nrequire github.com/coredns/coredns %s\n' "$(go_min)" "$COREDNS_VERSION" >"$src/go.mod"
+  if ! (cd "$src" && GOFLAGS=-mod=mod gocmd mod tidy && mkdir rootfs &&
+        gocmd build -trimpath -ldflags=-s -o rootfs/coredns .) >"$IMG/coredns.log" 2>&1; then
+    tail -n 5 "$IMG/coredns.log" >&2; rm -rf "$src"; die "building CoreDNS $COREDNS_VERSION failed (log: $IMG/coredns.log)"
+  fi
+  oci_pack "$COREDNS_IMAGE_NAME" "$COREDNS_VERSION" "$src/rootfs" /coredns
+  rm -rf "$src"
 }
 
 # k6 for distributed runs (ci/run/distributed.sh): the pinned k6 binary (with the project's
@@ -105,7 +122,7 @@ nginx_exporter_image() {
 pause_image
 nginx_image
 k6_image
-go_image "$COREDNS_IMAGE_NAME" "$COREDNS_VERSION" "github.com/coredns/coredns@$COREDNS_VERSION" coredns
+coredns_image
 [ "${1:-}" = monitoring ] || exit 0
 bash "$IB_ROOT/ci/platforms/monitoring/build.sh"
 bin_image localhost/ingress-bench/prometheus "$PROMETHEUS_VERSION" "$IB_PROMETHEUS_DIR/prometheus"
