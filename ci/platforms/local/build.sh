@@ -17,7 +17,7 @@ build_kube() {
   mkdir -p "$src"
   # k8s.io/kubernetes points its staging modules at ./staging; outside its repository each
   # must be replaced by its published version (v0.<minor>.<patch>). sample-* are examples.
-  local mod; mod=$(GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | jq -r .GoMod) ||
+  local mod; mod=$(gocmd mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | jq -r .GoMod) ||
     die "the module proxy did not serve k8s.io/kubernetes@$KUBE_VERSION"
   {
     echo "module ingress-bench/kubernetes-build"
@@ -28,7 +28,7 @@ build_kube() {
   say cluster "building Kubernetes $KUBE_VERSION ($KUBE_BINS) with $(go env GOVERSION): cold ~10 min, cached after"
   (
     cd "$src"
-    for b in $KUBE_BINS; do GOTOOLCHAIN=local GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION" >/dev/null 2>&1; done
+    for b in $KUBE_BINS; do GOFLAGS=-mod=mod gocmd get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION" >/dev/null 2>&1; done
     # The version Kubernetes' own build stamps in (hack/lib/version.sh): without it every
     # binary reports v0.0.0-master, which `kubectl version` and version-skew checks reject.
     local v=k8s.io/component-base/version c=k8s.io/client-go/pkg/version f ldflags=
@@ -36,7 +36,7 @@ build_kube() {
     for b in $KUBE_BINS; do
       [ -x "$IB_KUBE_DIR/$b" ] && continue
       say cluster "  go build $b"
-      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$src/bin/$b" "k8s.io/kubernetes/cmd/$b" >"$src/build-$b.log" 2>&1 ||
+      GOFLAGS=-mod=mod gocmd build -trimpath -ldflags="$ldflags" -o "$src/bin/$b" "k8s.io/kubernetes/cmd/$b" >"$src/build-$b.log" 2>&1 ||
         { tail -n 5 "$src/build-$b.log" >&2; die "go build of $b failed (log: $src/build-$b.log)"; }
       mkdir -p "$IB_KUBE_DIR" && mv "$src/bin/$b" "$IB_KUBE_DIR/$b"
     done

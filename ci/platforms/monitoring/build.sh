@@ -17,7 +17,7 @@ wrapper_build() {
   need_go "$mod $ver"
   local src=$IB_CACHE/src/$(basename "$mod")-$ver gomod
   mkdir -p "$src"
-  gomod=$(GOTOOLCHAIN=local go mod download -json "$mod@$ver" | jq -r .GoMod) ||
+  gomod=$(gocmd mod download -json "$mod@$ver" | jq -r .GoMod) ||
     die "the module proxy did not serve $mod@$ver"
   {
     echo "module ingress-bench/$(basename "$mod")-build"
@@ -30,13 +30,13 @@ wrapper_build() {
   say monitoring "building $(basename "$mod") $ver ($(for p in "$@"; do basename "$p"; done | paste -sd' ')) with $(go env GOVERSION): cold 3-5 min, cached after"
   (
     cd "$src"
-    GOTOOLCHAIN=local GOFLAGS=-mod=mod go get "$mod@$ver" >"$src/get.log" 2>&1 || { tail -n 5 "$src/get.log" >&2; die "go get $mod@$ver failed (log: $src/get.log)"; }
+    GOFLAGS=-mod=mod gocmd get "$mod@$ver" >"$src/get.log" 2>&1 || { tail -n 5 "$src/get.log" >&2; die "go get $mod@$ver failed (log: $src/get.log)"; }
     for p in "$@"; do
       local b; b=$(basename "$p")
       [ -x "$dir/$b" ] && continue
       say monitoring "  go build $b"
       # Version stamped the way Prometheus' own build does (promu), so `--version` is honest.
-      GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+      GOFLAGS=-mod=mod gocmd build -trimpath \
         -ldflags="-s -X github.com/prometheus/common/version.Version=${VERSION_STAMP:-${ver#v}} -X github.com/prometheus/common/version.Branch=release" \
         -o "$src/bin/$b" "$p" >"$src/build-$b.log" 2>&1 ||
         { tail -n 5 "$src/build-$b.log" >&2; die "go build of $b failed (log: $src/build-$b.log)"; }

@@ -32,7 +32,7 @@ ready() { curl -fsS --max-time 2 "$1/-/ready" >/dev/null 2>&1; }
 
 # The operator's CRDs, from the module the operator is built from.
 crd_dir() {
-  local d; d=$(GOTOOLCHAIN=local go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | jq -r .Dir) ||
+  local d; d=$(gocmd mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | jq -r .Dir) ||
     die "the module proxy did not serve prometheus-operator $PROMETHEUS_OPERATOR_VERSION (its CRDs)"
   echo "$d/example/prometheus-operator-crd"
 }
