@@ -9,16 +9,20 @@ set -euo pipefail
 # The wrapper module requires MODULE and copies its non-local replace directives, which is
 # what `go install MODULE/cmd/x@v` refuses to do; local ones (./pkg/...) become requires of
 # the same version, published as their own modules.
+# With SD="name...", MODULE is Prometheus built as its docs describe a custom build (its
+# plugins.yml): MODULE's own source, replaced by a copy whose plugins/plugins.go registers only
+# those service discoveries. Every Prometheus here reads kubernetes_sd (the operator's configs)
+# or static targets; the other 23 pull in the cloud SDKs, most of a cold build.
 wrapper_build() {
   local dir=$1 mod=$2 ver=$3; shift 3
   local p missing=
   for p in "$@"; do [ -x "$dir/$(basename "$p")" ] || missing=1; done
   [ -z "$missing" ] && return 0
   need_go "$mod $ver"
-  local src=$IB_CACHE/src/$(basename "$mod")-$ver gomod
+  local src=$IB_CACHE/src/$(basename "$mod")-$ver got gomod
   mkdir -p "$src"
-  gomod=$(gocmd mod download -json "$mod@$ver" | jq -r .GoMod) ||
-    die "the module proxy did not serve $mod@$ver"
+  got=$(gocmd mod download -json "$mod@$ver") || die "the module proxy did not serve $mod@$ver"
+  gomod=$(jq -r .GoMod <<<"$got")
   {
     echo "module ingress-bench/$(basename "$mod")-build"
     echo "go $(awk '$1 == "go" {print $2; exit}' "$gomod")"
@@ -26,7 +30,13 @@ wrapper_build() {
     # single-line and block replace forms: "replace a v => b v2" / "a v => b v2"
     sed -nE 's/^(replace[[:space:]]+)?[[:space:]]*([^ ()]+)( [^ ]+)? => (\.\/[^ ]+)$/\2/p' "$gomod" | sed "s|.*|require & $ver|"
     sed -nE 's/^(replace[[:space:]]+)?[[:space:]]*([^ ()]+( [^ ]+)? => [^. ][^ ]* [^ ]+)$/replace \2/p' "$gomod"
+    [ -z "${SD:-}" ] || echo "replace $mod => ./module"
   } >"$src/go.mod"
+  if [ -n "${SD:-}" ]; then
+    rm -rf "$src/module" && cp -r "$(jq -r .Dir <<<"$got")" "$src/module" && chmod -R u+w "$src/module"
+    { echo "// The service discoveries ci/platforms/monitoring/build.sh keeps (SD)."
+      echo "package plugins"; for p in $SD; do echo "import _ \"$mod/discovery/$p\""; done; } >"$src/module/plugins/plugins.go"
+  fi
   say monitoring "building $(basename "$mod") $ver ($(for p in "$@"; do basename "$p"; done | paste -sd' ')) with $(go env GOVERSION): cold 3-5 min, cached after"
   (
     cd "$src"
@@ -45,7 +55,7 @@ wrapper_build() {
   )
 }
 
-VERSION_STAMP=${PROMETHEUS_VERSION#v} wrapper_build "$IB_PROMETHEUS_DIR" github.com/prometheus/prometheus "$PROMETHEUS_MODULE_VERSION" \
+SD=kubernetes VERSION_STAMP=${PROMETHEUS_VERSION#v} wrapper_build "$IB_PROMETHEUS_DIR" github.com/prometheus/prometheus "$PROMETHEUS_MODULE_VERSION" \
   github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 [ "${1:-all}" = prometheus ] && exit 0
 wrapper_build "$IB_OPERATOR_DIR" github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" \
