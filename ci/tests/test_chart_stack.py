@@ -64,8 +64,8 @@ def poll(seconds, f):
 
 
 def config_story(url):
-    """Why Prometheus runs no kubelet cAdvisor job (seen once in CI, never here in 5 tries):
-    the jobs it loaded, those in the secret the operator wrote, and both sides' last lines."""
+    """Where a missing scrape job was lost: the jobs Prometheus loaded, those in the secret
+    the operator wrote, and the operator's and the config reloader's last lines."""
     with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
         loaded = [j["job_name"] for j in (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []]
     secret = sh("bash", "-c", f"kubectl -n monitoring get secret prometheus-{RELEASE}-prometheus -o jsonpath='{{.data.prometheus\\.yaml\\.gz}}'"
