@@ -94,16 +94,28 @@ fi
 # A previous overlay's objects go first (its controller would otherwise serve too).
 # (With or without monitoring counts as another overlay: the sidecars come and go. So does
 # another INGRESS_CPU: a rolling update would schedule the new pod beside the old one, and
-# on a small node a whole core more does not fit.)
+# on a small node a whole core more does not fit.) Its PodMonitors and PrometheusRules stay
+# until the new overlay is applied (prune_monitoring): every overlay has the same ones, and a
+# deleted and re-created monitor is a new scrape configuration for the operator to write and
+# Prometheus to reload (18 s here, per switch of overlay), where a kept one finds the new pods
+# by service discovery alone.
 deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"; [ -z "$ingress_cpu" ] || deployed+=" +cpu=$ingress_cpu"
 current=$(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null || true)
 if [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   say deploy "removing overlay $current"
-  kinds=all,configmap,ingress,serviceaccount,role,rolebinding
-  kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 && kinds+=,podmonitor,prometheusrule
-  kubectl delete "$kinds" -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
+  kubectl delete all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
   kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
 fi
+# prune_monitoring: the PodMonitors and PrometheusRules of ours that the applied overlay has not.
+prune_monitoring() {
+  kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 || return 0
+  local ours mine
+  ours=$(kubectl -n "$NS" get podmonitor,prometheusrule -l app.kubernetes.io/part-of=ingress-bench -o name)
+  mine=$(kubectl get -f "$work/manifest.yaml" -o name 2>/dev/null)
+  ours=$(grep -vxF -f <(printf '%s\n' "$mine") <<<"$ours" || true)
+  # shellcheck disable=SC2086 # one name a word
+  [ -z "$ours" ] || kubectl -n "$NS" delete $ours --wait --timeout=60s >/dev/null
+}
 
 # The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
 # generated here for each new namespace, never committed.
@@ -130,6 +142,7 @@ apply 'app.kubernetes.io/component!=ingress'
 kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" >/dev/null
 rollout 'app.kubernetes.io/component!=ingress'
 apply
+prune_monitoring
 rollout app.kubernetes.io/component=ingress
 
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
