@@ -210,21 +210,40 @@ def lab_down():
     assert lab_leftovers() == [], "bad input must not start the lab, nor leave part of it behind"
 
 
-@pytest.fixture(scope="module")
-def local_cluster():
-    """The local cluster for one module's tests. Nothing of ours may be up before (no down
-    first: it would hide what an earlier one left), and after down the whole machine is as
-    found (ci/tests/machine_state.py)."""
+def pytest_configure(config):
+    config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that need the local cluster run last, in their modules' order, so one cluster
+    serves them all (shared_cluster) and no lab test measures beside an idle cluster's
+    control plane, kubelet and Prometheus; a test that takes it down, after them. A stable
+    sort: every other test keeps its place."""
+    items.sort(key=lambda item: ("local_cluster" in item.fixturenames,
+                                 item.get_closest_marker("takes_the_cluster_down") is not None))
+
+
+@pytest.fixture(scope="session")
+def shared_cluster():
+    """The local cluster, up once for every test that needs it. Nothing of ours may be up
+    before (no down first: it would hide what an earlier test left), and after down the
+    whole machine is as found (ci/tests/machine_state.py)."""
     import machine_state
     assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
     assert lab_leftovers() == [], "the lab is up before the cluster tests"
     before = machine_state.snapshot()
-    up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
-    assert up.returncode == 0, up.stderr
     yield
     down = sh("bash", "ci/platforms/local/cluster.sh", "down")
     assert down.returncode == 0, down.stderr
     assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
+
+
+@pytest.fixture(scope="module")
+def local_cluster(shared_cluster):
+    """The shared cluster, up for this module: a no-op when it is, and up again after a test
+    that took it down (test_cluster_e2e's last)."""
+    up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
+    assert up.returncode == 0, up.stderr
 
 
 KPS_VERSION = re.search(r"^KPS_CHART_VERSION=(\S+)", (ROOT / "ci/tools/versions.env").read_text(), re.M)[1]

@@ -398,8 +398,8 @@ def test_deploy_that_never_becomes_ready_names_the_reason():
         shutil.rmtree(overlay, ignore_errors=True)
 
 
+@pytest.mark.takes_the_cluster_down
 def test_cluster_not_up_is_one_line():
-    """Last: takes the cluster down (the module fixture's down is then a no-op)."""
     assert sh("bash", "ci/platforms/local/cluster.sh", "down").returncode == 0
     err = one_error(sh("bash", "ci/platforms/deploy.sh"))
     assert "the local cluster is not up: run './task cluster:up'" in err

@@ -250,15 +250,7 @@ def test_summary_on_a_full_disk_is_one_line(tmp_path):
         subprocess.run(["umount", str(mnt)], check=True)
 
 
-@pytest.fixture
-def cluster_taken_down():
-    """The local platform's run brings the cluster (and its monitoring) up: down after."""
-    yield
-    down = sh("bash", "ci/platforms/local/cluster.sh", "down", timeout=300)
-    assert down.returncode == 0, down.stderr
-
-
-def test_interrupted_local_run_is_recorded_aborted(cluster_taken_down, tmp_path):
+def test_interrupted_local_run_is_recorded_aborted(local_cluster, tmp_path):
     """The local cluster: k6 on the host against the deployed ingress, interrupted the same
     way; the ingress's count read after the stop agrees with k6's."""
     root = tmp_path / "results"
