@@ -9,14 +9,15 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-# go_tool NAME VERSION DIR PACKAGE [LDFLAGS]: build PACKAGE@VERSION with the local Go into DIR/NAME.
+# go_tool NAME VERSION DIR PACKAGE [LDFLAGS]: build PACKAGE@VERSION with the local Go into DIR/NAME
+# (-s: no symbol table nor DWARF, as release builds; the links are a third shorter).
 go_tool() {
   local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
   [ -x "$dir/$name" ] && return 0
   need_go "$name $version"
   say tools "building $name $version with $(go env GOVERSION) (cold: 1-4 min, cached after)"
   local tmp; tmp=$(mktemp -d "$IB_CACHE/.build-XXXXXX")
-  if ! GOFLAGS=-trimpath GOBIN="$tmp" gocmd install -ldflags="$ldflags" "$pkg@$version" >"$tmp.log" 2>&1; then
+  if ! GOFLAGS=-trimpath GOBIN="$tmp" gocmd install -ldflags="-s $ldflags" "$pkg@$version" >"$tmp.log" 2>&1; then
     tail -n 5 "$tmp.log" >&2; rm -rf "$tmp" "$tmp.log"
     die "go install $pkg@$version failed (last lines above)"
   fi
@@ -35,7 +36,7 @@ k6_build() {
   printf 'module ingress-bench/k6-build\n\ngo %s\n\nrequire (\n\tgo.k6.io/k6 %s\n\t%s v0.0.0\n)\n\nreplace %s => %s\n' \
     "$(go_min)" "$K6_VERSION" "$ext" "$ext" "$IB_ROOT/xk6" >"$src/go.mod"
   printf 'package main\n\nimport (\n\tk6cmd "go.k6.io/k6/cmd"\n\n\t_ "%s"\n)\n\nfunc main() {\n\tk6cmd.Execute()\n}\n' "$ext" >"$src/main.go"
-  if ! (cd "$src" && GOFLAGS=-mod=mod gocmd mod tidy && gocmd build -trimpath -o k6 .) >"$src.log" 2>&1; then
+  if ! (cd "$src" && GOFLAGS=-mod=mod gocmd mod tidy && gocmd build -trimpath -ldflags=-s -o k6 .) >"$src.log" 2>&1; then
     tail -n 5 "$src.log" >&2; rm -rf "$src" "$src.log"
     die "building k6 $K6_VERSION with the xk6/ extension failed (last lines above)"
   fi
