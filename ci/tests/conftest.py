@@ -225,12 +225,14 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def shared_cluster():
-    """The local cluster, up once for every test that needs it. Nothing of ours may be up
-    before (no down first: it would hide what an earlier test left), and after down the
+    """The local cluster, up once for every test that needs it, after the lab tests: their lab
+    goes down first (it stays up between them) and must leave nothing behind. No cluster may
+    be up before (no down first: it would hide what an earlier test left), and after down the
     whole machine is as found (ci/tests/machine_state.py)."""
     import machine_state
     assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
-    assert lab_leftovers() == [], "the lab is up before the cluster tests"
+    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
+    assert lab_leftovers() == [], "the lab's down left part of it before the cluster tests"
     before = machine_state.snapshot()
     yield
     down = sh("bash", "ci/platforms/local/cluster.sh", "down")
