@@ -53,8 +53,10 @@ need_go() {
 # proxy here serves modules, never toolchains), static binaries, and the compiler's garbage
 # collector relaxed for the build alone (GOGC=400: cold builds 15 % faster here, CoreDNS 93
 # and 102 s against 80 and 84 s, alternated; memory is not short). Never exported: k6 is a Go
-# program, and its collector is part of what a run measures.
-gocmd() { GOTOOLCHAIN=local CGO_ENABLED=0 GOGC=${IB_BUILD_GOGC:-400} go "$@"; }
+# program, and its collector is part of what a run measures. No DWARF compiled: every binary
+# is linked with -s, which drops it (a cold helm build 87 and 95 s against 78 and 69 s,
+# alternated); GOFLAGS applies it to the commands that know the flag.
+gocmd() { GOTOOLCHAIN=local CGO_ENABLED=0 GOGC=${IB_BUILD_GOGC:-400} GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false" go "$@"; }
 # debian_mirror WHY: the machine's own apt mirror, read from its sources (never a hard-coded
 # host: only what this machine's apt already reaches).
 debian_mirror() {
