@@ -242,8 +242,8 @@ def shared_cluster():
 
 @pytest.fixture(scope="module")
 def local_cluster(shared_cluster):
-    """The shared cluster, up for this module: a no-op when it is, and up again after a test
-    that took it down (test_cluster_e2e's last)."""
+    """The shared cluster, up for this module: the first module's up, a no-op after (a test
+    that takes it down runs after every other: takes_the_cluster_down)."""
     up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
     assert up.returncode == 0, up.stderr
 
