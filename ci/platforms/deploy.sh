@@ -7,7 +7,8 @@
 #   IMAGE_SET          local (this machine's builds; the local platform's default) or upstream
 #                      (the pinned registry images; the external default), see ci/lib.sh
 # Switching overlays removes the previous one's objects first, so two controllers never
-# share the namespace.
+# share the namespace, but for those the new one takes over as they are (most often the
+# backends); the same overlay again, deployed whole and ready, is not applied again.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -91,7 +92,8 @@ if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
   done
 fi
 
-# A previous overlay's objects go first (its controller would otherwise serve too).
+# A previous overlay's objects go first (its controller would otherwise serve too), but for
+# those the new one takes over (ci/platforms/stale_objects.py), most often the backends.
 # (With or without monitoring counts as another overlay: the sidecars come and go. So does
 # another INGRESS_CPU: a rolling update would schedule the new pod beside the old one, and
 # on a small node a whole core more does not fit.) Its PodMonitors and PrometheusRules stay
@@ -100,10 +102,38 @@ fi
 # Prometheus to reload (18 s here, per switch of overlay), where a kept one finds the new pods
 # by service discovery alone.
 deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"; [ -z "$ingress_cpu" ] || deployed+=" +cpu=$ingress_cpu"
-current=$(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null || true)
-if [ -n "$current" ] && [ "$current" != "$deployed" ]; then
-  say deploy "removing overlay $current"
-  kubectl delete all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -l app.kubernetes.io/part-of=ingress-bench --wait --timeout=60s >/dev/null
+# What is deployed: the overlay (as above) and a stamp of the manifest a deploy last completed
+# with and of its objects as that deploy left them. The stamp is removed when an apply starts
+# and written once it has succeeded: it names a manifest applied whole, and a scale, a
+# restart or an edit of ours since (bench:change makes them) changes what it reads.
+digest=$(sha256sum "$work/manifest.yaml" | cut -c1-32)
+IFS=$'\t' read -r current stamp < <(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}{"\t"}{.metadata.annotations.ingress-bench/manifest}{"\n"}' 2>/dev/null) || true
+# objects: the stamp's second half (Deployments by generation, which their status does not
+# move, the rest by resourceVersion) and whether every Deployment is ready and up to date.
+objects() {
+  local json; json=$(kubectl -n "$NS" get deploy,svc,configmap,ingress -l app.kubernetes.io/part-of=ingress-bench -o json) || return 1
+  jq -r '.items[] | "\(.kind)/\(.metadata.name)@\(if .kind == "Deployment" then .metadata.generation else .metadata.resourceVersion end)"' <<<"$json" |
+    sort | sha256sum | cut -c1-32
+  jq -r '[.items[] | select(.kind == "Deployment")] | length > 0 and all(.[]; .status.observedGeneration == .metadata.generation
+    and ([.spec.replicas, .status.replicas, .status.updatedReplicas, .status.readyReplicas, .status.availableReplicas] | unique | length) == 1)' <<<"$json"
+}
+# The same manifest, its objects as the last deploy left them and ready: nothing to apply.
+# Applying it again would change nothing and cost two applies and a rollout wait per
+# Deployment (3 s a run here, on each run of a matrix's rounds).
+unchanged() {
+  [ -n "$stamp" ] && [ "$current" = "$deployed" ] && [ "${stamp%% *}" = "$digest" ] || return 1
+  local seen; seen=$(objects 2>/dev/null | paste -sd' ') || return 1
+  [ "$seen" = "${stamp#* } true" ]
+}
+same=0; unchanged && same=1
+if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
+  # Only what the new manifest cannot take over as it is (ci/platforms/stale_objects.py): the
+  # backends most overlays share keep running, or roll.
+  stale=$(kubectl get all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -o json |
+    "$IB_VENV/bin/python" "$IB_ROOT/ci/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
+  say deploy "removing overlay $current: $(wc -w <<<"$stale") of its objects differ from $OVERLAY's${stale:+ ($(paste -sd' ' <<<"$stale"))}"
+  # shellcheck disable=SC2086 # one name a word
+  [ -z "$stale" ] || kubectl -n "$NS" delete $stale --ignore-not-found --wait --timeout=60s >/dev/null
   kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
 fi
 # prune_monitoring: the PodMonitors and PrometheusRules of ours that the applied overlay has not.
@@ -119,13 +149,13 @@ prune_monitoring() {
 
 # The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
 # generated here for each new namespace, never committed.
-kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
+[ "$same" = 1 ] || kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
 if ! kubectl -n "$NS" get secret ingress-tls >/dev/null 2>&1; then
   openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=$HOST_HEADER" -addext "subjectAltName=DNS:$HOST_HEADER" \
     -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
   kubectl -n "$NS" create secret tls ingress-tls --cert="$work/tls.crt" --key="$work/tls.key" >/dev/null
 fi
-say deploy "overlay $OVERLAY → $PLATFORM"
+if [ "$same" = 1 ]; then say deploy "overlay $OVERLAY → $PLATFORM: deployed already, ready"; else say deploy "overlay $OVERLAY → $PLATFORM"; fi
 # Ready, or the reason a pod is not: one line.
 rollout() { # SELECTOR: wait for the matching Deployments
   local d; for d in $(kubectl -n "$NS" get deploy -l "$1" -o name); do
@@ -138,12 +168,15 @@ apply() { # [SELECTOR]
 }
 # Backends first, the ingress once they serve: an LB that resolves its upstreams when it
 # starts (components/path-lb-pods) then sees every backend pod.
-apply 'app.kubernetes.io/component!=ingress'
-kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" >/dev/null
-rollout 'app.kubernetes.io/component!=ingress'
-apply
-prune_monitoring
-rollout app.kubernetes.io/component=ingress
+if [ "$same" = 0 ]; then
+  kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" ingress-bench/manifest- >/dev/null
+  apply 'app.kubernetes.io/component!=ingress' # (also every object without the label)
+  rollout 'app.kubernetes.io/component!=ingress'
+  apply app.kubernetes.io/component=ingress
+  prune_monitoring
+  rollout app.kubernetes.io/component=ingress
+  kubectl annotate ns "$NS" --overwrite "ingress-bench/manifest=$digest $(objects | head -n1)" >/dev/null
+fi
 
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
 # (512 MiB): after 4 s idle the first 512 MB pass at full speed, and a 20 s run read 1.16

@@ -356,6 +356,47 @@ def deployed_variant():
     return kubectl("get", "ns", "ingress-bench", "-o", "jsonpath={.metadata.annotations.ingress-bench/variant}").stdout
 
 
+def pod_uids(component):
+    pods = json.loads(kubectl("-n", "ingress-bench", "get", "pods", "-l", f"app.kubernetes.io/component={component}", "-o", "json").stdout)
+    return sorted(p["metadata"]["uid"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp"))
+
+
+def test_deploy_applies_only_what_changed():
+    """The same overlay again applies nothing; a scale since (bench:change's, not undone) is
+    undone by the next deploy; a switch to an overlay with the same backends replaces the
+    ingress only, the backends' pods running on, relabelled as the new overlay's."""
+    def deploy(variant):
+        r = sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": variant, "MONITORING": "0"})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() and http_ok(r.stdout.strip()), r.stdout
+        return r.stderr
+
+    deploy("seed002-nginx-lb-tuned")
+    backends, ingress = pod_uids("backend"), pod_uids("ingress")
+    assert backends and len(ingress) == 1, (backends, ingress)
+    assert "deployed already, ready" in deploy("seed002-nginx-lb-tuned")
+    assert (pod_uids("backend"), pod_uids("ingress")) == (backends, ingress)
+    n = len(backends)
+    assert kubectl("-n", "ingress-bench", "scale", "deployment/backend", f"--replicas={n + 1}").returncode == 0
+    err = deploy("seed002-nginx-lb-tuned")
+    assert "deployed already" not in err, err
+    replicas = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.spec.replicas}/{.status.readyReplicas}").stdout
+    assert replicas == f"{n}/{n}", replicas
+    backends = pod_uids("backend")
+    err = deploy("seed002-nginx-lb-default")
+    removed = re.search(r"removing overlay seed002-nginx-lb-tuned: (\d+) of its objects differ from seed002-nginx-lb-default's \(([^)]*)\)", err)
+    assert removed and "deployment/nginx-lb" in removed[2].split() and "deployment/backend" not in removed[2].split(), err
+    assert pod_uids("backend") == backends and pod_uids("ingress") != ingress
+    labels = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.metadata.labels.ingress-bench/variant}").stdout
+    assert labels == "seed002-nginx-lb-default"
+
+
+def http_ok(addr):
+    req = urllib.request.Request(f"http://{addr}/1kb.bin", headers={"Host": "bench.ingress.test"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status == 200 and len(r.read()) == 1024
+
+
 def test_unknown_overlay_is_refused_before_anything_is_applied():
     before = deployed_variant()
     err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed999-nope"}))
