@@ -274,7 +274,10 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     assert float(runners[0]["value"][1]) == 2, runners
     counted = float(q(f'sum(max_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m]))')[0]["value"][1])
     assert summary["requests"] - 2 <= counted <= summary["requests"] + 2 * 2, (counted, summary["requests"])
-    p99 = 1000 * float(q(f'histogram_quantile(0.99, sum(increase(k6_http_req_duration_seconds{{testid="{testid}", name!="bench-correlation"}}[5m])))')[0]["value"][1])
+    # Each runner's histograms as last pushed: all of its requests. (increase() leaves out
+    # what a series held at its first sample, the first push's requests: it read 11.6 ms
+    # against a merged 13.0 once.)
+    p99 = 1000 * float(q(f'histogram_quantile(0.99, sum(last_over_time(k6_http_req_duration_seconds{{testid="{testid}", name!="bench-correlation"}}[5m])))')[0]["value"][1])
     # exact: two histograms' bucket errors, Prometheus' 2^(1/8) (+-4.4 %) and the engine's 1/256
     assert abs(p99 - summary["p99_ms"]) <= 0.1 * summary["p99_ms"], (p99, summary["p99_ms"])
     assert summary["verdict"]["limit"] in {"load-generator", "ingress-cpu", "nic", "backend", "none"}, summary["verdict"]
