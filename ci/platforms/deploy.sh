@@ -131,7 +131,7 @@ if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   # backends most overlays share keep running, or roll.
   stale=$(kubectl get all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -o json |
     "$IB_VENV/bin/python" "$IB_ROOT/ci/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
-  say deploy "removing overlay $current: $(wc -w <<<"$stale") of its objects differ from $OVERLAY's${stale:+ ($(paste -sd' ' <<<"$stale"))}"
+  say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
   # shellcheck disable=SC2086 # one name a word
   [ -z "$stale" ] || kubectl -n "$NS" delete $stale --ignore-not-found --wait --timeout=60s >/dev/null
   kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true

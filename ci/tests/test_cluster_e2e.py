@@ -387,8 +387,8 @@ def test_deploy_applies_only_what_changed():
     assert replicas == f"{n}/{n}", replicas
     backends = pod_uids("backend")
     err = deploy("seed002-nginx-lb-default")
-    removed = re.search(r"removing overlay seed002-nginx-lb-tuned: (\d+) of its objects differ from seed002-nginx-lb-default's \(([^)]*)\)", err)
-    assert removed and "deployment/nginx-lb" in removed[2].split() and "deployment/backend" not in removed[2].split(), err
+    removed = re.search(r"removing overlay seed002-nginx-lb-tuned: (\d+) objects seed002-nginx-lb-default does not take over \(([^)]*)\)", err)
+    assert removed and int(removed[1]) == len(removed[2].split()) and "deployment/nginx-lb" in removed[2].split() and "deployment/backend" not in removed[2].split(), err
     assert pod_uids("backend") == backends and pod_uids("ingress") != ingress
     labels = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.metadata.labels.ingress-bench/variant}").stdout
     assert labels == "seed002-nginx-lb-default"
