@@ -201,6 +201,24 @@ prometheus_wait_link() {
     echo "warning: Prometheus at $1 still evaluates another link capacity than this deploy's ($want bits) after $secs s: NIC utilization is judged against it" >&2
 }
 # need_cpu_quantity NAME VALUE: dies unless VALUE is a Kubernetes CPU quantity above 0 (2, 500m, 0.5).
+# need_ingress_cpu: INGRESS_CPU as a run takes it: auto (the default; a probe decides on the
+# local platform, the overlay's elsewhere), overlay, or a CPU quantity this host has.
+need_ingress_cpu() {
+  case ${INGRESS_CPU:-auto} in auto | overlay) return 0 ;; esac
+  { [[ $INGRESS_CPU =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $INGRESS_CPU =~ ^[0.]*m?$ ]]; } ||
+    die "INGRESS_CPU must be auto, overlay or a CPU quantity above 0 like 2, 500m or 0.5, got '$INGRESS_CPU'"
+  [ "$PLATFORM" != local ] || awk -v q="$INGRESS_CPU" -v n="$(nproc)" 'BEGIN { exit !((q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0) <= n) }' ||
+    die "INGRESS_CPU $INGRESS_CPU is more than this machine's $(nproc) CPUs"
+}
+# deployed_ingress_share: the fractional CPU of the ingress deployed now for VARIANT (the probe
+# runs there, and a share within its noise keeps the pod), else 500m.
+deployed_ingress_share() {
+  local v q
+  v=$(KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl get ns ingress-bench -o jsonpath='{.metadata.annotations.ingress-bench/variant}' 2>/dev/null) || v=''
+  q=$(KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl -n ingress-bench get deploy -l app.kubernetes.io/component=ingress \
+    -o jsonpath='{.items[0].spec.template.spec.containers[0].resources.limits.cpu}' 2>/dev/null) || q=''
+  if [ "${v%% *}" = "$VARIANT" ] && [[ $q =~ ^[0-9]+m$ ]] && [ "${q%m}" -lt 1000 ]; then echo "$q"; else echo 500m; fi
+}
 need_cpu_quantity() {
   { [[ $2 =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $2 =~ ^[0.]*m?$ ]]; } ||
     die "$1 must be a CPU quantity above 0 like 2, 500m or 0.5, got '$2'"
@@ -277,6 +295,17 @@ pod_problem() {
     + [.items[] | (.status.conditions // [])[] | select(.status == "False" and .message != null) | "\(.reason): \(.message)"]
     | first // "no reason reported"'
 }
+# The local cluster kubelet's cgroupRoot (ci/platforms/local/cluster.sh): every pod's groups
+# are below it, Guaranteed pods directly below kubepods, the others one QoS level deeper.
+IB_KUBELET_CGROUP=ibench
+# pod_groups: "ROLE REL" for each container of the namespace's pods (not the metrics sidecar),
+# its group's path in every hierarchy as a glob over the QoS levels (cgroups.sh usage).
+pod_groups() {
+  kubectl -n ingress-bench get pods -o json 2>/dev/null | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | .metadata.labels["app.kubernetes.io/component"] as $role | .metadata.uid as $uid
+    | (.status.containerStatuses // [])[] | select(.name != "nginx-exporter" and .containerID != null)
+    | (.containerID | sub(".*://"; "")) as $cid | "", "*/" | "\($role) '"$IB_KUBELET_CGROUP"'/kubepods/\(.)pod\($uid)/\($cid)"'
+}
 # The CPUs the ingress pod's container is confined to (its cpuset, as the static CPU manager
 # set it), for meta.json: proof of the placement, not a guess from the spec.
 ingress_cpuset() {
@@ -285,10 +314,8 @@ ingress_cpuset() {
   # The first container that is not the metrics sidecar (components/monitoring).
   cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o json 2>/dev/null |
     jq -r '[.items[0].status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID')
-  # ibench: the kubelet's cgroupRoot (CGROUP_ROOT in ci/platforms/local/cluster.sh); Guaranteed pods
-  # sit directly below kubepods, the others one QoS level deeper.
-  cat /sys/fs/cgroup/cpuset/ibench/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
-    /sys/fs/cgroup/cpuset/ibench/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
+  cat /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
+    /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
 }
 
 # link_capacity_bits SPEED: "10G", "1G", "100M", "2.5G" or bits per second -> bits per second
@@ -307,20 +334,24 @@ client_cpus() {
   [ ${#all[@]} -gt 0 ] || all=($(seq 0 $(($(nproc) - 1))))
   (IFS=,; echo "${all[*]}")
 }
-# placement_warning CLIENT_LIST SERVER_LIST [SHARED]: before the load, one line when k6's
-# CPUs could not saturate the ingress's. The native engine costs about what nginx does per
-# request (xk6/README.md), so k6 needs as many CPUs as the ingress has, twice as many when it
-# shares them with SHARED (the local platform's backends and control plane: about the
-# ingress's cost again). The run goes on: the validity threshold judges what it measured.
+# placement_warning CLIENT_LIST SERVER_LIST [SHARED [INGRESS_CORES]]: before the load, one line
+# when k6's CPUs could not saturate the ingress's. The native engine costs about what nginx does
+# per request (xk6/README.md), so k6 needs as many CPUs as the ingress has, twice as many when
+# it shares them with SHARED (the local platform's backends and control plane: about the
+# ingress's cost again). INGRESS_CORES: a fractional ingress (a CFS quota on the CPUs k6 runs on
+# too) has that much, and leaves k6 the rest. The run goes on: the validity threshold judges
+# what it measured.
 placement_warning() {
-  local nc ns need
+  local nc ns have need
   nc=$(taskset -c "$1" nproc 2>/dev/null) && ns=$(taskset -c "$2" nproc 2>/dev/null) || return 0
-  need=$ns; [ -z "${3:-}" ] || need=$((2 * ns))
-  [ "$nc" -lt "$need" ] || return 0
+  ns=${4:-$ns}
+  read -r have need < <(awk -v c="$nc" -v s="$ns" -v q="${4:-}" -v k="$([ -n "${3:-}" ] && echo 2 || echo 1)" \
+    'BEGIN { printf "%g %g\n", c - (q == "" ? 0 : s), k * s }')
+  awk -v h="$have" -v n="$need" 'BEGIN { exit !(h < n) }' || return 0
   if [ -n "${3:-}" ]; then
-    echo "warning: placement: k6 has $nc CPU(s) ($1), shared with $3, for an ingress on $ns ($2): it needs $need to saturate it, so the run will likely measure k6 (NOT VALID, exit 99); use a node with more CPUs, or PLATFORM=lab for the ingress alone" >&2
+    echo "warning: placement: k6 has $have CPU(s) ($1), shared with $3, for an ingress on $ns ($2): it needs $need to saturate it, so the run will likely measure k6 (NOT VALID, exit 99); use a node with more CPUs, INGRESS_CPU=auto, or PLATFORM=lab for the ingress alone" >&2
   else
-    echo "warning: placement: k6 has $nc CPU(s) ($1) for an ingress on $ns ($2): give it at least $ns (LAB_CLIENT_CPUS), or the run will likely measure k6 (NOT VALID, exit 99)" >&2
+    echo "warning: placement: k6 has $have CPU(s) ($1) for an ingress on $ns ($2): give it at least $ns (LAB_CLIENT_CPUS), or the run will likely measure k6 (NOT VALID, exit 99)" >&2
   fi
 }
 cpu_in() { # CPU LIST

@@ -11,6 +11,9 @@
 #                       (host k6: lab, local)
 #   pf_cluster_up       a cluster and its monitoring up, for the in-cluster k6 of
 #                       ci/run/distributed.sh, which deploys and loads it itself (local, external)
+#   pf_cpu_groups       after pf_up: "ROLE REL" lines, the cgroups whose CPU time is the
+#                       ingress's and the backends' (ci/platforms/monitoring/cgroups.sh usage);
+#                       none: the platform cannot see them (a user's cluster or host)
 #   pf_prometheus       the platform's Prometheus URL (fails when it has none up)
 #   pf_prometheus_in_cluster   the address in-cluster k6 reaches it at; empty: none of its own
 # Taking a platform down stays with its own task (lab:down, cluster:down, monitoring:down):
@@ -21,6 +24,7 @@
 load_platform() {
   PLATFORM=$(platform) || exit 1
   export PLATFORM
+  pf_cpu_groups() { :; }
   . "$IB_ROOT/ci/platforms/drivers/$PLATFORM.sh"
   RUN=() STUB='' IN_CLUSTER=0
 }

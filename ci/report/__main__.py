@@ -6,7 +6,9 @@ and the run's summary.json, assembled.
   python ci/report index DIR... [--out DIR]         report.html, report.md comparing every run found
   python ci/report check PAGE.html                  every image and local link of a page exists
   python ci/report summary RUN_DIR --times W U S --cpus N [--stub-before C --stub-after C]
+                 [--usage-before U --usage-after U --host-cpus N]
                                                     k6's summary.json + client CPU + server counts
+                                                    + each role's CPU (cgroups) and per ingress CPU
   python ci/report segments RUN_DIR --testid ID --variant V --platform P --stub-before C --stub-after C
                                                     a distributed run's summary.json from its segments
 
@@ -28,7 +30,7 @@ from .index import index  # noqa: E402
 from .page import render  # noqa: E402
 from .prometheus import fetch  # noqa: E402
 from .run import Bad, Run  # noqa: E402
-from .summary import assemble, segments, stub_reading  # noqa: E402
+from .summary import assemble, segments, stub_reading, usage_reading  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,6 +62,11 @@ def main(argv=None):
     s.add_argument("--cpus", type=int, required=True, help="the CPUs k6 may use")
     s.add_argument("--stub-before", **stub)
     s.add_argument("--stub-after", **stub)
+    usage = dict(type=usage_reading, default=None, metavar="LINES",
+                 help="ci/platforms/monitoring/cgroups.sh usage before/after the load (empty: none)")
+    s.add_argument("--usage-before", **usage)
+    s.add_argument("--usage-after", **usage)
+    s.add_argument("--host-cpus", type=int, default=None, help="the host's CPUs (with --usage-*)")
     g = sub.add_parser("segments", help="RUN_DIR/summary.json of a distributed run from its segment-<i>.json")
     g.add_argument("run_dir")
     for name in ("testid", "variant", "platform"):
@@ -81,8 +88,8 @@ def main(argv=None):
         elif a.cmd == "index":
             index(a.paths, a.out)
         elif a.cmd == "summary":
-            print("\n".join(assemble(Path(a.run_dir), a.times, a.cpus, a.stub_before, a.stub_after, a.aborted, a.signal)),
-                  file=sys.stderr)
+            print("\n".join(assemble(Path(a.run_dir), a.times, a.cpus, a.stub_before, a.stub_after, a.aborted, a.signal,
+                                     (a.usage_before, a.usage_after), a.host_cpus)), file=sys.stderr)
         elif a.cmd == "segments":
             print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after,
                                       a.aborted, a.signal)))

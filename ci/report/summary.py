@@ -49,6 +49,83 @@ def client(result, wall, user, sys_, cpus):
             "cpu_us_per_request": per(cpu * 1e6, requests), "utilization": per(cpu, wall * cpus)}
 
 
+def usage_reading(text):
+    """`ci/platforms/monitoring/cgroups.sh usage`'s lines -> {"at": s, "roles": {role: CPU-s},
+    "host": CPU-s, "cpus": {role: cores}, "period": {role: µs}}; empty -> None."""
+    if not text.strip():
+        return None
+    out = {"roles": {}, "cpus": {}, "period": {}}
+    for line in text.strip().splitlines():
+        f = line.split()
+        try:
+            if f[0] in ("cpus", "period") and len(f) == 3:
+                out[f[0]][f[1]] = float(f[2])
+            elif len(f) == 2 and f[0] in ("at", "host"):
+                out[f[0]] = int(f[1]) / 1e9
+            elif len(f) == 2:
+                out["roles"][f[0]] = int(f[1]) / 1e9
+            else:
+                raise ValueError
+        except ValueError:
+            raise Bad(f"a CPU usage reading is 'ROLE NS', 'cpus ROLE N', 'period ROLE US', 'host NS' or 'at NS', got '{line}'") from None
+    if "at" not in out or "host" not in out:
+        raise Bad("a CPU usage reading needs its 'at' and 'host' lines")
+    return out
+
+
+# What a run's headline counts, per scenario, and its name per second (the per-CPU figure's unit).
+UNITS = {"rps": "req/s", "tps": "handshakes/s", "throughput": "Gbit/s"}
+
+
+def cpu(result, scenario, before, after, client_cpu_s, server_requests):
+    """The CPU time each role used between the two readings around the load (their cgroups:
+    the ingress's containers without the metrics sidecar, the backends', the host's every CPU),
+    and the seeds' unit: what the ingress served per CPU-second of its own (requests: the
+    server's count where there is one; throughput: the bits k6 received). None without both
+    readings; a role missing from either (a pod replaced) has no figure."""
+    if not (before and after):
+        return None
+    secs = after["at"] - before["at"]
+    used = {r: after["roles"][r] - before["roles"][r] for r in after["roles"] if r in before["roles"]}
+    ingress = used.get("ingress")
+    out = {"source": "cgroups", "seconds": secs, "ingress_cpu_seconds": ingress,
+           "ingress_cpus": after["cpus"].get("ingress"), "ingress_cfs_period_us": after["period"].get("ingress"),
+           "backend_cpu_seconds": used.get("backend"), "host_cpu_seconds": after["host"] - before["host"]}
+    out["other_cpu_seconds"] = out["host_cpu_seconds"] - sum(v for v in (ingress, used.get("backend"), client_cpu_s) if v)
+    unit = UNITS.get(scenario, "req/s")
+    served_ = result.get("gbit_per_s", 0) * result.get("seconds", 0) if unit == "Gbit/s" else \
+        server_requests if server_requests is not None else result.get("requests")
+    out["per_ingress_cpu"] = {"value": per(served_, ingress), "unit": unit}
+    return out
+
+
+def cpu_lines(c, s, host_cpus):
+    """The run's CPU line and its answer: what limited it, at how much ingress CPU, the headline
+    and the headline per ingress CPU."""
+    f = c["per_ingress_cpu"]
+    if c["ingress_cpu_seconds"] is None:
+        return [f"{'cpu':<14}no ingress CPU count (no ingress group, or its pod was replaced during the run); "
+                f"host {c['host_cpu_seconds'] / c['seconds']:.2f} of {host_cpus} CPUs"]
+    limit = c["ingress_cpus"]
+    used = c["ingress_cpu_seconds"] / c["seconds"]
+    of = f" of {limit:g}" if limit else ""
+    def amount(v):
+        return "n/a" if v is None else f"{v:.2f}" if f["unit"] == "Gbit/s" else f"{jq_round(v):,}"
+    lines = [f"{'cpu':<14}ingress {used:.2f}{of} CPU, backends "
+             + ("n/a" if c["backend_cpu_seconds"] is None else f"{c['backend_cpu_seconds'] / c['seconds']:.2f}")
+             + f", host {c['host_cpu_seconds'] / c['seconds']:.2f} of {host_cpus} CPUs (cgroups): "
+             f"{amount(f['value'])} {f['unit']} per ingress CPU"]
+    v = s.get("verdict") or {}
+    head = s["result"].get("gbit_per_s") if f["unit"] == "Gbit/s" else s["result"].get("rps")
+    if v.get("limit") and head is not None:
+        bound = {"unknown": "limit unknown", "none": "nothing saturated"}.get(v["limit"], f"{v['limit']}-bound") + \
+            ("" if v.get("valid", True) else " (NOT VALID for the ingress)")
+        lines.append(f"{'answer':<14}{bound} at {limit:g} ingress CPU: {amount(head)} {f['unit']}, "
+                     f"{amount(f['value'])} {f['unit']} per ingress CPU" if limit else
+                     f"{'answer':<14}{bound}: {amount(head)} {f['unit']}, {amount(f['value'])} {f['unit']} per ingress CPU")
+    return lines
+
+
 def server(client_requests, before, after):
     requests, accepted = served(before, after)
     return {"source": "nginx stub_status", "requests": requests, "connections_accepted": accepted,
@@ -110,10 +187,11 @@ def mark_aborted(run_dir, s, after_seconds, signal):
     txt.write_text(text if n else text + f"{'result':<14}{line}\n")
 
 
-def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None):
+def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None, usage=(None, None), host_cpus=None):
     """bench.sh's run: RUN_DIR/summary.json (k6's) + .client + .server (when both readings
-    exist) -> RUN_DIR/summary.json; the client and server lines, also added to summary.txt.
-    ABORTED: the seconds after which SIGNAL cut the run short (mark_aborted)."""
+    exist) + .cpu (when both USAGE readings exist) -> RUN_DIR/summary.json; the client, server
+    and CPU lines, also added to summary.txt. ABORTED: the seconds after which SIGNAL cut the
+    run short (mark_aborted)."""
     path = run_dir / "summary.json"
     try:
         s = k6_summary(path)
@@ -134,6 +212,11 @@ def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None):
                      f"by nginx (client/server {agreement(srv['client_over_server'])})")
     else:
         lines.append("server        no server-side count (no stub_status for this target)")
+    c = cpu(s["result"], s.get("settings", {}).get("SCENARIO") or s["result"].get("scenario"), *usage,
+            c["cpu_seconds"], s.get("server", {}).get("requests"))
+    if c:
+        s["cpu"] = c
+        lines += cpu_lines(c, s, host_cpus)
     write(path, s)
     with (run_dir / "summary.txt").open("a") as txt:
         txt.write("".join(f"{line}\n" for line in lines))

@@ -21,6 +21,7 @@ RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 MONITORING=${MONITORING:-1}
 case "$MONITORING" in 0|1) ;; *) die "MONITORING must be 1 (correlate the run with Prometheus) or 0, got '$MONITORING'" ;; esac
 pf_check "$SCENARIO"
+need_ingress_cpu
 # A user's cluster runs k6 in its pods: the in-cluster Job (SEGMENTS pods, default 1).
 [ "$IN_CLUSTER" = 0 ] || SEGMENTS=${SEGMENTS:-1} exec bash "$IB_ROOT/ci/run/distributed.sh" "$SCENARIO"
 
@@ -66,10 +67,33 @@ on_signal() { # NAME CODE
 trap 'on_signal SIGINT 130' INT
 trap 'on_signal SIGTERM 143' TERM
 
+# The ingress's CPU (INGRESS_CPU): on the local platform, where k6 and the backends share the
+# host with it, by default (auto) the share a short probe finds the client side can saturate
+# (ci/run/budget.py); overlay: the overlay's own; a quantity: that (need_ingress_cpu, above).
+budget=$(jq -nc --arg q "${INGRESS_CPU:-}" 'if $q == "" or $q == "auto" or $q == "overlay" then {source: "overlay"} else {ingress_cpu: $q, source: "INGRESS_CPU"} end')
+if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
+  probe_share=$(deployed_ingress_share)
+  say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"
+  INGRESS_CPU=$probe_share DURATION=3s TESTID="$testid-budget" RESULTS_ROOT="$scratch/budget" \
+    bash "$IB_ROOT/ci/run/bench.sh" "$SCENARIO" >"$scratch/budget.log" 2>&1 || [ $? = 99 ] ||
+    die "the ingress CPU probe failed: $(grep -m1 '^error:' "$scratch/budget.log" || tail -n1 "$scratch/budget.log") (INGRESS_CPU=<quantity> skips it)"
+  out=$("$IB_VENV/bin/python" "$IB_ROOT/ci/run/budget.py" "$scratch/budget/$testid-budget" "$probe_share" "$(nproc)" 2>"$scratch/budget.err") ||
+    die "$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=<quantity> or overlay skips the probe)"
+  { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
+  say budget "$line"
+fi
+case ${INGRESS_CPU:-} in auto | overlay) unset INGRESS_CPU ;; "") ;; *) export INGRESS_CPU ;; esac
+
 pf_up "$SCENARIO"
-[ -z "${SERVER_CPU_LIST:-}" ] || placement_warning "$CLIENT_CPU_LIST" "$SERVER_CPU_LIST" "${PLACEMENT_SHARED:-}"
+# (A share the probe chose has its own reason, said above.)
+[ -z "${SERVER_CPU_LIST:-}" ] || [ "$(jq -r .source <<<"$budget")" = probe ] ||
+  placement_warning "$CLIENT_CPU_LIST" "$SERVER_CPU_LIST" "${PLACEMENT_SHARED:-}" "${INGRESS_CORES:-}"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
+# Each role's CPU time from its cgroups, read around the load like the server's count: the
+# seeds' unit, what the ingress serves per CPU of its own (ci/report/summary.py cpu).
+cpu_groups=$(pf_cpu_groups)
+cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/ci/platforms/monitoring/cgroups.sh" usage <<<"$cpu_groups" 2>/dev/null || true; }
 
 # Correlation and live views. k6 streams its metrics into Prometheus (native histograms,
 # tagged testid/variant/scenario/platform), the teardown reads the bench:* rules back, and
@@ -92,6 +116,7 @@ RUN=(bash "$IB_ROOT/ci/platforms/monitoring/cgroups.sh" run loadgen "${RUN[@]}")
 
 mkdir -p "$RESULTS_ROOT" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already: results are never overwritten (choose another TESTID)"
 made_dir=$dir
+[ ! -d "$scratch/budget/$testid-budget" ] || mv "$scratch/budget/$testid-budget" "$dir/budget" # the probe run, kept
 
 meta=$(jq -nc \
   --arg git "$(git -C "$IB_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" --argjson described "$(host_description)" \
@@ -99,8 +124,9 @@ meta=$(jq -nc \
   --arg backends "${LAB_BACKENDS:-2}" --arg platform "$PLATFORM" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
   --arg nodes "$([ "$PLATFORM" = lab ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
+  --argjson budget "$budget" \
   '{git_revision: $git} + $described + {
-    knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end),
+    knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, ingress_budget: $budget, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end),
     nodes: (if $nodes == "" or $nodes == "0" then null else ($nodes|tonumber) end)}')
 
 # The results directory's filesystem filling up: one line, not a tool's own error.
@@ -111,7 +137,7 @@ disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null 
 # 10 s timeout) and handleSummary. 12 s once cut a teardown short on a busy node (k6, the
 # backends and the control plane on one CPU): the run lost its summary.
 stop_grace=17
-before=$(stub)
+before=$(stub) usage_before=$(cpu_usage)
 # `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
 # taskset and env exec into): a run where the client saturates measures the client.
 # k6 runs as a job of its own process group (set -m): a terminal's Ctrl-C reaches this script
@@ -148,7 +174,7 @@ done
 wait "$k6_job" 2>/dev/null || true
 k6_done=1
 rc=$(cat "$scratch/rc" 2>/dev/null || echo 137) # none: killed
-after=$(stub)
+after=$(stub) usage_after=$(cpu_usage)
 
 # k6 stopped without its summary (it had to be killed, or the signal came before its own
 # handling was set up)...
@@ -194,7 +220,10 @@ report() { "$IB_VENV/bin/python" "$IB_ROOT/ci/report" "$@"; } # the package ci/r
 # summary.json: k6's own, completed with the load generator's CPU and nginx's count (ci/report/
 # summary.py); the client and server lines go into summary.txt and here.
 aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")
-report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$CLIENT_CPUS" --stub-before "$before" --stub-after "$after" "${aborted[@]}" || exit 1
+# k6's utilization is of the CPUs it had (placed after deploy: beside a fractional ingress, all).
+k6_cpus=$CLIENT_CPUS; [ -z "${CLIENT_CPU_LIST:-}" ] || k6_cpus=$(taskset -c "$CLIENT_CPU_LIST" nproc 2>/dev/null || echo "$CLIENT_CPUS")
+report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$k6_cpus" --stub-before "$before" --stub-after "$after" \
+  --usage-before "$usage_before" --usage-after "$usage_after" --host-cpus "$(nproc)" "${aborted[@]}" || exit 1
 # The run's report: the series over the run while Prometheus still holds them, then the
 # page. A report problem is said, never the run's result.
 # Exit 3: the results could not be written (a full disk), said in its one line: fatal.

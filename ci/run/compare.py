@@ -6,7 +6,9 @@ runner (ci/run/matrix.py: every run a real bench.sh run, order rotated each roun
 head base, ...), ROUNDS of each (default 5, at least 3). Per metric (req/s, or Gbit/s for
 throughput; p95 and p99 latency): each side's median and coefficient of variation, and the
 ratio HEAD/BASE of the medians with its bootstrap 95 % confidence interval
-(ci/report/stats.py). The gates, Kong's release gates by default:
+(ci/report/stats.py); the rate per ingress CPU too (its cgroup time), and when the sides had
+different ingress CPU (each probed its own share: INGRESS_CPU=auto) that one is judged, as
+seed 002 compares. The gates, Kong's release gates by default:
   - a regression only when the WHOLE interval is past the tolerance: req/s more than
     GATE_RATE_DROP % down, p95 more than GATE_P95_RISE % up, p99 more than GATE_P99_RISE % up;
   - UNSTABLE, no verdict, when either side's req/s (Gbit/s) CV is over GATE_CV_MAX %: the
@@ -48,7 +50,9 @@ def number_setting(env, name, reg):
 
 def metrics(scenario):
     path, unit, fmt = RATE[scenario]
-    out = [{"key": "rate", "title": unit, "value": path, "format": fmt, "better": "higher", "gate": "GATE_RATE_DROP"}]
+    out = [{"key": "rate", "title": unit, "value": path, "format": fmt, "better": "higher", "gate": "GATE_RATE_DROP"},
+           {"key": "per_cpu", "title": f"{unit} per ingress CPU", "value": "cpu.per_ingress_cpu.value", "format": fmt,
+            "better": "higher", "gate": "GATE_RATE_DROP"}]
     out += [{"key": k, "title": f"{k} ms", "value": v, "format": ".3g", "better": "lower", "gate": g} for k, v, g in LATENCIES]
     return out
 
@@ -81,15 +85,28 @@ def this_machine():
     return described(json.loads(r.stdout))
 
 
-def judge(m, base_values, head_values, env, reg):
-    """Per metric: medians, CVs, the interval and what it says; and the whole comparison's verdict."""
+def rate_judged(cpus, values):
+    """The rate a comparison is judged on: per ingress CPU when the sides had different CPU
+    (each probed its own share, INGRESS_CPU=auto; seed 002's unit), else the rate itself (a
+    side whose CPU varied over its rounds is judged by what it served); and why, for the table."""
+    if len(cpus["base"]) == len(cpus["head"]) == 1 and cpus["base"] != cpus["head"] and all(values[s].get("per_cpu") for s in SIDES):
+        side = lambda s: "/".join(format(x, "g") for x in cpus[s])  # noqa: E731
+        return "per_cpu", f"judged per ingress CPU: base had {side('base')} CPU, head {side('head')}"
+    return "rate", "judged on the rate" + (f": both sides had {'/'.join(format(x, 'g') for x in cpus['head'])} ingress CPU" if cpus["head"] else "")
+
+
+def judge(m, base_values, head_values, env, reg, judged="rate"):
+    """Per metric: medians, CVs, the interval and what it says; and the whole comparison's
+    verdict. Of the two rates only JUDGED counts (the other is shown)."""
     rows, cv_max = [], number_setting(env, "GATE_CV_MAX", reg)
     for mt in m:
         b, h = base_values.get(mt["key"], []), head_values.get(mt["key"], [])
         tol = number_setting(env, mt["gate"], reg) / 100
         iv = median_ratio_interval(h, b)
         row = dict(mt, base=stats(b), head=stats(h), interval=iv, tolerance=tol)
-        if iv is None:
+        if mt["key"] in ("rate", "per_cpu") and mt["key"] != judged:
+            row["says"] = "shown, not judged"
+        elif iv is None:
             row["says"] = "no value"
         else:
             # lo..hi: the interval as "how much better" (above 1: better) for either direction.
@@ -105,7 +122,7 @@ def judge(m, base_values, head_values, env, reg):
             else:
                 row["says"] = "no change"
         rows.append(row)
-    rate = rows[0]
+    rate = next(r for r in rows if r["key"] == judged)
     noisy = [s for s in SIDES if (rate[s].get("cv_percent") or 0) > cv_max]
     if noisy:
         verdict = "unstable"
@@ -144,7 +161,7 @@ def save_baseline(env, name, doc, scenario, variant, head_runs, values):
     (d / "baseline.json").write_text(json.dumps({
         "name": name, "scenario": scenario, "variant": variant, "saved_from": doc["dir"], "settings": doc["given"],
         "platform": doc["platform"], "machine": described(json.loads((Path(head_runs[0]["dir"]) / "meta.json").read_text())),
-        "values": values,
+        "values": values, "ingress_cpus": sorted({r["ingress_cpus"] for r in head_runs if r.get("ingress_cpus")}),
         "runs": [Path(r["dir"]).name for r in head_runs]}, indent=2) + "\n")
     return d
 
@@ -206,14 +223,17 @@ def main(argv):
         d = save_baseline(env, save, {"dir": mdoc["dir"], "given": m["given"], "platform": m["cases"][-1]["platform"]},
                           scenario, head, done["head"], values["head"])
         mx.say("compare", f"HEAD's {len(done['head'])} runs saved as baseline '{save}': {d}/")
+    cpus = {s: sorted({r["ingress_cpus"] for r in done.get(s, []) if r.get("ingress_cpus")}) for s in SIDES}
     if saved:
-        values["base"] = saved["values"]
+        values["base"], cpus["base"] = saved["values"], saved.get("ingress_cpus", [])
     if not base and not saved:
         return 0  # HEAD measured and saved: nothing to judge
-    rows, verdict, why = judge(mts, values["base"], values["head"], env, reg)
-    table = markdown(doc["title"], rows, verdict, why, rounds, notes)
+    judged, how = rate_judged(cpus, values)
+    rows, verdict, why = judge(mts, values["base"], values["head"], env, reg, judged)
+    table = markdown(doc["title"], rows, verdict, why, rounds, notes + [how])
     (mdir / "compare.md").write_text(table)
     (mdir / "compare.json").write_text(json.dumps({"verdict": verdict, "why": why, "exit_code": EXIT[verdict], "notes": notes,
+                                                   "judged_on": judged, "ingress_cpus": cpus,
                                                    "metrics": rows, "baseline": baseline, "base": base, "head": head}, indent=2) + "\n")
     print("\n" + table, end="", flush=True)
     return EXIT[verdict]

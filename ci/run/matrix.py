@@ -403,6 +403,8 @@ def read_run(run, m):
         run["values"][col["key"]] = v
     run["crossed"] = [f"{t.get('metric')} {t.get('expr')}" for t in lookup(summary, "result.thresholds") or [] if not t.get("ok")]
     run["nodes"] = meta.get("nodes")  # the cluster's nodes (None on the lab): a seed may need more
+    # The ingress's CPU (its cgroup: quota or CPUs) and the headline per CPU of it (summary.json .cpu).
+    run["ingress_cpus"], run["per_cpu"] = lookup(summary, "cpu.ingress_cpus"), lookup(summary, "cpu.per_ingress_cpu.value")
 
 
 def fmt(v, col):
@@ -441,6 +443,12 @@ def run_one(c, extra, testid, mdir, m, round_=None):
                                        stdout=log, stderr=subprocess.STDOUT).returncode
     if not Path(run["dir"]).is_dir():
         run["dir"] = None  # the run stopped before it made one
+    elif (meta := Path(run["dir"]) / "meta.json").is_file():
+        # The share the case's first run probed (INGRESS_CPU=auto): its later rounds run at it,
+        # like with like, without probing again.
+        budget = json.loads(meta.read_text()).get("ingress_budget") or {}
+        if budget.get("source") == "probe":
+            c["env"]["INGRESS_CPU"] = budget["ingress_cpu"]
     if run["status"] is None:
         if run["rc"] in (0, 99) and run["dir"]:
             run["status"] = "passed" if run["rc"] == 0 else "crossed"
@@ -501,8 +509,22 @@ def compute(m, runs):
             if col["kind"] == "vs_baseline" and c["baseline"]:
                 a, b = median(c["name"], col["vs_baseline"]), median(c["baseline"], col["vs_baseline"])
                 c["vs_baseline"][col["key"]] = a / b if a is not None and b else None
+    def cpus(case):
+        return sorted({x["ingress_cpus"] for x in by[case]["runs"] if x["status"] in ("passed", "crossed") and x.get("ingress_cpus")})
+
     for r in m["ratios"]:
-        judge_ratio(r, values(r["of"], r["column"]), [r["per"]] if r["to"] is None else values(r["to"], r["column"]))
+        of, to = values(r["of"], r["column"]), [r["per"]] if r["to"] is None else values(r["to"], r["column"])
+        # Sides with different ingress CPU are compared per CPU of it, as seed 002 does (each
+        # probed its own share, INGRESS_CPU=auto); with the same (or a side whose CPU varied
+        # over its rounds), on the column itself.
+        r["judged_on"] = {"column": r["column"], "per_ingress_cpu": False}
+        if r["to"] and len(cpus(r["of"])) == len(cpus(r["to"])) == 1 and cpus(r["of"]) != cpus(r["to"]):
+            per_cpu = [[x["per_cpu"] for x in by[c]["runs"] if x["status"] in ("passed", "crossed") and number(x.get("per_cpu"))]
+                       for c in (r["of"], r["to"])]
+            if all(per_cpu):
+                of, to = per_cpu
+                r["judged_on"] = {"column": r["column"], "per_ingress_cpu": True, "cpus": [cpus(r["of"]), cpus(r["to"])]}
+        judge_ratio(r, of, to)
         # A seed whose mechanism needs more nodes than its runs had (each run's meta.json):
         # the ratio is still measured and shown, but it cannot say whether the seed holds.
         need = r["seed"] and r["seed"]["nodes"]
@@ -588,7 +610,7 @@ def markdown(m, rounds, mdir, interrupted):
                         row.append("—" if not both or s["cv_percent"] is None else f"{s['cv_percent']:.1f}%")
             row.append(runs_cell(c))
             lines.append("| " + " | ".join(row).replace("\n", " ") + " |")
-    notes = [f"- {r['title']}: {r['text']}" for r in m["ratios"] if not r["seed"]]
+    notes = [f"- {r['title']}: {r['text']}, on {judged_on(r)}" for r in m["ratios"] if not r["seed"]]
     lines += relations_table(m)
     for c in m["cases"]:
         crossed = [r for r in c["runs"] if r["status"] == "crossed"]
@@ -606,6 +628,16 @@ def markdown(m, rounds, mdir, interrupted):
     return "\n".join(lines) + "\n"
 
 
+def judged_on(r):
+    """What a ratio divides: the column's figure, or that figure per ingress CPU (each side's
+    CPU said) when the sides had different CPU."""
+    j = r.get("judged_on") or {}
+    if not j.get("per_ingress_cpu"):
+        return j.get("column", "")
+    of, to = ("/".join(format(x, "g") for x in side) for side in j["cpus"])
+    return f"{j['column']} per ingress CPU ({of} vs {to} CPU)"
+
+
 def relations_table(m):
     """The ratios that hold a seed's figure: the seed's, the measured one, and what they say."""
     rows = [r for r in m["ratios"] if r["seed"]]
@@ -619,8 +651,8 @@ def relations_table(m):
 
     out = ["", "Relations to the seeds (each a ratio of medians; the interval is a bootstrap 95 % one; "
            "\"undecided\": the interval straddles what the seed says, too much spread to tell):", "",
-           "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to | judged on |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sd, iv = r["seed"], r["interval"]
         says = {"higher": "above 1", "lower": "below 1", "equal": "equal"}[sd["expect"]]
@@ -633,7 +665,7 @@ def relations_table(m):
         spread = f"{cv(r['of'], r['column'])} / {cv(r['to'], r['column']) if r['to'] else 'constant'}"
         holds = r.get("holds", "undecided") + (f" ({r['not_here']})" if r.get("not_here") else "")
         out.append(f"| {r['title']} | {seed} | {says} | {got}{' ⚠' if r.get('client_bound') else ''} | {span} | "
-                   f"{holds} | {rng} | {spread} |")
+                   f"{holds} | {rng} | {spread} | {judged_on(r)} |")
     bound = sorted({c for r in rows for c in r.get("client_bound") or []})
     if bound:
         out += ["", f"⚠ the load generator was the limit (verdict not valid) in runs of {', '.join(bound)}: "

@@ -77,6 +77,7 @@ def main(argv):
                        {"title": "CPU", "setting": "INGRESS_CPU"},
                        {"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f", "spread": True},
                        {"key": "gbit", "title": "Gbit/s", "value": "result.gbit_per_s", "format": ".3f"},
+                       {"key": "per_cpu", "title": "per ingress CPU (its cgroup)", "value": "cpu.per_ingress_cpu.value", "format": ",.4g"},
                        {"key": "ingress_cpu", "title": "ingress CPU busy", "value": "correlation.signals.ingress_cpu_utilization",
                         "scale": 100, "format": ".0f", "unit": "%"}]}
     m = mx.parse(doc, "bench:sweep", reg)

@@ -59,6 +59,12 @@ K6_UNJUDGED = {**LATENCY_UNJUDGED, "ERROR_RATE_MAX": "1", "DROPPED_MAX": "100000
 VALIDITY_UNJUDGED = {"REQUIRE_VALID": "0"}
 
 
+# Every test's runs keep their overlay's ingress CPU (on the local platform the default, auto,
+# probes a share first): what each test asserts was set up for the overlay's placement. The
+# budget's own tests set INGRESS_CPU=auto.
+os.environ.setdefault("INGRESS_CPU", "overlay")
+
+
 def sh(*args, env=None, timeout=300):
     full = dict(os.environ, **(env or {}))
     return subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)

@@ -15,6 +15,14 @@ from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, k6_running, sh, 
 SHORT = {"DURATION": "3s", "CONNECTIONS": "10", **LATENCY_UNJUDGED, **VALIDITY_UNJUDGED}
 
 
+def matrix_module():
+    """ci/run/matrix.py as a module, for its pure parts (compute, judge_ratio)."""
+    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
+    matrix = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix)
+    return matrix
+
+
 def case_list(tmp_path, cases, **top):
     path = tmp_path / "cases.yaml"
     doc = {"title": "test matrix", "defaults": SHORT, "cases": cases,
@@ -174,9 +182,7 @@ def test_the_seeds_case_lists_check(name, cases):
 
 
 def test_spread_is_median_min_max_and_cv():
-    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = matrix_module()
     s = matrix.stats([90.0, 110.0, 100.0])
     assert (s["median"], s["min"], s["max"], s["n"]) == (100.0, 90.0, 110.0, 3)
     assert s["cv_percent"] == pytest.approx(10.0)
@@ -188,9 +194,7 @@ def test_a_relation_decides_only_when_its_interval_does():
     """A seed relation: 'yes' when the whole bootstrap interval is on the seed's side of 1 (or
     inside its range for 'equal'), 'no' when wholly on the other, 'undecided' when it straddles;
     the same values always give the same interval."""
-    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = matrix_module()
 
     def judged(expect, of, to, rng=None):
         r = {"of": "a", "to": "b", "per": None, "show": "ratio", "seed": {"figure": 1, "text": "", "expect": expect, "range": rng}}
@@ -212,9 +216,7 @@ def test_a_relation_whose_seed_needs_more_nodes_says_not_here():
     """A seed whose mechanism needs N nodes (seed 003's NodePort hop between nodes) says "not
     here" when a run of its cases had fewer (meta.json's nodes), whatever the interval; with
     enough nodes, or none counted (the lab), the interval decides."""
-    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = matrix_module()
 
     def judged(nodes):
         m = {"cases": [{"name": n, "baseline": None} for n in "ab"], "columns": [{"key": "rps", "kind": "value"}],
@@ -229,3 +231,28 @@ def test_a_relation_whose_seed_needs_more_nodes_says_not_here():
     assert (one["holds"], one["not_here"]) == ("not here", "needs 2 nodes, ran on 1") and one["interval"]["ratio"] == 0.5
     assert judged(3)["holds"] == "yes" and "not_here" not in judged(3)
     assert judged(None)["holds"] == "yes"
+
+
+def test_sides_with_different_ingress_cpu_are_judged_per_cpu():
+    """Each side probed its own share (INGRESS_CPU=auto): the relation divides what each served
+    per CPU of its ingress (summary.json cpu.per_ingress_cpu), as seed 002 does, and says so;
+    with the same CPU on both sides, the column itself."""
+    matrix = matrix_module()
+
+    def judged(cpus_b):
+        m = {"cases": [{"name": n, "baseline": None} for n in "ab"], "columns": [{"key": "rps", "kind": "value"}],
+             "ratios": [{"of": "a", "to": "b", "per": None, "show": "ratio", "column": "rps",
+                         "seed": {"figure": 1.0, "text": "", "expect": "equal", "range": [0.9, 1.1], "nodes": None}}]}
+        # a at 0.5 CPU serves half of b's req/s at 1 CPU: the same per CPU
+        runs = [{"case": "a", "status": "passed", "nodes": 1, "ingress_cpus": 0.5, "per_cpu": v * 2, "values": {"rps": v}}
+                for v in (5000, 5050, 4950)] + \
+               [{"case": "b", "status": "passed", "nodes": 1, "ingress_cpus": cpus_b, "per_cpu": v / cpus_b, "values": {"rps": v}}
+                for v in (10000, 10100, 9900)]
+        matrix.compute(m, runs)
+        return m["ratios"][0]
+
+    per_cpu = judged(1.0)
+    assert per_cpu["holds"] == "yes" and per_cpu["interval"]["ratio"] == 1.0, per_cpu
+    assert matrix.judged_on(per_cpu) == "rps per ingress CPU (0.5 vs 1 CPU)"
+    same = judged(0.5)
+    assert same["holds"] == "no" and same["interval"]["ratio"] == 0.5 and matrix.judged_on(same) == "rps"

@@ -118,11 +118,48 @@ def test_no_server_count_without_both_readings(before, after, tmp_path):
     assert lines(d)[1] == "server        no server-side count (no stub_status for this target)"
 
 
+def usage(ingress, backend, host, at, cpus="cpus ingress 0.650\nperiod ingress 5000\n"):
+    """`cgroups.sh usage` as it prints (ns; the ingress's quota), for --usage-before/after."""
+    return f"{cpus}ingress {ingress}\nbackend {backend}\nhost {host}\nat {at}\n"
+
+
+def test_each_roles_cpu_and_the_headline_per_ingress_cpu(tmp_path):
+    """The ingress's cgroup time between the readings divides the server's count: the seeds'
+    unit; the host's busy time less every role's is the rest (control plane and the like)."""
+    d = k6_run(tmp_path, {"requests": 39000, "rps": 3900, "seconds": 10})
+    s = json.loads((d / "summary.json").read_text())
+    s["verdict"] = {"limit": "ingress-cpu", "valid": True, "rule": "r", "text": "t"}
+    (d / "summary.json").write_text(json.dumps(s))
+    r = report("summary", d, "--times", "10.000", "2.000", "0.500", "--cpus", "2", "--stub-before", "100 1000",
+               "--stub-after", "151 40001", "--host-cpus", "2",
+               "--usage-before", usage(10**9, 10**9, 50 * 10**9, 10**18),
+               "--usage-after", usage(7 * 10**9, 5 * 10**9, 66 * 10**9, 10**18 + 10 * 10**9))
+    assert r.returncode == 0, r.stderr
+    c = json.loads((d / "summary.json").read_text())["cpu"]
+    assert c == {"source": "cgroups", "seconds": 10, "ingress_cpu_seconds": 6, "ingress_cpus": 0.65, "ingress_cfs_period_us": 5000,
+                 "backend_cpu_seconds": 4, "host_cpu_seconds": 16, "other_cpu_seconds": 3.5,
+                 "per_ingress_cpu": {"value": 39000 / 6, "unit": "req/s"}}
+    assert lines(d)[2:] == ["cpu           ingress 0.60 of 0.65 CPU, backends 0.40, host 1.60 of 2 CPUs (cgroups): 6,500 req/s per ingress CPU",
+                            "answer        ingress-cpu-bound at 0.65 ingress CPU: 3,900 req/s, 6,500 req/s per ingress CPU"]
+
+
+def test_a_pod_replaced_during_the_run_has_no_cpu_figure(tmp_path):
+    d = k6_run(tmp_path)
+    r = report("summary", d, "--times", "10", "1", "1", "--cpus", "1", "--host-cpus", "2",
+               "--usage-before", usage(10**9, 10**9, 50 * 10**9, 10**18),
+               "--usage-after", "backend 2000000000\nhost 60000000000\nat 1000000010000000000\n")
+    assert r.returncode == 0, r.stderr
+    c = json.loads((d / "summary.json").read_text())["cpu"]
+    assert c["ingress_cpu_seconds"] is None and c["per_ingress_cpu"]["value"] is None
+    assert lines(d)[-1].startswith("cpu           no ingress CPU count")
+
+
 BAD = {
     "no summary": (lambda d: (d / "summary.json").unlink(), [], "summary.json is not readable JSON"),
     "k6 wrote no result": (lambda d: (d / "summary.json").write_text("{}"), [], "has no .result"),
     "bad reading": (None, ["--stub-before", "accepts"], "a stub_status reading is 'ACCEPTS REQUESTS', got 'accepts'"),
     "no times": (None, ["--times", "1"], "argument --times: expected 3 arguments"),
+    "bad usage reading": (None, ["--usage-before", "ingress lots"], "a CPU usage reading is 'ROLE NS'"),
 }
 
 

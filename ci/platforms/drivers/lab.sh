@@ -22,6 +22,12 @@ pf_check() {
   export CLIENT_CPUS=${CLIENT_CPUS:-$(taskset -c "${CLIENT_CPU_LIST:-0-$(($(nproc) - 1))}" nproc)}
 }
 
+# The LB's and the backends' groups (ci/platforms/lab.sh starts them in their roles' groups).
+pf_cpu_groups() {
+  [ ${#RUN[@]} -gt 0 ] || return 0
+  printf '%s\n' "ingress ingress-bench/ingress" "backend ingress-bench/backend"
+}
+
 pf_up() {
   [ ${#RUN[@]} -gt 0 ] || return 0 # a user's host: nothing of ours to bring up
   need_root "bench on the lab"

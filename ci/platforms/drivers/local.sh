@@ -38,7 +38,11 @@ pf_up() {
   fi
   export TARGET=$scheme://$addr
   SERVER_CPU_LIST=$(ingress_cpuset)
+  # A CPU amount that is not whole cores is a CFS quota in the shared pool, beside k6.
+  INGRESS_CORES=$(awk -v q="${INGRESS_CPU:-}" 'BEGIN { c = q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0; if (q != "" && c != int(c)) print c }')
   CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
   PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
   RUN=(taskset -c "$CLIENT_CPU_LIST")
 }
+
+pf_cpu_groups() { pod_groups; }

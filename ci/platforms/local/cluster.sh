@@ -32,7 +32,7 @@ POD_CIDR=198.18.64.0/18
 SERVICE_CIDR=198.18.128.0/20
 DNS_IP=198.18.128.10
 NODE_NAME=ibench-node
-CGROUP_ROOT=/ibench                 # kubelet's cgroupRoot: every pod cgroup lives below it
+CGROUP_ROOT=/$IB_KUBELET_CGROUP     # kubelet's cgroupRoot: every pod cgroup lives below it (ci/lib.sh)
 FWD_CHAIN=IBENCH-FORWARD
 OUT_CHAIN=IBENCH-OUTPUT
 # Chains kube-proxy, the kubelet, the CNI plugins (portmap, bandwidth) and we create.

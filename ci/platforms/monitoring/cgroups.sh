@@ -8,6 +8,10 @@
 #   ci/platforms/monitoring/cgroups.sh run ROLE CMD...   run CMD (and its children) in ROLE's group
 #   ci/platforms/monitoring/cgroups.sh sample DIR        write DIR/bench-cgroups.prom every second
 #   ci/platforms/monitoring/cgroups.sh remove            remove the (empty) groups
+#   ci/platforms/monitoring/cgroups.sh usage < GROUPS    CPU used so far by each role, and the host's
+#                                                        (GROUPS: lines "ROLE REL": a group's path in
+#                                                        every hierarchy, globs allowed; bench.sh reads
+#                                                        it before and after the load)
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "$0")/../../lib.sh"
@@ -15,7 +19,7 @@ set -euo pipefail
 . "$IB_ROOT/ci/platforms/cgroup.sh"
 GROUP=ingress-bench # every role's group lives below it
 case "${1:-}" in
-  run|sample)
+  run|sample|usage)
     cg_detect
     ACCT=$(cg_path cpuacct $GROUP); CPU=$(cg_path cpu $GROUP) ;; # one directory on v2
 esac
@@ -69,9 +73,39 @@ sample() {
   done
 }
 
+# usage: "ROLE NS" per role (the groups' CPU time summed), "host NS" (every CPU's busy time,
+# /proc/stat, jiffies of 10 ms), "cpus ROLE N" (what the first group of a role may use: its CFS
+# quota in cores, else the CPUs its first process may run on), "period ROLE US" (its CFS period) and "at NS" (the
+# reading's time, ns since the epoch). A role whose
+# groups are all gone (a pod replaced) prints nothing: its count is unknown, never 0.
+usage() {
+  local role rel d seen=() busy
+  declare -A ns=()
+  while read -r role rel; do
+    for d in $(cg_path cpuacct "$rel"); do # the glob expands here
+      [ -d "$d" ] || continue
+      cg_usage_ns "$d"; ns[$role]=$(( ${ns[$role]:-0} + CG_NS ))
+      [[ " ${seen[*]} " == *" $role "* ]] && continue
+      seen+=("$role")
+      cg_quota "$(cg_path cpu "${d#"$(cg_path cpuacct /)"}")"
+      if [ "$CG_QUOTA" -gt 0 ]; then
+        printf 'cpus %s %d.%03d\nperiod %s %d\n' "$role" $((CG_QUOTA / CG_PERIOD)) $((CG_QUOTA * 1000 / CG_PERIOD % 1000)) "$role" "$CG_PERIOD"
+      else
+        cpus_of "$d" # its processes' CPUs: the pod's cpuset, the lab's taskset
+        [ "${#CPUS[@]}" = 0 ] || echo "cpus $role ${#CPUS[@]}"
+      fi
+    done
+  done
+  for role in "${!ns[@]}"; do echo "$role ${ns[$role]}"; done
+  read -r _ u n s _ _ i si st _ </proc/stat
+  busy=$((u + n + s + i + si + st)); echo "host $((busy * 10000000))"
+  echo "at ${EPOCHREALTIME/./}000"
+}
+
 case "${1:-}" in
+  usage) usage ;;
   run) cg_join "$GROUP/$2" $$; shift 2; exec "$@" ;;
   sample) sample "$2" ;;
   remove) cg_detect; cg_remove_tree $GROUP ;;
-  *) echo "usage: ci/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR | remove" >&2; exit 2 ;;
+  *) echo "usage: ci/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR | remove | usage" >&2; exit 2 ;;
 esac

@@ -1,0 +1,83 @@
+"""ci/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS: the ingress's CPU budget on a host the
+client shares (the local platform), from a short probe run (ci/run/bench.sh runs it first when
+INGRESS_CPU=auto, the local default).
+
+The probe measures, per request, what the ingress, k6 and the backends cost in CPU time (their
+cgroups, ci/report/summary.py cpu), and the rest of the host's busy time (control plane,
+kubelet, Prometheus) per second. The ingress then gets the share S at which the client side,
+k6 and the backends on the CPUs the ingress leaves, has at least HEADROOM times the CPU the
+ingress's rate at S needs from it:
+
+    HOST - S - others  >=  HEADROOM * (S / ingress per request) * (k6 + backends per request)
+
+so S = (HOST - others) / (1 + HEADROOM * (k6 + backends) / ingress), rounded down to 50m; a
+whole core or more is given as whole cores (the static CPU manager pins them). At least one CPU
+stays the client's. A share within 10 % of the probe's is the probe's (its pod stays: no
+redeploy for a difference the noise makes).
+
+Prints three lines: the share (a Kubernetes CPU quantity), the sentence bench.sh says before
+the load, and the JSON meta.json records. Bad input: one line on stderr, exit 2."""
+import json
+import math
+import sys
+from pathlib import Path
+
+HEADROOM = 1.5  # the client side's CPU against what the ingress's rate needs from it
+STEP = 0.05     # shares in 50m steps
+MIN_SHARE = 0.1
+
+
+def quantity(cores):
+    return str(int(cores)) if cores >= 1 and cores == int(cores) else f"{round(cores * 1000)}m"
+
+
+def cores_of(q):
+    return int(q[:-1]) / 1000 if q.endswith("m") else float(q)
+
+
+def budget(summary, probe_share, host_cpus):
+    c, client = summary.get("cpu") or {}, summary.get("client") or {}
+    n = (summary.get("server") or {}).get("requests") or summary["result"].get("requests")
+    if not n or not c.get("ingress_cpu_seconds") or client.get("cpu_seconds") is None:
+        raise ValueError("the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
+    ingress, k6 = c["ingress_cpu_seconds"] / n, client["cpu_seconds"] / n
+    backends = (c.get("backend_cpu_seconds") or 0) / n
+    others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
+    raw = (host_cpus - others) / (1 + HEADROOM * (k6 + backends) / ingress)
+    share = math.floor(raw / STEP + 1e-9) * STEP
+    if share >= 1:
+        share = float(math.floor(share))
+    share = max(MIN_SHARE, min(share, host_cpus - 1))
+    probed = cores_of(probe_share)
+    if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1):
+        share = probed
+    figures = {"probe_share": probe_share, "probe_seconds": round(c["seconds"], 2), "requests": n,
+               "ingress_us_per_request": round(ingress * 1e6, 1), "k6_us_per_request": round(k6 * 1e6, 1),
+               "backend_us_per_request": round(backends * 1e6, 1), "other_cores": round(others, 3),
+               "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3)}
+    q = quantity(share)
+    text = (f"ingress CPU {q}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
+            f"{backends * 1e6:.0f} µs, and the rest of the host {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
+            f"{probe_share}); at {q} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it "
+            f"(INGRESS_CPU=<quantity> sets another)")
+    return q, text, {"ingress_cpu": q, "source": "probe", **figures}
+
+
+def main(argv):
+    if len(argv) != 4:
+        print("usage: ci/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS", file=sys.stderr)
+        return 2
+    try:
+        summary = json.loads((Path(argv[1]) / "summary.json").read_text())
+        q, text, meta = budget(summary, argv[2], int(argv[3]))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: the ingress CPU probe ({argv[1]}): {e}", file=sys.stderr)
+        return 2
+    print(q)
+    print(text)
+    print(json.dumps(meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
