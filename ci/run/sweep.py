@@ -60,7 +60,7 @@ def main(argv):
     env, reg = dict(os.environ), mx.registry()
     names = [n for n in ("INGRESS_CPUS", "SCENARIOS", "ROUNDS", "INGRESS_CPU") if env.get(n)]
     mx.check_values([{"where": "", "names": names, "env": env}])
-    if env.get("INGRESS_CPU"):
+    if env.get("INGRESS_CPU") not in (None, "", "auto", "overlay"):  # (the default's words: no amount)
         raise mx.Bad("INGRESS_CPU is the sweep's to set, one amount per run: give the amounts as INGRESS_CPUS")
     given = env.get("INGRESS_CPUS", "")
     if not given:
