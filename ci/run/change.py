@@ -53,12 +53,6 @@ LAB_KINDS = ("none", "reload", "kill-backend")  # what the lab's processes can d
 EVENTS_SHOWN = 6  # Kubernetes events in change.md's row (all of them in change.json)
 
 
-def duration_s(text):
-    """A k6 duration (checked by the registry first: settings.js durationMs) in seconds."""
-    unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-    return sum(int(n) * unit[u] for n, u in re.findall(r"(\d+)(ms|s|m|h)", text))
-
-
 def now_ms():
     return int(time.time() * 1000)
 
@@ -493,8 +487,8 @@ def run_change(env, reg):
     if env.get("SCENARIO", "rps") != "rps":
         raise mx.Bad("bench:change runs the rps scenario (a steady keep-alive load): unset SCENARIO")
     env.setdefault("DURATION", DURATION)
-    at_s = duration_s(env.get("CHANGE_AT") or reg["CHANGE_AT"]["default"])
-    run_s = duration_s(env["DURATION"])
+    at_s = mx.duration_s(env.get("CHANGE_AT") or reg["CHANGE_AT"]["default"])
+    run_s = mx.duration_s(env["DURATION"])
     if at_s < STEADY_MIN_S or run_s < at_s + 10:
         raise mx.Bad(f"CHANGE_AT {at_s:g}s and DURATION {env['DURATION']}: the load needs {STEADY_MIN_S} s or more before the change "
                      "(its steady state) and 10 s or more after it starts")

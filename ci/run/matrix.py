@@ -18,6 +18,12 @@ One place for what every comparison does:
   - per case and column: median, min/max and coefficient of variation over the rounds (runs
     that finished, crossed or not), and the ratios between cases' medians; printed as Markdown
     and written, with a JSON of every value, into the matrix's directory.
+BUDGET (a duration; the list's budget when ROUNDS is not given): the rounds go on until every
+seed relation decides (its interval says the direction holds or does not, or the seed needs more
+nodes) or the next round would end past the budget; at least two rounds unless the budget ends
+first, at most 99. First a noise probe (NOISE_RUNS runs of NOISE_DURATION of the first case)
+measures the spread now and says how many rounds the relations' margins need. Each relation
+says after how many rounds it decided, or "undecided after N rounds, spread X %".
 --check: only the checks, and the plan (each case as it would run); nothing started.
 Exit code (README, "Exit codes"): 0 every run passed; 99 a run crossed a threshold and none
 failed otherwise; 1 a run failed otherwise, or bad input.
@@ -25,6 +31,8 @@ failed otherwise; 1 a run failed otherwise, or bad input.
 The case list (YAML):
   title: one line above the tables
   rounds: the default of ROUNDS (3 when absent)
+  budget: 30m              optional, with seed relations: the default of BUDGET (below); ROUNDS
+                           given alone still runs that many rounds
   platforms: [lab, local]  optional: the platforms the cases may resolve to
   defaults: {NAME: value}  settings of every case; a setting in the environment (or on the
                            task line) replaces them
@@ -66,10 +74,12 @@ The case list (YAML):
                              between nodes): on fewer it says "not here" (the runs' meta.json)
 """
 import json
+import math
 import os
 import re
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -83,7 +93,10 @@ TSV = ROOT / "ci/settings/settings.tsv"
 BENCH = ROOT / "ci/run/bench.sh"
 MONITORING_SH = ROOT / "ci/platforms/monitoring/monitoring.sh"
 
-TOP_FIELDS = ("title", "rounds", "platforms", "defaults", "cases", "columns", "ratios")
+TOP_FIELDS = ("title", "rounds", "budget", "platforms", "defaults", "cases", "columns", "ratios")
+# The noise probe before a budgeted matrix: 4 runs of 5 s of its first case (20 s of load).
+NOISE_RUNS, NOISE_DURATION = 4, "5s"
+MAX_ROUNDS = 99
 CASE_FIELDS = ("name", "scenario", "platform", "variant", "settings", "group", "baseline")
 COLUMN_FIELDS = ("key", "title", "field", "setting", "value", "vs_baseline", "scale", "format", "unit", "spread")
 COLUMN_KINDS = ("field", "setting", "value", "vs_baseline")
@@ -106,6 +119,15 @@ DEFAULT_COLUMNS = [{"title": "platform", "field": "platform"}, {"title": "varian
 
 class Bad(Exception):
     """Bad input: one line, before anything starts."""
+
+
+DURATION = re.compile(r"(?:\d+(?:ms|s|m|h))+")
+
+
+def duration_s(text):
+    """A k6 duration (checked by the registry first: settings.js durationMs) in seconds."""
+    unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(int(n) * unit[u] for n, u in re.findall(r"(\d+)(ms|s|m|h)", text))
 
 
 def say(tag, text):
@@ -222,6 +244,10 @@ def parse(doc, where, reg):
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 99:
         raise Bad(f"{where}: rounds must be a whole number from 1 to 99, got '{rounds}'")
     m["rounds"] = rounds
+    budget = doc.get("budget")
+    if budget is not None and not (isinstance(budget, str) and DURATION.fullmatch(budget) and duration_s(budget) > 0):
+        raise Bad(f"{where}: budget must be a duration like 30m or 1h30m, got '{budget}'")
+    m["budget"] = budget
     platforms = doc.get("platforms")
     if platforms is not None:
         if not isinstance(platforms, list) or not platforms or any(p not in reg["PLATFORM"]["values"] for p in platforms):
@@ -349,6 +375,10 @@ def resolve(m, env, reg):
     # What every case runs with unless it says otherwise: the defaults, or the environment's.
     m["given"] = {k: env.get(k) or v for k, v in m["defaults"].items()}
     rounds = int(env.get("ROUNDS") or m["rounds"])
+    budget = env.get("BUDGET") or (m.get("budget") if not env.get("ROUNDS") else None)
+    if budget and not any(r["seed"] for r in m["ratios"]):
+        raise Bad(f"{m['file']}: BUDGET runs rounds until the seed relations decide, and this list has none: set ROUNDS")
+    m["budget_s"], m["budget_text"] = (duration_s(budget), budget) if budget else (None, None)
     # The case as bench.sh sees it: its platform resolved (ci/lib.sh platform(), the one place)
     # and checked by its driver (variant, target, CPU lists), then the scenario's k6 settings.
     allowed = " ".join(m["platforms"] or [])
@@ -467,22 +497,80 @@ def outcome(run, col=None):
 
 
 def execute(m, rounds, mdir, stamp):
-    """Every case once per round, the order rotated each round; returns the runs in order."""
+    """Every case once per round, the order rotated each round; ROUNDS rounds, or with a budget
+    (m["budget_s"]) until every seed relation decides or the budget would end (stopping()).
+    Returns the runs in order and whether an interrupt stopped them."""
     (mdir / "logs").mkdir()
     cases, runs, n = m["cases"], [], len(m["cases"])
     first = next((c for c in m["columns"] if c["kind"] == "value"), None)
+    budget, started = m.get("budget_s"), time.monotonic()
+    last = MAX_ROUNDS if budget else rounds
     try:
-        for r in range(1, rounds + 1):
+        if budget:
+            m["noise"] = noise_probe(m, mdir, stamp, first)
+        rounds_from = time.monotonic()
+        for r in range(1, last + 1):
             for c in cases[(r - 1) % n:] + cases[:(r - 1) % n]:
                 testid = f"{c['name']}-r{r}-{stamp}"
                 runs.append(dict(blank_run(c, {}, testid, mdir), round=r, order=len(runs) + 1))  # what an interrupt marks
                 runs[-1].update(run_one(c, {}, testid, mdir, m, r))
-                say("matrix", f"{c['name']} round {r}/{rounds}: {outcome(runs[-1], first)}")
+                say("matrix", f"{c['name']} round {r}/{rounds if not budget else '…'}: {outcome(runs[-1], first)}")
+            now = time.monotonic()
+            if budget and (why := stopping(m, runs, r, now - started, (now - rounds_from) / r, budget)):
+                say("matrix", f"stopped after round {r}: {why}")
+                m["stopped"] = why
+                break
     except KeyboardInterrupt:
         if runs and runs[-1]["status"] is None:
             runs[-1].update(status="failed", reason="interrupted")
         return runs, True
     return runs, False
+
+
+def decided(r):
+    return r.get("holds") in ("yes", "no", "not here")
+
+
+def stopping(m, runs, r, elapsed, per_round, budget):
+    """After round r of a budgeted matrix (ELAPSED seconds since it started, the noise probe
+    included; PER_ROUND a round's mean): why to stop now, or None. Each seed relation's round
+    of decision is kept (it can lose it again as rounds add)."""
+    compute(m, runs)
+    for x in (x for x in m["ratios"] if x["seed"]):
+        x["decided_at"] = (x.get("decided_at") or r) if decided(x) else None
+    if r >= 2 and all(decided(x) for x in m["ratios"] if x["seed"]):
+        return f"every relation decided ({elapsed / 60:.1f} min)"
+    if elapsed + per_round > budget:
+        return f"the budget ({m['budget_text']}) would end in the next round ({elapsed / 60:.1f} min so far)"
+    if r == MAX_ROUNDS:
+        return f"{MAX_ROUNDS} rounds"
+    return None
+
+
+def noise_probe(m, mdir, stamp, col):
+    """The spread now: NOISE_RUNS runs of NOISE_DURATION of the first case, their CV, and the
+    rounds a relation needs for its interval to clear its margin (the distance from the seed's
+    figure to where its direction flips: 1 for higher/lower, its range's edge for equal):
+    n ~ 2 (1.96 x 1.25 CV / margin)^2 for a ratio of two medians (a median's error is about
+    1.25 a mean's; a ratio's variance the sum of its sides')."""
+    c = m["cases"][0]
+    values = []
+    for i in range(1, NOISE_RUNS + 1):
+        run = run_one(c, {"DURATION": NOISE_DURATION}, f"noise-{i}-{stamp}", mdir, m)
+        v = run["values"].get(col["key"]) if col else None
+        if number(v):
+            values.append(v)
+    s = stats(values)
+    cv = s.get("cv_percent")
+    out = {"case": c["name"], "runs": len(values), "duration": NOISE_DURATION, "cv_percent": cv, "needs": {}}
+    for r in (r for r in m["ratios"] if r["seed"]):
+        sd = r["seed"]
+        margin = min(abs(sd["figure"] - e) for e in sd["range"]) / sd["figure"] if sd["expect"] == "equal" else abs(sd["figure"] - 1) / max(sd["figure"], 1)
+        out["needs"][r["title"]] = None if not cv or not margin else max(2, math.ceil(2 * (1.96 * 1.25 * cv / 100 / margin) ** 2))
+    needs = [v for v in out["needs"].values() if v]
+    say("matrix", f"noise now: CV {'n/a' if cv is None else f'{cv:.1f} %'} over {len(values)} runs of {NOISE_DURATION} of {c['name']}"
+                  + (f"; the relations' margins need {min(needs)}–{max(needs)} alternated rounds (median {sorted(needs)[len(needs) // 2]})" if needs else ""))
+    return out
 
 
 # --- the numbers: medians and spread (ci/report/stats.py), ratios -------------------------
@@ -525,6 +613,8 @@ def compute(m, runs):
                 of, to = per_cpu
                 r["judged_on"] = {"column": r["column"], "per_ingress_cpu": True, "cpus": [cpus(r["of"]), cpus(r["to"])]}
         judge_ratio(r, of, to)
+        cvs = [stats(v).get("cv_percent") for v in (of, to if r["to"] else [])]
+        r["spread"] = max((x for x in cvs if x is not None), default=None)  # the sides' larger CV, %
         # A seed whose mechanism needs more nodes than its runs had (each run's meta.json):
         # the ratio is still measured and shown, but it cannot say whether the seed holds.
         need = r["seed"] and r["seed"]["nodes"]
@@ -628,6 +718,11 @@ def markdown(m, rounds, mdir, interrupted):
     return "\n".join(lines) + "\n"
 
 
+def rounds_of(r, by):
+    """The rounds a ratio's cases ran (finished or not)."""
+    return max((x["round"] for c in (r["of"], r["to"]) if c for x in by[c]["runs"] if x.get("round")), default=0)
+
+
 def judged_on(r):
     """What a ratio divides: the column's figure, or that figure per ingress CPU (each side's
     CPU said) when the sides had different CPU."""
@@ -651,8 +746,8 @@ def relations_table(m):
 
     out = ["", "Relations to the seeds (each a ratio of medians; the interval is a bootstrap 95 % one; "
            "\"undecided\": the interval straddles what the seed says, too much spread to tell):", "",
-           "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to | judged on |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to | judged on | rounds |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sd, iv = r["seed"], r["interval"]
         says = {"higher": "above 1", "lower": "below 1", "equal": "equal"}[sd["expect"]]
@@ -664,8 +759,13 @@ def relations_table(m):
         rng = {None: "—", True: "yes", False: "no"}[r.get("in_range")]
         spread = f"{cv(r['of'], r['column'])} / {cv(r['to'], r['column']) if r['to'] else 'constant'}"
         holds = r.get("holds", "undecided") + (f" ({r['not_here']})" if r.get("not_here") else "")
+        n = rounds_of(r, by)
+        if r.get("holds", "undecided") == "undecided":
+            noise = (m.get("noise") or {}).get("cv_percent")
+            now = r.get("spread") if r.get("spread") is not None else noise
+            holds = f"undecided after {n} round{'s' if n != 1 else ''}, spread {'n/a' if now is None else f'{now:.1f} %'}"
         out.append(f"| {r['title']} | {seed} | {says} | {got}{' ⚠' if r.get('client_bound') else ''} | {span} | "
-                   f"{holds} | {rng} | {spread} | {judged_on(r)} |")
+                   f"{holds} | {rng} | {spread} | {judged_on(r)} | {r.get('decided_at') or n} |")
     bound = sorted({c for r in rows for c in r.get("client_bound") or []})
     if bound:
         out += ["", f"⚠ the load generator was the limit (verdict not valid) in runs of {', '.join(bound)}: "
@@ -728,9 +828,12 @@ def run_matrix(m, env, rounds, name, cases_text):
         for k in replaced:
             say("matrix", f"note: case {c['name']} runs with {k}={c['settings'][k]}, not the environment's {env[k]}")
     total = len(m["cases"]) * rounds
-    say("matrix", f"{m['file']}: {len(m['cases'])} case{'s' if len(m['cases']) > 1 else ''} × {rounds} round{'s' if rounds > 1 else ''} = {total} run{'s' if total > 1 else ''} -> {mdir}/")
+    plan = f"rounds until every relation decides, within {m['budget_text']}" if m.get("budget_s") else \
+        f"{rounds} round{'s' if rounds > 1 else ''} = {total} run{'s' if total > 1 else ''}"
+    say("matrix", f"{m['file']}: {len(m['cases'])} case{'s' if len(m['cases']) > 1 else ''} × {plan} -> {mdir}/")
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     runs, interrupted = execute(m, rounds, mdir, stamp)
+    rounds = max((r["round"] for r in runs), default=rounds)  # a budget decides how many
     compute(m, runs)
     failed = [r for r in runs if r["status"] == "failed"]
     crossed = [r for r in runs if r["status"] == "crossed"]
@@ -739,7 +842,8 @@ def run_matrix(m, env, rounds, name, cases_text):
     (mdir / "table.md").write_text(table + run_listing(runs, mdir))
     doc = {"matrix": m["file"], "title": m["title"], "id": mdir.name, "dir": str(mdir), "started": started,
            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rounds": rounds, "cpus": CPUS,
-           "interrupted": interrupted, "exit_code": rc,
+           "interrupted": interrupted, "exit_code": rc, "budget_s": m.get("budget_s"), "noise": m.get("noise"),
+           "stopped": m.get("stopped"),
            "columns": [{k: v for k, v in col.items()} for col in m["columns"]],
            "cases": [{k: c[k] for k in ("name", "scenario", "platform", "variant", "group", "baseline", "settings",
                                         "counts", "stats", "vs_baseline")} | {"runs": c["runs"]} for c in m["cases"]],

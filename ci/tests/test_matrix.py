@@ -256,3 +256,35 @@ def test_sides_with_different_ingress_cpu_are_judged_per_cpu():
     assert matrix.judged_on(per_cpu) == "rps per ingress CPU (0.5 vs 1 CPU)"
     same = judged(0.5)
     assert same["holds"] == "no" and same["interval"]["ratio"] == 0.5 and matrix.judged_on(same) == "rps"
+
+
+def test_a_budget_runs_rounds_until_the_relations_decide(tmp_path):
+    """BUDGET: a noise probe first (the spread now, and the rounds each relation's margin needs),
+    then rounds until every seed relation decides. The same variant on both sides against a
+    seed of "equal within 0.5-2" decides "yes" as soon as an interval exists (2 rounds: a
+    relation 2x wide needs no more on this host, where identical runs vary up to 20 %); a
+    budget shorter than one round ends after it, "undecided after 1 round" with the probe's
+    spread. Each row says its rounds."""
+    cases = [{"name": "a", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"},
+             {"name": "b", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"}]
+    ratio = {"title": "a vs b", "of": "a", "to": "b", "column": "rps",
+             "seed": {"figure": 1.0, "text": "the same", "expect": "equal", "range": [0.5, 2.0]}}
+    path = case_list(tmp_path, cases, ratios=[ratio])
+    for budget, rounds, holds in (("5m", 2, "yes"), ("1s", 1, "undecided")):
+        results = tmp_path / f"results-{budget}"
+        r = task("bench:matrix", f"MATRIX={path}", f"BUDGET={budget}", f"RESULTS_ROOT={results}", timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        mdir, doc = the_matrix(results)
+        noise = doc["noise"]
+        assert noise["runs"] == 4 and noise["cv_percent"] is not None and noise["needs"]["a vs b"] >= 2, noise
+        assert f"noise now: CV {noise['cv_percent']:.1f} % over 4 runs of 5s of a" in r.stderr
+        assert doc["rounds"] == rounds and max(x["round"] for x in doc["runs"]) == rounds, doc["stopped"]
+        rel = doc["ratios"][0]
+        assert rel["holds"] == holds, rel
+        row = table_row(r.stdout, "a vs b")  # relation, seed, says, measured, interval, holds, ..., rounds
+        if holds == "yes":
+            assert doc["stopped"].startswith("every relation decided") and rel["decided_at"] == 2 and row[5] == "yes"
+        else:
+            assert doc["stopped"].startswith("the budget (1s) would end in the next round"), doc["stopped"]
+            assert row[5] == f"undecided after 1 round, spread {noise['cv_percent']:.1f} %", row
+        assert row[-1] == str(rounds), row

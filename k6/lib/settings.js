@@ -170,6 +170,8 @@ export const SETTINGS = [
     reaches: ['change'], example: 'seed002-nginx-lb-tuned', meaning: '`bench:change CHANGE=reload`: the variant whose configuration the ingress reloads into' },
   { name: 'CHANGE_ERRORS_MAX', type: 'int', min: 0, default: null, defaultText: 'none (reported only)', reaches: ['change'], example: '0',
     meaning: '`bench:change`: a threshold: more failed requests than this during the change exits 99 (sends the open model never made are `DROPPED_MAX`\'s)' },
+  { name: 'BUDGET', type: 'duration', default: null, defaultText: 'none: `ROUNDS` rounds (`bench:seeds`: 30m unless `ROUNDS` is given)', reaches: ['matrix'], example: '10m',
+    meaning: 'a matrix with seed relations: rounds alternate until every relation decides (its interval says the direction holds or not) or the next round would end past this; a noise probe first says how many rounds the relations need' },
   { name: 'MATRIX', type: 'text', pattern: /^\S+\.ya?ml$/, rule: 'a case list (.yaml)', default: null, defaultText: '—', reaches: ['matrix'],
     example: 'ci/run/matrices/keepalive.yaml', meaning: '`bench:matrix`: the case list to run (format: `ci/run/matrix.py`; the seeds\' lists: `ci/run/matrices/`)' },
   { name: 'CASES', type: 'text', pattern: /^[a-z0-9 -]+$/, rule: 'case names separated by spaces', default: 'http-1kb https-1kb tls-handshakes throughput-1mb',
