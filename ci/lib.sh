@@ -205,11 +205,14 @@ prometheus_wait_link() {
 # local platform, the overlay's elsewhere), overlay, or a CPU quantity this host has.
 need_ingress_cpu() {
   case ${INGRESS_CPU:-auto} in auto | overlay) return 0 ;; esac
-  { [[ $INGRESS_CPU =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $INGRESS_CPU =~ ^[0.]*m?$ ]]; } ||
+  is_cpu_quantity "$INGRESS_CPU" ||
     die "INGRESS_CPU must be auto, overlay or a CPU quantity above 0 like 2, 500m or 0.5, got '$INGRESS_CPU'"
-  [ "$PLATFORM" != local ] || awk -v q="$INGRESS_CPU" -v n="$(nproc)" 'BEGIN { exit !((q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0) <= n) }' ||
+  [ "$PLATFORM" != local ] || awk -v c="$(cpu_cores "$INGRESS_CPU")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
     die "INGRESS_CPU $INGRESS_CPU is more than this machine's $(nproc) CPUs"
 }
+# cpu_cores QUANTITY: a Kubernetes CPU quantity (500m, 0.5, 2) in cores.
+cpu_cores() { awk -v q="$1" 'BEGIN { print (q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0) }'; }
+is_cpu_quantity() { [[ $1 =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $1 =~ ^[0.]*m?$ ]]; }
 # deployed_ingress_share: the fractional CPU of the ingress deployed now for VARIANT (the probe
 # runs there, and a share within its noise keeps the pod), else 500m.
 deployed_ingress_share() {
@@ -220,7 +223,7 @@ deployed_ingress_share() {
   if [ "${v%% *}" = "$VARIANT" ] && [[ $q =~ ^[0-9]+m$ ]] && [ "${q%m}" -lt 1000 ]; then echo "$q"; else echo 500m; fi
 }
 need_cpu_quantity() {
-  { [[ $2 =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $2 =~ ^[0.]*m?$ ]]; } ||
+  is_cpu_quantity "$2" ||
     die "$1 must be a CPU quantity above 0 like 2, 500m or 0.5, got '$2'"
 }
 # The monitoring side's images on the local cluster (ci/platforms/local/images.sh monitoring

@@ -39,7 +39,8 @@ pf_up() {
   export TARGET=$scheme://$addr
   SERVER_CPU_LIST=$(ingress_cpuset)
   # A CPU amount that is not whole cores is a CFS quota in the shared pool, beside k6.
-  INGRESS_CORES=$(awk -v q="${INGRESS_CPU:-}" 'BEGIN { c = q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0; if (q != "" && c != int(c)) print c }')
+  INGRESS_CORES=''
+  [ -z "${INGRESS_CPU:-}" ] || INGRESS_CORES=$(cpu_cores "$INGRESS_CPU" | awk '$1 != int($1)')
   CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
   PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
   RUN=(taskset -c "$CLIENT_CPU_LIST")
