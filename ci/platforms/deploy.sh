@@ -173,9 +173,20 @@ if [ "$same" = 0 ]; then
   kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" ingress-bench/manifest- >/dev/null
   apply 'app.kubernetes.io/component!=ingress' # (also every object without the label)
   rollout 'app.kubernetes.io/component!=ingress'
+  # An ingress that reads its backends' addresses as it starts (components/path-lb-pods) and
+  # that this apply did not roll (its revision, once the rollout settled, is the one before)
+  # would keep the old ones: its pods are replaced (deleted: a rolling restart would schedule
+  # the new pod beside the old, and a second whole core does not fit a small node).
+  revisions() { kubectl -n "$NS" get deploy -l app.kubernetes.io/component=ingress -o jsonpath='{range .items[?(@.metadata.annotations.ingress-bench/upstreams=="resolved-at-start")]}{.metadata.name}={.metadata.annotations.deployment\.kubernetes\.io/revision}{" "}{end}' 2>/dev/null; }
+  before=$(revisions)
   apply app.kubernetes.io/component=ingress
   prune_monitoring
   rollout app.kubernetes.io/component=ingress
+  for d in $before; do
+    grep -qw -- "$d" <<<"$(revisions)" || continue
+    kubectl -n "$NS" delete pod -l "$(kubectl -n "$NS" get deploy "${d%=*}" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' | sed 's/,$//')" --wait=false >/dev/null
+    rollout app.kubernetes.io/component=ingress
+  done
   kubectl annotate ns "$NS" --overwrite "ingress-bench/manifest=$digest $(objects | head -n1)" >/dev/null
 fi
 
