@@ -376,7 +376,7 @@ def resolve(m, env, reg):
     m["given"] = {k: env.get(k) or v for k, v in m["defaults"].items()}
     rounds = int(env.get("ROUNDS") or m["rounds"])
     budget = env.get("BUDGET") or (m.get("budget") if not env.get("ROUNDS") else None)
-    if budget and not any(r["seed"] for r in m["ratios"]):
+    if budget and not any(r["seed"] for r in m["ratios"]) and "decide" not in m:
         raise Bad(f"{m['file']}: BUDGET runs rounds until the seed relations decide, and this list has none: set ROUNDS")
     m["budget_s"], m["budget_text"] = (duration_s(budget), budget) if budget else (None, None)
     # The case as bench.sh sees it: its platform resolved (ci/lib.sh platform(), the one place)
@@ -463,11 +463,18 @@ def run_one(c, extra, testid, mdir, m, round_=None):
                                   env=dict(env, IB_CASE=c["name"], IB_ROUND=str(round_ or ""), IB_TESTID=testid))
             if hook.returncode != 0:
                 run.update(rc=1, status="failed", reason=f"RUN_HOOK exited {hook.returncode}")
-        # MONITORING=0: nothing of the stack runs, not only that this run ignores it.
-        if run["status"] is None and env.get("MONITORING") in ("0", "false") and c["platform"] in ("lab", "local"):
+        # MONITORING=0: nothing of the stack runs, not only that this run ignores it. Taken
+        # down once per platform until a run with monitoring on there (bench:overhead
+        # alternates), not before each run: a down is a second or two of kubectl calls.
+        off, down_on = env.get("MONITORING") in ("0", "false"), m.setdefault("monitoring_down", set())
+        if run["status"] is None and off and c["platform"] in ("lab", "local") and c["platform"] not in down_on:
             down = subprocess.run(["bash", str(MONITORING_SH), "down"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
             if down.returncode != 0:
                 run.update(rc=1, status="failed", reason="the platform's monitoring did not go down")
+            else:
+                down_on.add(c["platform"])
+        if not off:
+            down_on.discard(c["platform"])
         if run["status"] is None:
             run["rc"] = subprocess.run(["bash", str(BENCH), c["scenario"]], cwd=ROOT, env=env,
                                        stdout=log, stderr=subprocess.STDOUT).returncode
@@ -531,15 +538,24 @@ def decided(r):
     return r.get("holds") in ("yes", "no", "not here")
 
 
-def stopping(m, runs, r, elapsed, per_round, budget):
-    """After round r of a budgeted matrix (ELAPSED seconds since it started, the noise probe
-    included; PER_ROUND a round's mean): why to stop now, or None. Each seed relation's round
-    of decision is kept (it can lose it again as rounds add)."""
+def relations_decided(m, runs, r):
+    """A budgeted matrix's rule: every seed relation decided (its interval says the direction
+    holds or does not, or the seed needs more nodes). Each relation's round of decision is kept
+    (it can lose it again as rounds add)."""
     compute(m, runs)
     for x in (x for x in m["ratios"] if x["seed"]):
         x["decided_at"] = (x.get("decided_at") or r) if decided(x) else None
-    if r >= 2 and all(decided(x) for x in m["ratios"] if x["seed"]):
-        return f"every relation decided ({elapsed / 60:.1f} min)"
+    return "every relation decided" if all(decided(x) for x in m["ratios"] if x["seed"]) else None
+
+
+def stopping(m, runs, r, elapsed, per_round, budget):
+    """After round r of a budgeted matrix (ELAPSED seconds since it started, the noise probe
+    included; PER_ROUND a round's mean): why to stop now, or None. What decides is the list's
+    (relations_decided) or its runner's (m["decide"]: bench:compare's gates), from
+    m["min_rounds"] rounds on (2: a spread to judge by)."""
+    why = m.get("decide", relations_decided)(m, runs, r)
+    if why and r >= m.get("min_rounds", 2):
+        return f"{why} ({elapsed / 60:.1f} min)"
     if elapsed + per_round > budget:
         return f"the budget ({m['budget_text']}) would end in the next round ({elapsed / 60:.1f} min so far)"
     if r == MAX_ROUNDS:
@@ -547,12 +563,23 @@ def stopping(m, runs, r, elapsed, per_round, budget):
     return None
 
 
+def seed_margins(m):
+    """Each seed relation's margin: the distance from the seed's figure to where its direction
+    flips (1 for higher/lower, its range's edge for equal), as a share of the figure."""
+    out = {}
+    for r in (r for r in m["ratios"] if r["seed"]):
+        sd = r["seed"]
+        out[r["title"]] = min(abs(sd["figure"] - e) for e in sd["range"]) / sd["figure"] if sd["expect"] == "equal" \
+            else abs(sd["figure"] - 1) / max(sd["figure"], 1)
+    return out
+
+
 def noise_probe(m, mdir, stamp, col):
     """The spread now: NOISE_RUNS runs of NOISE_DURATION of the first case, their CV, and the
-    rounds a relation needs for its interval to clear its margin (the distance from the seed's
-    figure to where its direction flips: 1 for higher/lower, its range's edge for equal):
-    n ~ 2 (1.96 x 1.25 CV / margin)^2 for a ratio of two medians (a median's error is about
-    1.25 a mean's; a ratio's variance the sum of its sides')."""
+    rounds each relation needs for its interval to clear its margin (seed_margins, or the
+    runner's m["margins"]: bench:compare's gates): n ~ 2 (1.96 x 1.25 CV / margin)^2 for a ratio
+    of two medians (a median's error is about 1.25 a mean's; a ratio's variance the sum of its
+    sides')."""
     c = m["cases"][0]
     values = []
     for i in range(1, NOISE_RUNS + 1):
@@ -563,13 +590,12 @@ def noise_probe(m, mdir, stamp, col):
     s = stats(values)
     cv = s.get("cv_percent")
     out = {"case": c["name"], "runs": len(values), "duration": NOISE_DURATION, "cv_percent": cv, "needs": {}}
-    for r in (r for r in m["ratios"] if r["seed"]):
-        sd = r["seed"]
-        margin = min(abs(sd["figure"] - e) for e in sd["range"]) / sd["figure"] if sd["expect"] == "equal" else abs(sd["figure"] - 1) / max(sd["figure"], 1)
-        out["needs"][r["title"]] = None if not cv or not margin else max(2, math.ceil(2 * (1.96 * 1.25 * cv / 100 / margin) ** 2))
+    for title, margin in (m.get("margins") or seed_margins(m)).items():
+        out["needs"][title] = None if not cv or not margin else max(m.get("min_rounds", 2), math.ceil(2 * (1.96 * 1.25 * cv / 100 / margin) ** 2))
     needs = [v for v in out["needs"].values() if v]
+    what = m.get("margins_of", "the relations' margins")
     say("matrix", f"noise now: CV {'n/a' if cv is None else f'{cv:.1f} %'} over {len(values)} runs of {NOISE_DURATION} of {c['name']}"
-                  + (f"; the relations' margins need {min(needs)}–{max(needs)} alternated rounds (median {sorted(needs)[len(needs) // 2]})" if needs else ""))
+                  + (f"; {what} need {min(needs)}–{max(needs)} alternated rounds (median {sorted(needs)[len(needs) // 2]})" if needs else ""))
     return out
 
 

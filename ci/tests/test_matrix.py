@@ -122,15 +122,19 @@ def test_a_failed_run_is_recorded_and_the_matrix_goes_on(tmp_path):
 
 def test_monitoring_off_runs_with_the_stack_down(tmp_path):
     """MONITORING=0 in a case takes the platform's monitoring down before its run (as
-    bench:overhead measures it); the next case with monitoring brings it up again."""
+    bench:overhead measures it), once: a second such run finds it down still; the next case
+    with monitoring brings it up again."""
     cases = [{"name": "off", "scenario": "rps", "platform": "lab", "settings": {"MONITORING": 0}},
+             {"name": "off-again", "scenario": "rps", "platform": "lab", "settings": {"MONITORING": 0}},
              {"name": "on", "scenario": "rps", "platform": "lab", "settings": {"MONITORING": 1}}]
     results = tmp_path / "results"
     r = task("bench:matrix", f"MATRIX={case_list(tmp_path, cases)}", "ROUNDS=1", f"RESULTS_ROOT={results}", timeout=600)
     assert r.returncode == 0, r.stderr
     mdir, doc = the_matrix(results)
-    off, on = doc["runs"]
+    off, again, on = doc["runs"]
     assert "monitoring    down (lab)" in Path(off["log"]).read_text()
+    assert "monitoring    down" not in Path(again["log"]).read_text()
+    assert json.loads(Path(again["dir"], "summary.json").read_text())["correlation"].get("url") is None
     assert json.loads(Path(off["dir"], "summary.json").read_text())["settings"]["MONITORING"] == "0"
     # Started afresh (not "up: <url>", which says it was up already).
     assert "monitoring    up: Prometheus" in Path(on["log"]).read_text()
