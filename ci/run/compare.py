@@ -13,8 +13,13 @@ seed 002 compares. The gates, Kong's release gates by default:
     GATE_RATE_DROP % down, p95 more than GATE_P95_RISE % up, p99 more than GATE_P99_RISE % up;
   - UNSTABLE, no verdict, when either side's req/s (Gbit/s) CV is over GATE_CV_MAX %: the
     machine was too noisy to tell (more rounds, longer runs, or a quieter machine).
+BUDGET=<duration> instead of ROUNDS: rounds until the gates decide (the matrix's stopping rule,
+after its noise probe): each gated metric's interval wholly past its tolerance (a regression)
+or wholly on the safe side of it, from the third round on (a regression stops them then).
+When the budget would end first: UNDECIDED, the intervals that straddle their tolerance and
+the spread said.
 Exit codes: 0 no regression; 99 a regression (a gate crossed, as a crossed threshold is);
-98 unstable; 1 bad input or a run that failed.
+98 unstable, or undecided within BUDGET; 1 bad input or a run that failed.
 
 Baselines: BASELINE_SAVE=name keeps HEAD's runs (their directories, each with meta.json: the
 machine, kernel, CPU count and tool versions) in RESULTS_ROOT/baselines/<name>/; without BASE
@@ -34,14 +39,15 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, rounds, runs, medians)
-from report.stats import median_ratio_interval, stats  # noqa: E402
+from report.stats import median_ratio_interval, paired_ratio_interval, stats  # noqa: E402
 
 SIDES = ("base", "head")
 # What a side is measured by: the scenario's rate (higher is better) and two latencies.
 RATE = {"rps": ("result.rps", "req/s", ",.0f"), "tps": ("result.rps", "req/s", ",.0f"),
         "throughput": ("result.gbit_per_s", "Gbit/s", ".3f")}
 LATENCIES = [("p95", "result.p95_ms", "GATE_P95_RISE"), ("p99", "result.p99_ms", "GATE_P99_RISE")]
-EXIT = {"pass": 0, "regression": 99, "unstable": 98}
+EXIT = {"pass": 0, "regression": 99, "unstable": 98, "undecided": 98}
+MIN_ROUNDS = 3  # a median and an interval of fewer say nothing
 
 
 def number_setting(env, name, reg):
@@ -89,31 +95,42 @@ def rate_judged(cpus, values):
     """The rate a comparison is judged on: per ingress CPU when the sides had different CPU
     (each probed its own share, INGRESS_CPU=auto; seed 002's unit), else the rate itself (a
     side whose CPU varied over its rounds is judged by what it served); and why, for the table."""
-    if len(cpus["base"]) == len(cpus["head"]) == 1 and cpus["base"] != cpus["head"] and all(values[s].get("per_cpu") for s in SIDES):
+    if len(cpus["base"]) == len(cpus["head"]) == 1 and cpus["base"] != cpus["head"] and \
+            all(any(v is not None for v in values[s].get("per_cpu") or []) for s in SIDES):
         side = lambda s: "/".join(format(x, "g") for x in cpus[s])  # noqa: E731
         return "per_cpu", f"judged per ingress CPU: base had {side('base')} CPU, head {side('head')}"
     return "rate", "judged on the rate" + (f": both sides had {'/'.join(format(x, 'g') for x in cpus['head'])} ingress CPU" if cpus["head"] else "")
 
 
-def judge(m, base_values, head_values, env, reg, judged="rate"):
+def judge(m, base_values, head_values, env, reg, judged="rate", budgeted=False, noise_cv=None, paired=False):
     """Per metric: medians, CVs, the interval and what it says; and the whole comparison's
-    verdict. Of the two rates only JUDGED counts (the other is shown)."""
+    verdict. Of the two rates only JUDGED counts (the other is shown). BUDGETED: the rounds
+    were to go on until every gate decided, so one that did not leaves the comparison
+    undecided rather than passed (its spread: the rate's, or before two rounds NOISE_CV's).
+    PAIRED: the sides' lists are aligned by round (None where a run did not finish), and the
+    interval is of the rounds' ratios (paired_ratio_interval): both sides ran in each round."""
     rows, cv_max = [], number_setting(env, "GATE_CV_MAX", reg)
     for mt in m:
-        b, h = base_values.get(mt["key"], []), head_values.get(mt["key"], [])
+        pb, ph = base_values.get(mt["key"], []), head_values.get(mt["key"], [])
+        b, h = [v for v in pb if v is not None], [v for v in ph if v is not None]
         tol = number_setting(env, mt["gate"], reg) / 100
-        iv = median_ratio_interval(h, b)
+        iv = paired_ratio_interval(ph, pb) if paired else median_ratio_interval(h, b)
         row = dict(mt, base=stats(b), head=stats(h), interval=iv, tolerance=tol)
+        # decided: the whole interval on one side of the tolerance (a regression, or none).
+        row["decided"] = True
         if mt["key"] in ("rate", "per_cpu") and mt["key"] != judged:
             row["says"] = "shown, not judged"
         elif iv is None:
-            row["says"] = "no value"
+            row["says"], row["decided"] = "no value", False
         else:
             # lo..hi: the interval as "how much better" (above 1: better) for either direction.
             # "better" and "worse" only when the whole interval says so; a regression when it
             # is wholly past the tolerance.
             lo, hi = (iv["low"], iv["high"]) if mt["better"] == "higher" else (1 / iv["high"], 1 / iv["low"])
-            if (iv["high"] < 1 - tol) if mt["better"] == "higher" else (iv["low"] > 1 + tol):
+            edge = 1 - tol if mt["better"] == "higher" else 1 / (1 + tol)  # the tolerance, as lo..hi
+            # (one round has no spread: its "interval" is a point, and decides nothing)
+            row["decided"] = not lo < edge <= hi and (iv.get("paired_rounds") or min(len(b), len(h))) >= 2
+            if hi < edge:
                 row["says"] = "REGRESSION"
             elif lo > 1:
                 row["says"] = "better"
@@ -132,10 +149,31 @@ def judge(m, base_values, head_values, env, reg, judged="rate"):
         verdict = "regression"
         why = "; ".join(f"{r['title']} {r['interval']['low']:.3f}–{r['interval']['high']:.3f}× is past "
                         f"{'−' if r['better'] == 'higher' else '+'}{r['tolerance'] * 100:g} %" for r in rows if r["says"] == "REGRESSION")
+    elif budgeted and (open_ := [r for r in rows if not r["decided"]]):
+        verdict = "undecided"
+        for r in open_:
+            r["says"] = "undecided"
+        spread = max((rate[s]["cv_percent"] for s in SIDES if rate[s].get("cv_percent") is not None), default=noise_cv)
+        gate = lambda r: f"{'−' if r['better'] == 'higher' else '+'}{r['tolerance'] * 100:g} %"  # noqa: E731
+        why = "; ".join(f"{r['title']} {r['interval']['low']:.3f}–{r['interval']['high']:.3f}× straddles {gate(r)}"
+                        if r["interval"] and r["interval"]["low"] != r["interval"]["high"] else
+                        f"{r['title']} has no interval to judge {gate(r)} by (one round)" for r in open_)
+        why += f"; spread {'n/a' if spread is None else f'{spread:.1f} %'}: the budget ended first (a longer BUDGET or a quieter machine)"
     else:
         verdict = "pass"
         why = "no gate crossed"
     return rows, verdict, why
+
+
+def measured(runs, mts):
+    """Each side's finished runs; their values per metric, aligned by round (None where a side's
+    run of that round did not finish or has no value); their ingress CPUs."""
+    done = {s: [r for r in runs if r["case"] == s and r["status"] in ("passed", "crossed")] for s in SIDES}
+    rounds = sorted({r["round"] for r in runs})
+    value = lambda s, n, k: next((r["values"][k] for r in done[s] if r["round"] == n and mx.number(r["values"].get(k))), None)  # noqa: E731
+    values = {s: {mt["key"]: [value(s, n, mt["key"]) for n in rounds] for mt in mts} for s in SIDES}
+    cpus = {s: sorted({r["ingress_cpus"] for r in done[s] if r.get("ingress_cpus")}) for s in SIDES}
+    return done, values, cpus
 
 
 def markdown(title, rows, verdict, why, n, notes):
@@ -153,6 +191,27 @@ def markdown(title, rows, verdict, why, n, notes):
     return "\n".join(lines) + "\n"
 
 
+def verdict_of(values, cpus, mts, saved, env, reg, **how):
+    """judge() on the sides' values (BASE's from a saved baseline when there is one): rows,
+    verdict, why; the rate judged, the note that says why, and the sides' ingress CPUs."""
+    if saved:  # measured apart: no rounds to pair
+        values, cpus = dict(values, base=saved["values"]), dict(cpus, base=saved.get("ingress_cpus", []))
+    judged, said = rate_judged(cpus, values)
+    said += "; HEAD/BASE: " + ("the saved runs' median against HEAD's (they did not alternate)" if saved
+                               else "the median of the rounds' ratios (each round ran both, back to back)")
+    return (*judge(mts, values["base"], values["head"], env, reg, judged, paired=not saved, **how), judged, said, cpus)
+
+
+def decided(runs, mts, saved, env, reg):
+    """bench:compare's stopping rule (BUDGET): after a round, a regression, or every gate's
+    interval on one side of its tolerance."""
+    _, values, cpus = measured(runs, mts)
+    rows, verdict, *_ = verdict_of(values, cpus, mts, saved, env, reg)
+    if verdict == "regression":
+        return "a regression"
+    return "every gate decided" if all(r["decided"] for r in rows) else None
+
+
 def save_baseline(env, name, doc, scenario, variant, head_runs, values):
     d = baselines_dir(env) / name
     d.mkdir(parents=True)
@@ -168,7 +227,7 @@ def save_baseline(env, name, doc, scenario, variant, head_runs, values):
 
 def main(argv):
     env, reg = dict(os.environ), mx.registry()
-    names = [n for n in ("BASE", "HEAD", "BASELINE", "BASELINE_SAVE", "SCENARIO", "ROUNDS",
+    names = [n for n in ("BASE", "HEAD", "BASELINE", "BASELINE_SAVE", "SCENARIO", "ROUNDS", "BUDGET",
                          "GATE_RATE_DROP", "GATE_P95_RISE", "GATE_P99_RISE", "GATE_CV_MAX") if env.get(n)]
     mx.check_values([{"where": "", "names": names, "env": env}])
     head, base, baseline, save = (env.get(k) for k in ("HEAD", "BASE", "BASELINE", "BASELINE_SAVE"))
@@ -178,9 +237,11 @@ def main(argv):
         raise mx.Bad("give BASE (a variant measured now) or BASELINE (a saved side), not both")
     if not base and not baseline and not save:
         raise mx.Bad("nothing to compare HEAD with: set BASE=<variant> or BASELINE=<saved name> (or BASELINE_SAVE=<name> to save HEAD)")
+    if env.get("ROUNDS") and env.get("BUDGET"):
+        raise mx.Bad("give ROUNDS (that many rounds) or BUDGET (rounds until the gates decide), not both")
     rounds = int(env.get("ROUNDS") or 5)
-    if rounds < 3:
-        raise mx.Bad(f"ROUNDS must be at least 3 for a comparison (a median and an interval of fewer say nothing), got {rounds}")
+    if rounds < MIN_ROUNDS:
+        raise mx.Bad(f"ROUNDS must be at least {MIN_ROUNDS} for a comparison (a median and an interval of fewer say nothing), got {rounds}")
     scenario = env.get("SCENARIO") or reg["SCENARIO"]["default"]
     if save and (baselines_dir(env) / save).exists():
         raise mx.Bad(f"baseline '{save}' exists already in {baselines_dir(env)}: baselines are never overwritten (choose another name)")
@@ -193,9 +254,14 @@ def main(argv):
            "cases": [{"name": s, "scenario": scenario, "variant": v} for s, v in sides],
            "columns": [{"title": "variant", "field": "variant"}]
            + [{"key": mt["key"], "title": mt["title"], "value": mt["value"], "format": mt["format"], "spread": True} for mt in mts]}
-    env["ROUNDS"] = str(rounds)
+    if not env.get("BUDGET"):
+        env["ROUNDS"] = str(rounds)
     try:
         m = mx.parse(doc, "bench:compare", reg)
+        if env.get("BUDGET"):  # the matrix's stopping rule, with the gates as what decides
+            m["decide"] = lambda m_, runs, r: decided(runs, mts, saved, env, reg)
+            m["min_rounds"], m["margins_of"] = MIN_ROUNDS, "the rate's tolerance"
+            m["margins"] = {"rate": number_setting(env, "GATE_RATE_DROP", reg) / 100}
         mx.resolve(m, env, reg)
     except mx.Bad as e:  # a side's error in the user's words: BASE or HEAD, not the case's name
         raise mx.Bad(re.sub(r"^bench:compare: case '(base|head)': ", lambda x: f"{x[1].upper()}: ", str(e)))
@@ -215,25 +281,24 @@ def main(argv):
     rc, mdoc = mx.run_matrix(m, env, rounds, "compare", yaml.safe_dump(doc, sort_keys=False))
     if rc == 1:
         return 1
-    done = {c["name"]: [r for r in c["runs"] if r["status"] in ("passed", "crossed")] for c in mdoc["cases"]}
-    values = {s: {mt["key"]: [r["values"][mt["key"]] for r in done.get(s, []) if mx.number(r["values"].get(mt["key"]))] for mt in mts}
-              for s in SIDES}
+    done, values, cpus = measured(mdoc["runs"], mts)
     mdir = Path(mdoc["dir"])
     if save:
         d = save_baseline(env, save, {"dir": mdoc["dir"], "given": m["given"], "platform": m["cases"][-1]["platform"]},
                           scenario, head, done["head"], values["head"])
         mx.say("compare", f"HEAD's {len(done['head'])} runs saved as baseline '{save}': {d}/")
-    cpus = {s: sorted({r["ingress_cpus"] for r in done.get(s, []) if r.get("ingress_cpus")}) for s in SIDES}
-    if saved:
-        values["base"], cpus["base"] = saved["values"], saved.get("ingress_cpus", [])
     if not base and not saved:
         return 0  # HEAD measured and saved: nothing to judge
-    judged, how = rate_judged(cpus, values)
-    rows, verdict, why = judge(mts, values["base"], values["head"], env, reg, judged)
+    rows, verdict, why, judged, how, cpus = verdict_of(values, cpus, mts, saved, env, reg, budgeted=bool(env.get("BUDGET")),
+                                                       noise_cv=(mdoc.get("noise") or {}).get("cv_percent"))
+    rounds = mdoc["rounds"]
+    if mdoc.get("stopped"):
+        notes.append(f"rounds until the gates decide, within BUDGET {env['BUDGET']}: stopped after round {rounds}, {mdoc['stopped']}")
     table = markdown(doc["title"], rows, verdict, why, rounds, notes + [how])
     (mdir / "compare.md").write_text(table)
     (mdir / "compare.json").write_text(json.dumps({"verdict": verdict, "why": why, "exit_code": EXIT[verdict], "notes": notes,
                                                    "judged_on": judged, "ingress_cpus": cpus,
+                                                   "rounds": rounds, "budget": env.get("BUDGET"), "stopped": mdoc.get("stopped"),
                                                    "metrics": rows, "baseline": baseline, "base": base, "head": head}, indent=2) + "\n")
     print("\n" + table, end="", flush=True)
     return EXIT[verdict]

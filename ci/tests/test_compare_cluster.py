@@ -47,15 +47,17 @@ def test_tuned_against_default_is_better(tuned_vs_default):
     assert json.loads((results / "baselines/tuned/baseline.json").read_text())["variant"] == "seed002-nginx-lb-tuned"
 
 
-def test_default_against_the_saved_tuned_is_a_regression(tuned_vs_default, tmp_path):
+def test_default_against_the_saved_tuned_is_a_regression_found_early(tuned_vs_default, tmp_path):
     """The reverse, as a CI job runs it: HEAD=default measured now against the saved tuned
-    runs (BASELINE): a regression (the whole interval past -10 %), exit 99."""
+    runs (BASELINE), rounds until the gates decide (BUDGET): a regression (the whole interval
+    past -10 %) stops them at the third round, well inside the budget, exit 99."""
     _, _, results = tuned_vs_default
-    r = task("bench:compare", "BASELINE=tuned", "HEAD=seed002-nginx-lb-default", "ROUNDS=3", f"RESULTS_ROOT={results}", *args(), timeout=1200)
+    r = task("bench:compare", "BASELINE=tuned", "HEAD=seed002-nginx-lb-default", "BUDGET=10m", f"RESULTS_ROOT={results}", *args(), timeout=1200)
     assert r.returncode == 99, r.stdout[-3000:] + r.stderr[-2000:]
     doc = json.loads(sorted(results.glob("compare-*/compare.json"))[-1].read_text())
     rate = rate_of(doc)
     assert doc["verdict"] == "regression" and doc["baseline"] == "tuned", doc["why"]
+    assert doc["rounds"] == 3 and doc["stopped"].startswith("a regression"), doc["stopped"]
     # exact: GATE_RATE_DROP's 10 %, the gate the verdict applies
     assert rate["interval"]["high"] < 0.9 and rate["says"] == "REGRESSION", rate["interval"]
     assert "req/s" in doc["why"] and "past −10 %" in doc["why"]
