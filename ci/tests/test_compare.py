@@ -35,10 +35,11 @@ def lab_taken_down():
 
 # The budget tests' subject is the stopping rule, not this host's spread: 3 s lab runs vary by
 # 15 % (CV) on both rate and p95 here, run to run, paired or not (README, "Regressions"), so a
-# 10 % gate needs ~25 rounds to decide (n ~ 2 (1.96 x 1.25 CV / tolerance)^2) and a 30 % one
-# about 3. The gates are set that wide; the rule over each gate is tried offline
+# 10 % gate needs ~25 rounds to decide (n ~ 2 (1.96 x 1.25 CV / tolerance)^2), a 30 % one 3 in
+# a quiet hour and 13 at 17 % (c13, README); 50 % decides at the third round. The gates are set
+# that wide; the rule over each gate is tried offline
 # (test_the_gates_decide_on_either_side_of_their_tolerance).
-WIDE_GATES = {"GATE_RATE_DROP": "30", "GATE_P95_RISE": "100", "GATE_P99_RISE": "100"}
+WIDE_GATES = {"GATE_RATE_DROP": "50", "GATE_P95_RISE": "100", "GATE_P99_RISE": "100"}
 
 
 def test_a_variant_compared_with_itself_is_no_change_within_the_budget(lab_taken_down, tmp_path):
@@ -53,8 +54,8 @@ def test_a_variant_compared_with_itself_is_no_change_within_the_budget(lab_taken
     assert doc["verdict"] == "pass" and doc["exit_code"] == 0
     assert doc["stopped"].startswith("every gate decided") and doc["rounds"] >= 3, doc["stopped"]
     rate = metric(doc, "rate")
-    # exact: GATE_RATE_DROP's 30 %: "every gate decided" means the interval clears it
-    assert rate["interval"]["low"] <= 1.0 <= rate["interval"]["high"] and rate["interval"]["low"] >= 0.7, rate["interval"]
+    # exact: GATE_RATE_DROP's 50 %: "every gate decided" means the interval clears it
+    assert rate["interval"]["low"] <= 1.0 <= rate["interval"]["high"] and rate["interval"]["low"] >= 0.5, rate["interval"]
     assert rate["says"] == "no change" and all(m["decided"] for m in doc["metrics"])
     assert mdoc["noise"]["runs"] == 4 and "the rate's tolerance need" in r.stderr
     order = [("base", "head"), ("head", "base")]
