@@ -13,9 +13,10 @@ def pyplot():
     return plt
 
 
-def draw_timeline(ts, path, mean):
+def draw_timeline(ts, path, mean, window=None):
     """RPS, latency and utilization over the run, one panel each on a shared time axis, so a
-    drop in RPS lines up with the CPU or NIC that saturated."""
+    drop in RPS lines up with the CPU or NIC that saturated; shaded, the evaluations the
+    signals and the verdict average (summary.json .correlation.window: from, to)."""
     plt = pyplot()
     s, missing, t0 = ts["series"], ts["missing"], ts["start"]
     panels = [("requests/s", 1, [("client_rps", "client (k6)", "#1f77b4"), ("server_rps", "server (ingress)", "#ff7f0e")]),
@@ -51,6 +52,9 @@ def draw_timeline(ts, path, mean):
             ax.axhline(mean, color="#1f77b4", ls=":", lw=0.8, label=f"run mean {f_int(mean)}/s")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
+        if window:
+            ax.axvspan(window[0] - t0, window[1] - t0, color="#bbb", alpha=0.25, lw=0,
+                       label="averaged for the verdict" if ax is axes[0] else None)
         if ax.get_legend_handles_labels()[0]:  # beside the panel, never over the lines
             ax.legend(loc="upper left", bbox_to_anchor=(right, 1), fontsize=8)
     axes[-1].set_xlabel("seconds since the start of the run")

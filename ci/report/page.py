@@ -84,6 +84,11 @@ def run_doc(run, ts, ts_why, charts):
         w = corr.get("window") or {}
         when = f", {iso(w['start'])} to {iso(w['end'])}" if num(w.get("start")) and num(w.get("end")) else ""
         at = f" at {corr['url']}" if corr.get("url") else " (no Prometheus URL configured)"
+        if num(w.get("from")) and num(w.get("to")) and num(w.get("load_start")):
+            when = (f": each signal the mean of {f_int(w.get('evaluations'))} evaluations of its rule, from "
+                    f"{w['from'] - w['load_start']:.0f} to {w['to'] - w['load_start']:.0f} s into the load"
+                    + (" (its steady part: shaded in the chart)" if w.get("steady") else
+                       " (the load was too short for a steady part: its ramp is in them)"))
         doc.add("p", f"From {corr.get('source', '?')}{at}{when}.")
         rows = [[n, f_signal(SIGNALS[n][0], signals[n]), SIGNALS[n][1], SIGNALS[n][2]] for n in SIGNALS if num(signals.get(n))]
         rows += [[n, f"{v:.4g}", "–", "(not in the contract)"] for n, v in signals.items() if n not in SIGNALS and num(v)]
@@ -132,7 +137,9 @@ def render(run):
         (charts_dir / name).unlink(missing_ok=True)
     charts = set()
     if ts and not ts_why:
-        draw_timeline(ts, charts_dir / "timeline.png", run.result.get("rps"))
+        w = run.correlation.get("window") or {}
+        draw_timeline(ts, charts_dir / "timeline.png", run.result.get("rps"),
+                      (w["from"], w["to"]) if num(w.get("from")) and num(w.get("to")) else None)
         charts.add("timeline.png")
     signals = run.correlation.get("signals") or {}
     if isinstance(signals, dict) and any(num(signals.get(n)) for n in LIMIT_SIGNAL.values()):

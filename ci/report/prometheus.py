@@ -7,17 +7,20 @@ import urllib.parse
 import urllib.request
 
 from .fmt import iso, say
+from .run import RULE_WINDOW
 
 PROM_MAX_POINTS = 11000  # Prometheus refuses a range query of more points per series
 
 
 def query_ranges(testid):
     """timeseries.json's series -> PromQL. k6 tags every sample with testid (k6/lib), the rest
-    is the contract; utilizations are combined with max and rates with sum if several come back."""
-    sel = f"{{testid={json.dumps(testid)}}}"  # a JSON string is a valid PromQL string literal
-    q = {"client_rps": f"sum(rate(k6_http_reqs_total{sel}[5s]))"}
+    is the contract; utilizations are combined with max and rates with sum if several come back.
+    k6's series are rated over the rules' window: the client's rate at t then covers what the
+    server's does, and the two lines meet."""
+    sel = f"{{testid={json.dumps(testid)}}}[{RULE_WINDOW}]"  # a JSON string is a valid PromQL string literal
+    q = {"client_rps": f"sum(rate(k6_http_reqs_total{sel}))"}
     for p in (50, 95, 99):  # k6_http_req_duration_seconds is a native histogram (remote write)
-        q[f"p{p}_ms"] = f"1000 * histogram_quantile({p / 100}, sum(rate(k6_http_req_duration_seconds{sel}[5s])))"
+        q[f"p{p}_ms"] = f"1000 * histogram_quantile({p / 100}, sum(rate(k6_http_req_duration_seconds{sel})))"
     q.update(ingress_cpu_cores="sum(bench:ingress_cpu_cores:rate)",
              ingress_cpu_utilization="bench:ingress_cpu_utilization:ratio",
              nic_utilization="bench:nic_utilization:ratio",

@@ -15,6 +15,8 @@ import signals as contract  # noqa: E402
 
 # summary.json .correlation.signals: name -> (unit, recording rule, meaning), in the contract's order.
 SIGNALS = contract.report_signals()
+# The rules' rate window: the client's series are rated over the same, so the two line up.
+RULE_WINDOW = contract.load()["window"]
 # verdict.limit -> the utilization that names it (the bar drawn in red).
 LIMIT_SIGNAL = {s["verdict"]["limit"]: s["key"] for s in contract.limits(contract.load())}
 

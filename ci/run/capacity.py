@@ -176,7 +176,7 @@ def draw_knee(probe, steps, capacity, slo, path):
 def report(doc_data, mdir):
     d, c = doc_data, doc_data["case"]
     doc = Doc(f"Capacity: {c['scenario']} on {c['platform']}, {c['variant']}",
-              f"{d['started']}; SLO p99 < {d['slo_p99_ms']:g} ms from the due time; steps of {c['env'].get('DURATION') or '10s'}; "
+              f"{d['started']}; SLO p99 < {d['slo_p99_ms']:g} ms from the due time; steps of {c['env'].get('DURATION') or '15s'}; "
               f"precision {d['precision']:.1%}")
     doc.add("cards", [("capacity (req/s)", f_int(d["capacity"])), ("closed model (req/s)", f_int(d["closed_rps"])),
                       ("capacity / closed", f"{d['capacity'] / d['closed_rps']:.0%}" if d["capacity"] and d["closed_rps"] else "–")])

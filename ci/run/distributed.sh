@@ -94,7 +94,7 @@ before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null
 job_started=$SECONDS
 say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
-secs=$(( $(k6_duration_seconds "${DURATION:-10s}") + 90 ))
+secs=$(( $(k6_duration_seconds "${DURATION:-15s}") + 90 ))
 # In the background, so that a signal is acted on at once (wait returns to run the trap).
 kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${secs}s" >/dev/null 2>&1 &
 waiter=$!

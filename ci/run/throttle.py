@@ -38,7 +38,7 @@ def main(argv):
         raise mx.Bad(f"bench:throttle measures the local cluster's CFS quota (PLATFORM=local), got PLATFORM={env['PLATFORM']}")
     env.pop("INGRESS_CPU", None)
     cases = [{"name": f"{side}-{kind}", "scenario": "rps",
-              "settings": {"INGRESS_CPU": cpu, "DURATION": CAPACITY_DURATION if kind == "capacity" else env.get("DURATION") or "10s",
+              "settings": {"INGRESS_CPU": cpu, "DURATION": CAPACITY_DURATION if kind == "capacity" else env.get("DURATION") or "15s",
                            # the latency limits out of reach: p99 is what is measured, not judged
                            "P95_MS": "3600000", "P99_MS": "3600000"}}
              for side, cpu in (("pinned", "1"), ("share", share)) for kind in ("capacity", "load")]

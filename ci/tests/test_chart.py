@@ -54,8 +54,8 @@ def cadvisor_endpoint(docs):
 def kubelet_defects(docs):
     """What breaks the contract on a user's cluster in the rendered kubelet ServiceMonitor."""
     ep, found = cadvisor_endpoint(docs), []
-    if ep.get("honorTimestamps") is not False:
-        found.append(f"cAdvisor's own timestamps kept (honorTimestamps: {ep.get('honorTimestamps')})")
+    if ep.get("honorTimestamps") is not True:
+        found.append(f"cAdvisor's own timestamps dropped (honorTimestamps: {ep.get('honorTimestamps')})")
     # A pod container's series, as cAdvisor labels it (a CNI-free interface, a pod, a cgroup id).
     labels = {"id": "/kubepods/burstable/pod1/abc", "pod": "ingress-0", "interface": "eth0", "scope": "container"}
     dropped = sorted(n for n in cadvisor_series_the_rules_read()
@@ -65,22 +65,23 @@ def kubelet_defects(docs):
     return found
 
 
-def test_the_kubelet_monitor_keeps_scrape_time_stamps_and_every_series_the_rules_read(chart):
+def test_the_kubelet_monitor_keeps_cadvisors_stamps_and_every_series_the_rules_read(chart):
     docs = render(chart)
     assert kubelet_defects(docs) == []
     ep = cadvisor_endpoint(docs)
-    assert ep["interval"] == "2s" and ep["trackTimestampsStaleness"] is False
+    assert ep["interval"] == "2s" and ep["trackTimestampsStaleness"] is True
 
 
-def test_the_chart_defaults_break_both(chart, tmp_path):
-    """The chart's own settings for the same endpoint (the values without their fixes): the
-    timestamps come back and the CPU limit series go; the test above would fail on them."""
+def test_the_charts_defaults_break_the_limits_or_the_stamps(chart, tmp_path):
+    """The chart's own relabelings drop the CPU limit series; scrape-time stamps (what the values
+    chose before the rules read cAdvisor with deriv()) are caught too: the test above would fail
+    on either."""
     values = yaml.safe_load(VALUES.read_text())
-    for k in ("trackTimestampsStaleness", "cAdvisorMetricRelabelings"):
-        del values["kubelet"]["serviceMonitor"][k]
+    del values["kubelet"]["serviceMonitor"]["cAdvisorMetricRelabelings"]
+    values["kubelet"]["serviceMonitor"].update(honorTimestamps=False, trackTimestampsStaleness=False)
     (tmp_path / "v.yaml").write_text(yaml.safe_dump(values))
     found = kubelet_defects(render(chart, values=tmp_path / "v.yaml"))
-    assert len(found) == 2 and "honorTimestamps: True" in found[0], found
+    assert len(found) == 2 and "honorTimestamps: False" in found[0], found
     assert "container_spec_cpu_quota" in found[1] and "container_cpu_usage_seconds_total" not in found[1], found
 
 

@@ -113,8 +113,9 @@ class External:
 
 def test_the_chart_runs_as_installed(stack):
     """What the issue found broken on users' clusters, on the running stack: the kubelet's
-    cAdvisor endpoint scrapes without cAdvisor's stamps, the container_spec_cpu_* series the
-    limit rules need arrive, and the bench rules are loaded beside the chart's own."""
+    cAdvisor endpoint keeps cAdvisor's own stamps (the rules' deriv() needs them), the
+    container_spec_cpu_* series the limit rules need arrive, and the bench rules are loaded
+    beside the chart's own."""
     url = stack["url"]
 
     def cadvisor_jobs():  # none until the config reloader loads a config the operator made
@@ -124,7 +125,7 @@ def test_the_chart_runs_as_installed(stack):
         return [j for j in jobs if j["job_name"].startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
                 and j.get("metrics_path") == "/metrics/cadvisor"]
     cadvisor = poll(120, cadvisor_jobs)
-    assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is False, (cadvisor, config_story(url))
+    assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is True, (cadvisor, config_story(url))
     # (container_spec_cpu_quota exists for a container with a CPU limit: the run below.)
     for series in ("container_spec_cpu_period", "container_spec_cpu_shares", "machine_cpu_cores"):
         assert poll(30, lambda: q(url, f"count({series})")), f"{series} is not scraped"

@@ -3,37 +3,64 @@
 // limited it. Pure: the request is made by the scenario's teardown; unit-tested under node.
 
 // The signal contract (monitoring/signals.yaml): the summary keys and their rules, the rules'
-// window, the verdict's saturation levels and order. signals.js is generated from it by
-// monitoring/generate.py; SIGNALS, SATURATION and RULE_WINDOW_S are re-exported for the lib.
-import { LIMITS, RULE_WINDOW_S, SATURATION, SIGNALS } from './signals.js';
+// window and interval, the verdict's saturation levels and order. signals.js is generated from
+// it by monitoring/generate.py; SIGNALS, SATURATION and RULE_WINDOW_S are re-exported for the lib.
+import { LIMITS, RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS } from './signals.js';
 
 export { RULE_WINDOW_S, SATURATION, SIGNALS };
 
-// The averaging window for a run from start to end (unix seconds): the run minus the rules'
-// warm-up (a rule's value at t covers the RULE_WINDOW_S before t, so the first seconds of a run
-// still average in the idle time before it), or the whole run when it is too short to drop that much.
-export function windowSeconds(start, end) {
-  const run = Math.max(1, Math.floor(end - start));
-  return run >= RULE_WINDOW_S + 2 ? run - RULE_WINDOW_S : run;
+// The run's steady window: the rules' evaluations whose whole window holds load at full rate.
+// A rule's value at t covers (t - RULE_WINDOW_S, t]; a sample in it may hold a counter read up
+// to COLLECT_LAG_S earlier (the lab's cgroup sampler writes once a second); the load needs
+// RAMP_S to reach its rate (connections opened, the ingress's workers awake). So from
+// start + RAMP_S + COLLECT_LAG_S + RULE_WINDOW_S to the load's end; the values averaged there
+// cover the load from its RAMP_S-th second to its end and nothing after. A run too short to
+// hold one evaluation there averages every evaluation after the rules' warm-up (the whole run
+// when even that is too long), and says it was not steady.
+export const RAMP_S = 1;
+export const COLLECT_LAG_S = 1;
+export function steadyWindow(start, end) {
+  const from = start + RAMP_S + COLLECT_LAG_S + RULE_WINDOW_S;
+  if (end - from >= RULE_INTERVAL_S) return { from, to: end, steady: true };
+  const warm = end - start >= RULE_WINDOW_S + RULE_INTERVAL_S ? RULE_WINDOW_S : 0;
+  return { from: start + warm, to: end, steady: false };
 }
+// The shortest run with a steady window.
+export const STEADY_MIN_S = RAMP_S + COLLECT_LAG_S + RULE_WINDOW_S + RULE_INTERVAL_S;
 
-// One instant query for every signal: each rule averaged over the window ending at `end`,
-// per-pod series summed (cores, limits). Names are kept in a label: functions drop them.
-export function correlationQuery(seconds) {
+// One instant query for every signal's recorded samples over the window, read at its end: the
+// samples themselves, stamped with their evaluation times (parseSignals keeps those from
+// `from` on), not a subquery's 1 s steps, which repeat an evaluation from before `from`.
+export function correlationQuery(w) {
   const names = Object.values(SIGNALS).join('|');
-  return `sum by (signal) (avg_over_time(label_replace({__name__=~"${names}"}, "signal", "$1", "__name__", "(.+)")[${seconds}s:1s]))`;
+  return `{__name__=~"${names}"}[${Math.ceil(w.to - w.from) + 1}s]`;
 }
 
-// Prometheus' JSON answer -> { key: value }; NaN/Inf (a ratio over an idle zero) are dropped.
-export function parseSignals(body) {
+// Prometheus' JSON answer (a matrix) -> { signals: { key: mean }, evaluations }: per evaluation
+// the series of a signal are summed (per-pod cores, limits), then averaged over the window's
+// evaluations; NaN/Inf (a ratio over an idle zero) are dropped.
+export function parseSignals(body, from = -Infinity) {
   const byRule = Object.fromEntries(Object.entries(SIGNALS).map(([k, r]) => [r, k]));
-  const out = {};
+  const sums = {}; // key -> { t: sum }
   for (const s of (body && body.data && body.data.result) || []) {
-    const key = byRule[s.metric.signal];
-    const v = Number(s.value[1]);
-    if (key && Number.isFinite(v)) out[key] = v;
+    const key = byRule[s.metric.__name__];
+    if (!key) continue;
+    for (const [t, text] of s.values || []) {
+      const v = Number(text);
+      if (t < from || !Number.isFinite(v)) continue;
+      const at = (sums[key] = sums[key] || {});
+      at[t] = (at[t] || 0) + v;
+    }
   }
-  return out;
+  const signals = {};
+  let evaluations = 0;
+  for (const [key, at] of Object.entries(sums)) {
+    const vs = Object.values(at);
+    if (!vs.length) continue;
+    signals[key] = vs.reduce((a, b) => a + b, 0) / vs.length;
+    evaluations = Math.max(evaluations, vs.length);
+  }
+  return { signals, evaluations };
 }
 
 const pct = (v) => `${(v * 100).toFixed(0)}%`;
@@ -93,6 +120,12 @@ export function correlationText(c, v, col) {
     lines.push(`${'network'.padEnd(col)}NIC ${f('nic_utilization', pct)} of ${f('link_capacity_bits', (x) => `${x / 1e9} Gbit/s`)} ` +
       `(tx ${f('nic_transmit_bits', (x) => (x / 1e9).toFixed(2))}, rx ${f('nic_receive_bits', (x) => (x / 1e9).toFixed(2))} Gbit/s), drops ${f('nic_drops', (x) => x.toFixed(1))}/s`);
     lines.push(`${'cpu'.padEnd(col)}backends ${f('backend_cpu_cores', (x) => x.toFixed(2))} cores (${f('backend_cpu_utilization', pct)}), load generator ${f('loadgen_cpu_cores', (x) => x.toFixed(2))} cores (${f('loadgen_cpu_utilization', pct)})`);
+  }
+  const w = c.window || {};
+  if (Number.isFinite(w.from) && Object.keys(s).length) {
+    const at = (t) => (t - w.load_start).toFixed(0); // seconds into the load
+    lines.push(`${'window'.padEnd(col)}signals averaged over ${at(w.from)}-${at(w.to)} s of the load (${w.evaluations} evaluations of the rules)` +
+      (w.steady ? '' : `: a load under ${STEADY_MIN_S} s has no steady window, so its ramp is in them`));
   }
   // One line per reason, naming the signals it cost.
   const byReason = {};

@@ -1,31 +1,39 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SIGNALS, windowSeconds, correlationQuery, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
+import { SIGNALS, STEADY_MIN_S, steadyWindow, correlationQuery, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
 
 const calm = { loadgen_cpu_utilization: 0.5, nic_utilization: 0.1, ingress_cpu_utilization: 0.5, backend_cpu_utilization: 0.2 };
 
-test('window drops the rules\' warm-up only when the run is long enough', () => {
-  assert.equal(windowSeconds(100, 130), 24);
-  assert.equal(windowSeconds(100, 112), 6);
-  assert.equal(windowSeconds(100, 108), 2);
-  assert.equal(windowSeconds(100, 107), 7);
-  assert.equal(windowSeconds(100, 100.2), 1);
+test('the steady window: from the ramp, the collection lag and a rule window into the load, to its end', () => {
+  // RAMP_S 1 + COLLECT_LAG_S 1 + RULE_WINDOW_S 6: the first evaluation that saw only full load.
+  assert.deepEqual(steadyWindow(100, 120), { from: 108, to: 120, steady: true });
+  assert.deepEqual(steadyWindow(100, 110), { from: 108, to: 110, steady: true });
+  assert.equal(STEADY_MIN_S, 10);
+  // Shorter: every evaluation after the rules' warm-up, then the whole run; not steady.
+  assert.deepEqual(steadyWindow(100, 109), { from: 106, to: 109, steady: false });
+  assert.deepEqual(steadyWindow(100, 107), { from: 100, to: 107, steady: false });
 });
 
-test('one query names every rule and the window', () => {
-  const q = correlationQuery(24);
+test('one query reads every rule\'s samples over the window', () => {
+  const q = correlationQuery({ from: 108, to: 120 });
   for (const rule of Object.values(SIGNALS)) assert.ok(q.includes(rule), rule);
-  assert.match(q, /\[24s:1s\]/);
+  assert.match(q, /\}\[13s\]$/);
 });
 
-test('Prometheus answer -> signals; unknown names and NaN dropped', () => {
+test('Prometheus samples -> per-evaluation sums, averaged from the window\'s start; NaN and unknown names dropped', () => {
   const body = { data: { result: [
-    { metric: { signal: 'bench:ingress_cpu_utilization:ratio' }, value: [1, '0.97'] },
-    { metric: { signal: 'bench:rps_per_ingress_core:ratio' }, value: [1, 'NaN'] },
-    { metric: { signal: 'bench:unknown' }, value: [1, '1'] },
+    { metric: { __name__: 'bench:ingress_cpu_cores:rate', pod: 'a' }, values: [[106, '9'], [108, '0.25'], [110, '0.35']] },
+    { metric: { __name__: 'bench:ingress_cpu_cores:rate', pod: 'b' }, values: [[108, '0.25'], [110, '0.25']] },
+    { metric: { __name__: 'bench:ingress_cpu_utilization:ratio' }, values: [[108, '0.9'], [110, '1.0'], [112, '0.95']] },
+    { metric: { __name__: 'bench:rps_per_ingress_core:ratio' }, values: [[108, 'NaN']] },
+    { metric: { __name__: 'bench:unknown' }, values: [[108, '1']] },
   ] } };
-  assert.deepEqual(parseSignals(body), { ingress_cpu_utilization: 0.97 });
-  assert.deepEqual(parseSignals(null), {});
+  const got = parseSignals(body, 108);
+  assert.deepEqual(Object.keys(got.signals).sort(), ['ingress_cpu_cores', 'ingress_cpu_utilization']);
+  assert.ok(Math.abs(got.signals.ingress_cpu_cores - 0.55) < 1e-9); // (0.5 + 0.6) / 2: 106 is before the window
+  assert.ok(Math.abs(got.signals.ingress_cpu_utilization - 0.95) < 1e-9);
+  assert.equal(got.evaluations, 3);
+  assert.deepEqual(parseSignals(null), { signals: {}, evaluations: 0 });
 });
 
 test('verdict: the load generator first, and it invalidates the result', () => {
@@ -65,6 +73,15 @@ test('text: one line per missing reason, and NOT VALID for a client-bound run', 
   const lines = correlationText(c, verdict(c.signals), 14);
   assert.equal(lines.filter((l) => l.startsWith('missing')).length, 1);
   assert.match(lines.at(-1), /^verdict {7}load-generator-bound.*NOT VALID/);
+});
+
+test('text: the window the signals were averaged over, in seconds of the load', () => {
+  const signals = { ...calm };
+  const at = (w) => correlationText({ signals, missing: {}, window: { start: 99, end: 121, load_start: 100, ...w } }, verdict(signals), 14)
+    .find((l) => l.startsWith('window'));
+  assert.equal(at({ from: 108, to: 120, steady: true, evaluations: 7 }), 'window        signals averaged over 8-20 s of the load (7 evaluations of the rules)');
+  assert.match(at({ from: 106, to: 109, steady: false, evaluations: 2 }), /over 6-9 s .*: a load under 10 s has no steady window/);
+  assert.equal(at({}), undefined);
 });
 
 test('ingress CPUs busy with other work: the verdict says whose the time was', () => {

@@ -6,12 +6,14 @@ import { Gauge } from 'k6/metrics';
 import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
-import { SIGNALS, correlationQuery, parseSignals, windowSeconds } from './correlation.js';
+import { SIGNALS, correlationQuery, parseSignals, steadyWindow } from './correlation.js';
 
 // Gauges are declared in the init context: one per correlation signal, so thresholds can
-// name them, plus whether Prometheus answered at all.
+// name them, plus whether Prometheus answered at all and how many evaluations of the rules the
+// signals average.
 const gauges = Object.fromEntries(Object.keys(SIGNALS).map((k) => [k, new Gauge(`bench_${k}`)]));
 const answered = new Gauge('bench_prometheus_answered');
+const evaluations = new Gauge('bench_signal_evaluations');
 
 export function scenario(name) {
   const cfg = parseConfig(__ENV, name);
@@ -49,9 +51,10 @@ export function scenario(name) {
     teardown(data) {
       if (ib) ib.publishLatency(); // every request in: the latency thresholds' final values
       if (!cfg.prometheusUrl) return;
-      const end = Date.now() / 1000;
-      const q = correlationQuery(windowSeconds(data.start, end));
-      const res = http.get(`${cfg.prometheusUrl}/api/v1/query?query=${encodeURIComponent(q)}&time=${end}`, {
+      // The load ran from setup's end for DURATION; the signals are read over its steady part.
+      const w = steadyWindow(data.start, Math.min(Date.now() / 1000, data.start + cfg.durationMs / 1000));
+      const q = correlationQuery(w);
+      const res = http.get(`${cfg.prometheusUrl}/api/v1/query?query=${encodeURIComponent(q)}&time=${w.to}`, {
         // responseType: the throughput scenario discards bodies by default; this one is read.
         timeout: '10s', responseType: 'text', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
       });
@@ -62,8 +65,9 @@ export function scenario(name) {
       }
       answered.add(1);
       // -1: no data for the signal (all are >= 0); a Gauge never set would read 0.
-      const signals = parseSignals(res.json());
-      for (const key of Object.keys(gauges)) gauges[key].add(key in signals ? signals[key] : -1);
+      const got = parseSignals(res.json(), w.from);
+      for (const key of Object.keys(gauges)) gauges[key].add(key in got.signals ? got.signals[key] : -1);
+      evaluations.add(got.evaluations);
     },
     iteration: cfg.engine === 'native'
       ? () => ib.run({

@@ -25,6 +25,9 @@ export const SIGNALS = {
 // The rules' rate and averaging window, in seconds ([6s] in the rule files).
 export const RULE_WINDOW_S = 6;
 
+// How often the signals' rule group is evaluated, in seconds.
+export const RULE_INTERVAL_S = 2;
+
 // The verdict's saturation levels: at or above one, that resource limited the run (the
 // dashboard's panels of the signal turn red at the same level).
 export const SATURATION = {

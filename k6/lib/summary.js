@@ -1,6 +1,6 @@
 // End-of-run summary: the per-run directory's files and the short text a person reads.
 // Pure: takes k6's summary data and the parsed config; unit-tested under node.
-import { SIGNALS, verdict, missingReasons, correlationText } from './correlation.js';
+import { SIGNALS, steadyWindow, verdict, missingReasons, correlationText } from './correlation.js';
 import { LIMITS } from './signals.js';
 
 const metric = (data, name) => (data.metrics[name] && data.metrics[name].values) || {};
@@ -67,10 +67,16 @@ export function correlation(data, cfg, now) {
     if (answered && m && m.values && m.values.value >= 0) signals[key] = m.values.value;
   }
   const end = now.getTime() / 1000;
+  const window = { start: end - data.state.testRunDurationMs / 1000, end };
+  // What the teardown averaged (k6/lib/scenario.js): the load's steady part, from setup's end.
+  const start = data.setup_data && data.setup_data.start;
+  if (answered && Number.isFinite(start)) {
+    const w = steadyWindow(start, Math.min(end, start + cfg.durationMs / 1000));
+    Object.assign(window, { load_start: start, from: w.from, to: w.to, steady: w.steady, evaluations: metric(data, 'bench_signal_evaluations').value || 0 });
+  }
   return {
     source: 'prometheus', url: cfg.prometheusUrl || null,
-    window: { start: end - data.state.testRunDurationMs / 1000, end },
-    signals, missing: missingReasons(signals, cfg, answered),
+    window, signals, missing: missingReasons(signals, cfg, answered),
   };
 }
 

@@ -90,3 +90,15 @@ test('correlation: only the signals the teardown set from an answer; -1 is a sig
   assert.deepEqual(c.signals, { loadgen_cpu_utilization: 0.42 });
   assert.match(c.missing.ingress_cpu_cores, /no data in the run window/);
 });
+
+test('correlation: the window the teardown averaged, from setup\'s end for DURATION', () => {
+  const d = { ...data(), setup_data: { start: 1000 } };
+  d.metrics.bench_prometheus_answered = { values: { value: 1 } };
+  d.metrics.bench_signal_evaluations = { values: { value: 7 } };
+  const cfg = parseConfig({ PROMETHEUS_URL: 'http://198.18.0.1:9090', DURATION: '20s' }, 'rps');
+  const w = correlation(d, cfg, new Date(1021.5 * 1000)).window;
+  assert.deepEqual(w, { start: 1011.5, end: 1021.5, load_start: 1000, from: 1008, to: 1020, steady: true, evaluations: 7 });
+  // No answer: no averaging window.
+  delete d.metrics.bench_prometheus_answered;
+  assert.deepEqual(Object.keys(correlation(d, cfg, new Date(1021.5 * 1000)).window), ['start', 'end']);
+});
