@@ -71,6 +71,22 @@ trap 'on_signal SIGTERM 143' TERM
 # host with it, by default (auto) the share a short probe finds the client side can saturate
 # (ci/run/budget.py); overlay: the overlay's own; a quantity: that (need_ingress_cpu, above).
 budget=$(jq -nc --arg q "${INGRESS_CPU:-}" 'if $q == "" or $q == "auto" or $q == "overlay" then {source: "overlay"} else {ingress_cpu: $q, source: "INGRESS_CPU"} end')
+# An overlay whose "ingress" is only a Service (seed 004's NodePort straight to the backends)
+# has no ingress CPU to budget: it keeps its own placement, and says so.
+# (An overlay that does not build counts as having one: deploy says why it does not build.)
+ingress_deployment() {
+  local manifest
+  manifest=$(kustomize build --load-restrictor LoadRestrictionsNone "$IB_ROOT/overlays/$VARIANT" 2>/dev/null) || return 0
+  "$IB_VENV/bin/python" -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+sys.exit(not any(d.get("kind") == "Deployment" and (d["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "ingress" for d in docs))' <<<"$manifest"
+}
+if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ] && ! ingress_deployment; then
+  say budget "overlay $VARIANT has no ingress Deployment (its Service leads straight to the backends): no ingress CPU to budget, the overlay's placement"
+  budget='{"source":"overlay","reason":"no ingress Deployment"}'
+  INGRESS_CPU=overlay
+fi
 if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   probe_share=$(deployed_ingress_share)
   say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"

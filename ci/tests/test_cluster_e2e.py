@@ -87,6 +87,21 @@ def test_the_quick_start_is_valid_on_this_machine(tmp_path):
           f"{c['per_ingress_cpu']['value']:.0f} req/s per ingress CPU, p99 {s['result']['p99_ms']:.2f} ms")
 
 
+def test_auto_keeps_the_placement_of_an_overlay_without_an_ingress(bench):
+    """INGRESS_CPU=auto (bench:seeds' default) on seed 004's NodePort straight to the backends:
+    no ingress Deployment, nothing to probe: the overlay's placement, said before the load (the
+    probe used to fail the run: "the probe measured no ingress CPU")."""
+    variant = "seed004-nodeport-direct-backend-60m"
+    run = bench("rps", PLATFORM="local", VARIANT=variant, INGRESS_CPU="auto", DURATION="3s", NO_REUSE="1")
+    # 99: this node's verdict may find k6 the limit (the run is not about it)
+    assert run.rc in (0, 99), run.err
+    assert run.result["requests"] > 0 and run.result["errors"] == 0, run.result
+    said = run.out + run.err
+    assert f"budget        overlay {variant} has no ingress Deployment" in said and "probing" not in said, said
+    budget = json.loads((run.dir / "meta.json").read_text())["ingress_budget"]
+    assert budget == {"source": "overlay", "reason": "no ingress Deployment"}, budget
+
+
 def test_a_constant_rate_is_judged_over_its_steady_window(bench):
     """The signals and the verdict come from the load's steady part (k6/lib/correlation.js):
     at a constant rate every evaluation averaged saw the whole rate at the server and none of
