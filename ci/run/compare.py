@@ -5,8 +5,8 @@ Both sides run the same scenario (SCENARIO, default rps) in alternating rounds o
 runner (ci/run/matrix.py: every run a real bench.sh run, order rotated each round: base head,
 head base, ...), ROUNDS of each (default 5, at least 3). Per metric (req/s, or Gbit/s for
 throughput; p95 and p99 latency): each side's median and coefficient of variation, and the
-ratio HEAD/BASE of the medians with its bootstrap 95 % confidence interval
-(ci/report/stats.py); the rate per ingress CPU too (its cgroup time), and when the sides had
+ratio HEAD/BASE (the geometric mean of the rounds' ratios) with its t 95 % confidence
+interval (ci/report/stats.py); the rate per ingress CPU too (its cgroup time), and when the sides had
 different ingress CPU (each probed its own share: INGRESS_CPU=auto) that one is judged, as
 seed 002 compares. The gates, Kong's release gates by default:
   - a regression only when the WHOLE interval is past the tolerance: req/s more than
@@ -39,7 +39,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, rounds, runs, medians)
-from report.stats import median_ratio_interval, paired_ratio_interval, stats  # noqa: E402
+from report.stats import ratio_interval, paired_ratio_interval, stats  # noqa: E402
 
 SIDES = ("base", "head")
 # What a side is measured by: the scenario's rate (higher is better) and two latencies.
@@ -114,7 +114,7 @@ def judge(m, base_values, head_values, env, reg, judged="rate", budgeted=False, 
         pb, ph = base_values.get(mt["key"], []), head_values.get(mt["key"], [])
         b, h = [v for v in pb if v is not None], [v for v in ph if v is not None]
         tol = number_setting(env, mt["gate"], reg) / 100
-        iv = paired_ratio_interval(ph, pb) if paired else median_ratio_interval(h, b)
+        iv = paired_ratio_interval(ph, pb) if paired else ratio_interval(h, b)
         row = dict(mt, base=stats(b), head=stats(h), interval=iv, tolerance=tol)
         # decided: the whole interval on one side of the tolerance (a regression, or none).
         row["decided"] = True
@@ -197,8 +197,8 @@ def verdict_of(values, cpus, mts, saved, env, reg, **how):
     if saved:  # measured apart: no rounds to pair
         values, cpus = dict(values, base=saved["values"]), dict(cpus, base=saved.get("ingress_cpus", []))
     judged, said = rate_judged(cpus, values)
-    said += "; HEAD/BASE: " + ("the saved runs' median against HEAD's (they did not alternate)" if saved
-                               else "the median of the rounds' ratios (each round ran both, back to back)")
+    said += "; HEAD/BASE: " + ("HEAD's geometric mean over the saved runs' (they did not alternate)" if saved
+                               else "the geometric mean of the rounds' ratios (each round ran both, back to back)")
     return (*judge(mts, values["base"], values["head"], env, reg, judged, paired=not saved, **how), judged, said, cpus)
 
 

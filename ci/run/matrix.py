@@ -57,8 +57,8 @@ The case list (YAML):
                              format is Python's, unit is appended; spread adds min-max and
                              CV columns (the first value column has them unless one says so)
     - {key: vs, title: vs LB -> Pod, vs_baseline: rps}  the case's median over its baseline's
-  ratios:                  lines under the tables, from the medians, each with its bootstrap
-                           95 % interval (ci/report/stats.py):
+  ratios:                  lines under the tables, each a ratio of the cases' geometric
+                           means with its Welch t 95 % interval (ci/report/stats.py):
     - {title: ..., of: case, to: case, column: rps, show: ratio}
                              show: ratio (of/to, "1.23x") or percent_below ((to-of)/to, "%");
                              per: NUMBER instead of to: the case's median over a constant
@@ -88,7 +88,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 from report.relations import relations_page  # noqa: E402
-from report.stats import median_ratio_interval, stats  # noqa: E402  (one place, shared with the index)
+from report.stats import ratio_interval, stats  # noqa: E402  (one place, shared with the index)
 TSV = ROOT / "ci/settings/settings.tsv"
 BENCH = ROOT / "ci/run/bench.sh"
 MONITORING_SH = ROOT / "ci/platforms/monitoring/monitoring.sh"
@@ -577,9 +577,8 @@ def seed_margins(m):
 def noise_probe(m, mdir, stamp, col):
     """The spread now: NOISE_RUNS runs of NOISE_DURATION of the first case, their CV, and the
     rounds each relation needs for its interval to clear its margin (seed_margins, or the
-    runner's m["margins"]: bench:compare's gates): n ~ 2 (1.96 x 1.25 CV / margin)^2 for a ratio
-    of two medians (a median's error is about 1.25 a mean's; a ratio's variance the sum of its
-    sides')."""
+    runner's m["margins"]: bench:compare's gates): n ~ 2 (1.96 x CV / margin)^2 for a ratio of
+    two means (a ratio's variance is the sum of its sides'; at few rounds t exceeds 1.96)."""
     c = m["cases"][0]
     values = []
     for i in range(1, NOISE_RUNS + 1):
@@ -591,7 +590,7 @@ def noise_probe(m, mdir, stamp, col):
     cv = s.get("cv_percent")
     out = {"case": c["name"], "runs": len(values), "duration": NOISE_DURATION, "cv_percent": cv, "needs": {}}
     for title, margin in (m.get("margins") or seed_margins(m)).items():
-        out["needs"][title] = None if not cv or not margin else max(m.get("min_rounds", 2), math.ceil(2 * (1.96 * 1.25 * cv / 100 / margin) ** 2))
+        out["needs"][title] = None if not cv or not margin else max(m.get("min_rounds", 2), math.ceil(2 * (1.96 * cv / 100 / margin) ** 2))
     needs = [v for v in out["needs"].values() if v]
     what = m.get("margins_of", "the relations' margins")
     say("matrix", f"noise now: CV {'n/a' if cv is None else f'{cv:.1f} %'} over {len(values)} runs of {NOISE_DURATION} of {c['name']}"
@@ -655,7 +654,7 @@ def compute(m, runs):
 
 def judge_ratio(r, of, to):
     """A ratio's median, interval and text; with a seed, whether its direction holds."""
-    iv = median_ratio_interval(of, to)
+    iv = ratio_interval(of, to)
     r["interval"] = iv
     r["value"] = iv and iv["ratio"]
     if iv is None:
@@ -770,7 +769,7 @@ def relations_table(m):
         v = by[case]["stats"].get(key, {}).get("cv_percent")
         return "—" if v is None else f"{v:.0f} %"
 
-    out = ["", "Relations to the seeds (each a ratio of medians; the interval is a bootstrap 95 % one; "
+    out = ["", "Relations to the seeds (each a ratio of geometric means; the interval is Welch's t 95 % one; "
            "\"undecided\": the interval straddles what the seed says, too much spread to tell):", "",
            "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to | judged on | rounds |",
            "|---|---|---|---|---|---|---|---|---|---|"]

@@ -7,7 +7,7 @@ capacity, so both run at the same share of what they can do; the kubelet's CFS p
 Each round, in alternated order, both placements: a closed-model run (CAPACITY_DURATION, 5 s)
 measures the capacity, an open-model run (the native engine, DURATION, default 10 s) at its
 share measures p99 from each request's due time. Prints each round, the medians, and the ratio
-of the share's p99 to the pinned core's with its bootstrap interval (the target: at most 1.2);
+of the share's p99 to the pinned core's (of their geometric means) with its Welch t interval (the target: at most 1.2);
 and the capacity runs' p99 in mean response times (connections / rate, Little's law): the two
 placements at saturation, where a throttled quota shows most.
 Runs are cases of the one matrix runner (ci/run/matrix.py), kept under RESULTS_ROOT. Exit 0
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner)
-from matrix import median_ratio_interval, stats  # noqa: E402  (ci/report/stats.py)
+from matrix import ratio_interval, stats  # noqa: E402  (ci/report/stats.py)
 
 CAPACITY_DURATION = "5s"
 TARGET_RATIO = 1.2
@@ -76,8 +76,8 @@ def main(argv):
             print(f"round {i}  {side:<6} {'1' if side == 'pinned' else share:>5} CPU: capacity {cap['values']['rps']:,.0f} req/s, "
                   f"{rate:,} req/s -> p99 {run['values']['p99']:.2f} ms", flush=True)
     st = {k: stats(v) for k, v in p99.items()}
-    interval = median_ratio_interval(p99["share"], p99["pinned"])
-    ratio = st["share"]["median"] / st["pinned"]["median"]
+    interval = ratio_interval(p99["share"], p99["pinned"])
+    ratio = interval and interval["ratio"]
     verdict = "within" if interval and interval["high"] <= TARGET_RATIO else \
         "not within" if interval and interval["low"] > TARGET_RATIO else "undecided against"
     sat = {k: stats(v)["median"] for k, v in saturated.items()}

@@ -124,8 +124,10 @@ def test_the_chart_runs_as_installed(stack):
             jobs = (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []
         return [j for j in jobs if j["job_name"].startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
                 and j.get("metrics_path") == "/metrics/cadvisor"]
-    cadvisor = poll(120, cadvisor_jobs)
-    assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is True, (cadvisor, config_story(url))
+    cadvisor = poll(180, cadvisor_jobs)
+    if len(cadvisor) != 1:  # the whole story on stdout: an assertion's message is cut short
+        print(json.dumps(config_story(url), indent=1))
+    assert len(cadvisor) == 1 and cadvisor[0]["honor_timestamps"] is True, cadvisor
     # (container_spec_cpu_quota exists for a container with a CPU limit: the run below.)
     for series in ("container_spec_cpu_period", "container_spec_cpu_shares", "machine_cpu_cores"):
         assert poll(30, lambda: q(url, f"count({series})")), f"{series} is not scraped"
