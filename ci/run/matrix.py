@@ -236,6 +236,21 @@ def load(path, env, reg):
     return parse(doc, where, reg)
 
 
+def only_relations(m, prefixes):
+    """RELATIONS: the ratios whose title starts with one of PREFIXES (space-separated), and the
+    cases they compare with those cases' baselines; a prefix no title has is bad input."""
+    if not prefixes:
+        return m
+    words = prefixes.split()
+    if unknown := [w for w in words if not any(r["title"].startswith(w) for r in m["ratios"])]:
+        raise Bad(f"RELATIONS: no ratio of {m['file']} has a title starting with {', '.join(repr(w) for w in unknown)}")
+    m["ratios"] = [r for r in m["ratios"] if r["title"].startswith(tuple(words))]
+    names = {c for r in m["ratios"] for c in (r["of"], r["to"]) if c}
+    names |= {c["baseline"] for c in m["cases"] if c["name"] in names and c["baseline"]}
+    m["cases"] = [c for c in m["cases"] if c["name"] in names]
+    return m
+
+
 def parse(doc, where, reg):
     """A case list (its YAML's document) checked and normalised; WHERE names it in errors."""
     mapping(doc, where, TOP_FIELDS)
@@ -828,7 +843,7 @@ def main(argv):
     path = args[0] if args else env.get("MATRIX", "")
     if not path:
         raise Bad("name a case list: MATRIX=path.yaml (ci/run/matrices/ holds the seeds' lists)")
-    m = load(Path(path).resolve(), env, reg)
+    m = only_relations(load(Path(path).resolve(), env, reg), env.get("RELATIONS"))
     rounds = resolve(m, env, reg)
     if check_only:  # the plan, checked; nothing started
         for c in m["cases"]:
