@@ -843,6 +843,7 @@ def main(argv):
     path = args[0] if args else env.get("MATRIX", "")
     if not path:
         raise Bad("name a case list: MATRIX=path.yaml (ci/run/matrices/ holds the seeds' lists)")
+    check_values([{"where": "", "names": ["RELATIONS"], "env": env}])  # before it picks cases
     m = only_relations(load(Path(path).resolve(), env, reg), env.get("RELATIONS"))
     rounds = resolve(m, env, reg)
     if check_only:  # the plan, checked; nothing started

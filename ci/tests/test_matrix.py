@@ -185,6 +185,25 @@ def test_the_seeds_case_lists_check(name, cases):
         assert all("NO_REUSE=1" in l for l in lines if l.startswith("s004-"))
 
 
+def test_relations_runs_one_seeds_ratios_and_their_cases(tmp_path):
+    """RELATIONS=004: seed 004's three ratios and the three cases they compare (the plan, nothing
+    started); seed 003's six, nine cases (its 1-pod 100 KB cases are in no ratio). A prefix no ratio has,
+    or a value the setting refuses, is one error line and starts nothing."""
+    def check(relations):
+        return sh("bash", "-c", ". ci/lib.sh && exec python ci/run/matrix.py --check ci/run/matrices/seeds.yaml",
+                  env={"RELATIONS": relations, "RESULTS_ROOT": str(tmp_path / "results")})
+    r = check("004")
+    assert r.returncode == 0, r.stderr
+    assert [l.split(":")[0] for l in r.stdout.splitlines()[:-1]] == ["s004-nodeport", "s004-ingress-default", "s004-ingress-keepalive"]
+    r = check("003:")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "9 cases × 3 rounds", r.stdout
+    for value, message in (("009", "error: RELATIONS: no ratio of ci/run/matrices/seeds.yaml has a title starting with '009'"),
+                           ("004|002", "error: RELATIONS must be title prefixes separated by spaces, got '004|002'")):
+        r = check(value)
+        assert r.returncode == 1 and [l for l in r.stderr.splitlines() if l.startswith("error:")] == [message], r.stderr
+        assert not (tmp_path / "results").exists()
+
+
 def test_spread_is_median_min_max_and_cv():
     matrix = matrix_module()
     s = matrix.stats([90.0, 110.0, 100.0])
