@@ -200,7 +200,7 @@ def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
         assert poll(180, lambda: "bench-signals" not in rule_groups(stack["url"])), "the chart's selectors never applied"
         # DEPLOY_TIMEOUT: how long the run waits for the rules it will not get (default 120 s).
         without = External(tmp_path / "without", "rps", VARIANT="seed002-nginx-lb-tuned", DURATION="5s", SEGMENTS="1",
-                           DEPLOY_TIMEOUT="30")
+                           DEPLOY_TIMEOUT="15")
         assert without.proc.returncode == 0, without.proc.stderr
         assert "has not loaded the bench rules" in without.proc.stderr
         labelled = External(tmp_path / "with", "rps", VARIANT="seed002-nginx-lb-tuned", DURATION="12s", SEGMENTS="1",
