@@ -218,15 +218,19 @@ def lab_down():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
+    config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
+                                       "which would bring its monitoring up again (~40 s)")
 
 
 def pytest_collection_modifyitems(items):
     """The tests that need the local cluster run last, in their modules' order, so one cluster
     serves them all (shared_cluster) and no lab test measures beside an idle cluster's
-    control plane, kubelet and Prometheus; a test that takes it down, after them. A stable
-    sort: every other test keeps its place."""
+    control plane, kubelet and Prometheus; those that leave its monitoring down (the chart's
+    stack replaces it, a matrix's MONITORING=0 takes it down) after the rest, which want it up;
+    a test that takes the cluster down, last. A stable sort: every other test keeps its place."""
     items.sort(key=lambda item: ("local_cluster" in item.fixturenames,
-                                 item.get_closest_marker("takes_the_cluster_down") is not None))
+                                 item.get_closest_marker("takes_the_cluster_down") is not None,
+                                 item.get_closest_marker("leaves_monitoring_down") is not None))
 
 
 @pytest.fixture(scope="session")

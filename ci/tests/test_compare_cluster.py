@@ -92,6 +92,7 @@ def lab_down_after():
     assert lab_leftovers() == []
 
 
+@pytest.mark.leaves_monitoring_down  # its MONITORING=0 takes it down
 def test_seeds_every_relation(local_cluster, lab_down_after, tmp_path):
     """bench:seeds, one round of 2 s, monitoring off: every relation's row, each with a measured
     ratio and a verdict word (one round decides nothing: test_seed_004_directions decides).
@@ -120,6 +121,7 @@ def test_seeds_every_relation(local_cluster, lab_down_after, tmp_path):
     assert sh("bash", "-c", f". ci/lib.sh && python ci/report check {d}/report.html").returncode == 0
 
 
+@pytest.mark.leaves_monitoring_down
 def test_seed_004_directions(local_cluster, tmp_path):
     """RELATIONS=004: seed 004's relations and only the cases they compare, 3 rounds of 2 s:
     keep-alive to the 60m backends ~2x the default, the default ingress below NodePort, each

@@ -180,9 +180,12 @@ def test_seed004_keepalive_beats_default_without_client_keepalive(bench):
     """Seed 004: the client does not reuse connections (ab without -k); upstream keep-alive
     on the LB still saves a backend connection per request. As in the seed, the LB must be
     the limit, not the client: servers share CPU 1, k6 may use both. This VM has heavy steal
-    time, so the variants alternate three times and the medians are compared."""
+    time, so the variants alternate three times and the medians are compared: on the native
+    engine (the default); the k6/http engine's connection per request is checked on one round
+    (the comparison is the servers' and their knobs', and the cluster's RELATIONS=004 test
+    decides it again with the seed's 60m backends)."""
     rps = {"default": [], "seed004-keepalive": []}
-    for _ in range(3):
+    for _ in range(3 if os.environ["ENGINE"] == "native" else 1):
         for variant in rps:
             run = bench("rps", VARIANT=variant, NO_REUSE="1", DURATION="4s", CONNECTIONS="50",
                         LAB_CLIENT_CPUS="0-1", LAB_SERVER_CPUS="1")
@@ -191,6 +194,8 @@ def test_seed004_keepalive_beats_default_without_client_keepalive(bench):
             # exact: a connection per request; those in flight at the end
             assert within(run.summary["server"]["connections_accepted"], run.result["requests"], 0.01)
             rps[variant].append(run.result["rps"])
+    if os.environ["ENGINE"] != "native":
+        return
     median = {v: sorted(x)[1] for v, x in rps.items()}
     ratio = median["seed004-keepalive"] / median["default"]
     print(f"\nseed004 keepalive vs default, no client keep-alive: {ratio:.2f}x (medians {median})")
