@@ -34,12 +34,13 @@ def lab_taken_down():
 
 
 # The budget tests' subject is the stopping rule, not this host's spread: 3 s lab runs vary by
-# 15 % (CV) on both rate and p95 here, run to run, paired or not (README, "Regressions"), so a
-# 10 % gate needs ~25 rounds to decide (n ~ 2 (1.96 x 1.25 CV / tolerance)^2), a 30 % one 3 in
-# a quiet hour and 13 at 17 % (c13, README); 50 % decides at the third round. The gates are set
-# that wide; the rule over each gate is tried offline
-# (test_the_gates_decide_on_either_side_of_their_tolerance).
-WIDE_GATES = {"GATE_RATE_DROP": "50", "GATE_P95_RISE": "100", "GATE_P99_RISE": "100"}
+# 15-20 % (CV) on both rate and p95 here, run to run, paired or not (README, "Regressions"), so a
+# 10 % gate needs ~25 rounds to decide (n ~ 2 (1.96 CV / tolerance)^2). At the third round the t
+# interval's half-width is 4.3 standard errors (2 degrees of freedom): c16's rounds' ratios
+# (20 % a side) took 5 rounds to clear a 50 % drop and a 100 % rise; a 70 % drop and a 200 %
+# rise clear at the third in most hours. The gates are set that wide; the rule over each gate
+# is tried offline (test_the_gates_decide_on_either_side_of_their_tolerance).
+WIDE_GATES = {"GATE_RATE_DROP": "70", "GATE_P95_RISE": "200", "GATE_P99_RISE": "200"}
 
 
 def test_a_variant_compared_with_itself_is_no_change_within_the_budget(lab_taken_down, tmp_path):
@@ -54,8 +55,8 @@ def test_a_variant_compared_with_itself_is_no_change_within_the_budget(lab_taken
     assert doc["verdict"] == "pass" and doc["exit_code"] == 0
     assert doc["stopped"].startswith("every gate decided") and doc["rounds"] >= 3, doc["stopped"]
     rate = metric(doc, "rate")
-    # exact: GATE_RATE_DROP's 50 %: "every gate decided" means the interval clears it
-    assert rate["interval"]["low"] <= 1.0 <= rate["interval"]["high"] and rate["interval"]["low"] >= 0.5, rate["interval"]
+    # exact: GATE_RATE_DROP's 70 %: "every gate decided" means the interval clears it
+    assert rate["interval"]["low"] <= 1.0 <= rate["interval"]["high"] and rate["interval"]["low"] >= 0.3, rate["interval"]
     assert rate["says"] == "no change" and all(m["decided"] for m in doc["metrics"])
     assert mdoc["noise"]["runs"] == 4 and "the rate's tolerance need" in r.stderr
     order = [("base", "head"), ("head", "base")]
