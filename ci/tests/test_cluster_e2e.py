@@ -145,6 +145,7 @@ def test_a_constant_rate_is_judged_over_its_steady_window(bench):
     assert abs(half_way("client_rps") - half_way("server_rps")) <= 2, (ts["client_rps"][:6], ts["server_rps"][:6])
 
 
+@pytest.mark.leaves_monitoring_down  # bench:throttle measures with it down
 def test_the_cfs_period_reaches_the_ingress_and_both_p99s_are_printed(tmp_path):
     """bench:throttle, one short round: the CFS period the kubelet gives (the kernel's 100 ms,
     ci/platforms/local/kubelet.yaml) is the fractional ingress's own (its cgroup, read by the
