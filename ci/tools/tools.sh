@@ -92,7 +92,7 @@ apt_tools() { # PACKAGE...
   command -v apt-get >/dev/null || die "missing Debian packages (${missing[*]}) and no apt-get: install them with your package manager"
   [ "$(id -u)" = 0 ] || die "missing Debian packages (${missing[*]}): run 'sudo ci/tools/tools.sh' or install them"
   say tools "apt-get install ${missing[*]}"
-  # A policy-rc.d that says no keeps the packages' services (nginx on :80, prometheus) from
+  # A policy-rc.d that says no keeps the packages' services (nginx on :80, the exporters) from
   # starting on hosts with an init system: the suite starts its own instances.
   if [ ! -e $POLICY_RC ]; then POLICY_ADDED=1; printf '#!/bin/sh\nexit 101\n' >$POLICY_RC; chmod +x $POLICY_RC; fi
   local before rc=0; before=$(installed_packages)
@@ -117,9 +117,8 @@ check_min() { # NAME FOUND MINIMUM
 case ${1:-all} in
   all | task | cluster) ;;
   versions)
-    printf 'os=%s\nnginx=%s\nnginx_min=%s\nwrk=%s\nwrk_min=%s\nprometheus=%s\n' \
-      "$(. /etc/os-release && echo "$PRETTY_NAME")" "$(nginx_version)" "$NGINX_MIN" "$(wrk_version)" "$WRK_MIN" \
-      "$(prometheus --version 2>/dev/null | awk 'NR == 1 {print $3}')"
+    printf 'os=%s\nnginx=%s\nnginx_min=%s\nwrk=%s\nwrk_min=%s\n' \
+      "$(. /etc/os-release && echo "$PRETTY_NAME")" "$(nginx_version)" "$NGINX_MIN" "$(wrk_version)" "$WRK_MIN"
     exit 0 ;;
   apt) [ $# -gt 1 ] || die "tools.sh apt needs package names"; mkdir -p "$IB_CACHE"; shift; apt_tools "$@"; exit 0 ;;
   *) die "unknown mode '$1': tools.sh [task|cluster|versions|apt PACKAGE...]" ;;
