@@ -1,5 +1,5 @@
 """A matrix's page (report.html, report.md, relations/*.png in its directory): the table of
-its relations to the seeds (ci/run/matrix.py computes them) and one chart per relation: the
+its relations to the seeds (ci/run/tables.py computes them) and one chart per relation: the
 seed's figure and range beside the measured ratio, its 95 % interval and each round's ratio,
 so "holds", "no" and "undecided" can be seen, not only read."""
 import re

@@ -1,6 +1,6 @@
 """One place for the numbers of repeated runs: the median, and the spread (min/max, the
 coefficient of variation) that says whether a difference is more than noise. The matrix
-runner's tables (ci/run/matrix.py) and the index's seed tables (index.py) both use it."""
+runner's tables (ci/run/tables.py) and the index's seed tables (index.py) both use it."""
 import functools
 import math
 import statistics

@@ -176,7 +176,7 @@ export const SETTINGS = [
     reaches: ['matrix'], example: '004',
     meaning: 'a matrix (`bench:seeds`): only the ratios whose title starts with one of these (`004`: seed 004\'s relations), and only the cases they compare (and those cases\' baselines)' },
   { name: 'MATRIX', type: 'text', pattern: /^\S+\.ya?ml$/, rule: 'a case list (.yaml)', default: null, defaultText: '—', reaches: ['matrix'],
-    example: 'ci/run/matrices/keepalive.yaml', meaning: '`bench:matrix`: the case list to run (format: `ci/run/matrix.py`; the seeds\' lists: `ci/run/matrices/`)' },
+    example: 'ci/run/matrices/keepalive.yaml', meaning: '`bench:matrix`: the case list to run (format: `ci/run/cases.py`; the seeds\' lists: `ci/run/matrices/`)' },
   { name: 'CASES', type: 'text', pattern: /^[a-z0-9 -]+$/, rule: 'case names separated by spaces', default: 'http-1kb https-1kb tls-handshakes throughput-1mb',
     reaches: ['calibrate'], example: 'http-1kb', meaning: '`calibrate`: the cases measured' },
   { name: 'CLIENTS', type: 'text', pattern: /^[a-z -]+$/, rule: 'client names separated by spaces', default: 'wrk js native native-open', reaches: ['calibrate'],
