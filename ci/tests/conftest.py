@@ -206,6 +206,18 @@ def task_with(form, task_name, settings, env=None, timeout=600):
     return task(task_name, env={**(env or {}), **settings}, timeout=timeout)
 
 
+
+def kubectl(*args):
+    """kubectl on the local cluster (its admin kubeconfig)."""
+    return sh("kubectl", *args, env={"KUBECONFIG": KUBECONFIG})
+
+
+def one_error(r):
+    """The one `error:` line a refused command printed (and it exited non-zero)."""
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert r.returncode != 0 and len(errors) == 1, r.stderr
+    return errors[0]
+
 @pytest.fixture
 def lab_down():
     """For bad input: the lab down before, and nothing of it (nor a k6) started after."""

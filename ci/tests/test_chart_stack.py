@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import KUBECONFIG, ROOT, lint, query_gaps, sh, within
+from conftest import KUBECONFIG, ROOT, kubectl, lint, query_gaps, sh, within
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 
@@ -22,10 +22,6 @@ IN_CLUSTER = f"http://{RELEASE}-prometheus.monitoring.svc:9090"
 # The chart's selectors as it ships them: monitors and rules of its own release only.
 CHART_SELECTORS = "prometheus.prometheusSpec." + ",prometheus.prometheusSpec.".join(
     f"{k}SelectorNilUsesHelmValues=true" for k in ("serviceMonitor", "podMonitor", "rule"))
-
-
-def kubectl(*args):
-    return sh("kubectl", *args, env={"KUBECONFIG": KUBECONFIG})
 
 
 def chart_sh(chart, *args, timeout=600):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import machine_state
-from conftest import LAB, ROOT, sh
+from conftest import LAB, one_error, sh
 
 CLUSTER = "ci/platforms/local/cluster.sh"
 STATE = Path("/run/ingress-bench/cluster")  # ci/lib.sh IB_CLUSTER_STATE
@@ -64,12 +64,6 @@ def drop_foreign_kube_chains():
     for table, hook in (("filter", "INPUT"), ("nat", "PREROUTING")):
         for c in (["-D", hook, "-s", "192.0.2.1", "-j", "KUBE-FOREIGN-TEST"], ["-F", "KUBE-FOREIGN-TEST"], ["-X", "KUBE-FOREIGN-TEST"]):
             assert sh("iptables", "-t", table, *c).returncode == 0
-
-
-def one_error(r):
-    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
-    assert r.returncode != 0 and len(errors) == 1, r.stderr
-    return errors[0]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,117 @@
+"""Overlays and deploy on the local cluster, for real: every overlay through the API server's
+dry run, deploy applying only what changed, and deploy's refusals (an unknown overlay, an image
+that is not local, the external platform without its opt-in, a deploy that never becomes ready,
+no cluster up): one line each, nothing applied."""
+import json
+import urllib.request
+import re
+import shutil
+
+import pytest
+
+from conftest import KUBECONFIG, ROOT, kubectl, one_error, sh
+
+pytestmark = pytest.mark.usefixtures("local_cluster")
+
+
+def test_every_overlay_passes_server_side_dry_run():
+    r = sh("bash", "ci/checks/validate.sh", timeout=600)
+    assert r.returncode == 0, r.stderr
+    overlays = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+    lines = [l for l in r.stderr.splitlines() if "server dry-run on the local cluster" in l]
+    assert len(lines) == len(overlays) >= 7
+
+
+def deployed_variant():
+    return kubectl("get", "ns", "ingress-bench", "-o", "jsonpath={.metadata.annotations.ingress-bench/variant}").stdout
+
+
+def pod_uids(component):
+    pods = json.loads(kubectl("-n", "ingress-bench", "get", "pods", "-l", f"app.kubernetes.io/component={component}", "-o", "json").stdout)
+    return sorted(p["metadata"]["uid"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp"))
+
+
+def test_deploy_applies_only_what_changed():
+    """The same overlay again applies nothing; a scale since (bench:change's, not undone) is
+    undone by the next deploy; a switch to an overlay with the same backends replaces the
+    ingress only, the backends' pods running on, relabelled as the new overlay's."""
+    def deploy(variant):
+        r = sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": variant, "MONITORING": "0"})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() and http_ok(r.stdout.strip()), r.stdout
+        return r.stderr
+
+    deploy("seed002-nginx-lb-tuned")
+    backends, ingress = pod_uids("backend"), pod_uids("ingress")
+    assert backends and len(ingress) == 1, (backends, ingress)
+    assert "deployed already, ready" in deploy("seed002-nginx-lb-tuned")
+    assert (pod_uids("backend"), pod_uids("ingress")) == (backends, ingress)
+    n = len(backends)
+    assert kubectl("-n", "ingress-bench", "scale", "deployment/backend", f"--replicas={n + 1}").returncode == 0
+    err = deploy("seed002-nginx-lb-tuned")
+    assert "deployed already" not in err, err
+    replicas = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.spec.replicas}/{.status.readyReplicas}").stdout
+    assert replicas == f"{n}/{n}", replicas
+    backends = pod_uids("backend")
+    err = deploy("seed002-nginx-lb-default")
+    removed = re.search(r"removing overlay seed002-nginx-lb-tuned: (\d+) objects seed002-nginx-lb-default does not take over \(([^)]*)\)", err)
+    assert removed and int(removed[1]) == len(removed[2].split()) and "deployment/nginx-lb" in removed[2].split() and "deployment/backend" not in removed[2].split(), err
+    assert pod_uids("backend") == backends and pod_uids("ingress") != ingress
+    labels = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.metadata.labels.ingress-bench/variant}").stdout
+    assert labels == "seed002-nginx-lb-default"
+
+
+def http_ok(addr):
+    req = urllib.request.Request(f"http://{addr}/1kb.bin", headers={"Host": "bench.ingress.test"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.status == 200 and len(r.read()) == 1024
+
+
+def test_unknown_overlay_is_refused_before_anything_is_applied():
+    before = deployed_variant()
+    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed999-nope"}))
+    assert "unknown overlay 'seed999-nope'" in err and "seed002-nginx-lb-default" in err
+    assert deployed_variant() == before
+
+
+def test_overlay_whose_image_is_not_local_is_refused_before_apply():
+    before = deployed_variant()
+    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
+    assert "image docker.io/nginx/nginx-ingress:5.6.1" in err and "not on the local node" in err
+    assert deployed_variant() == before
+
+
+def test_external_platform_needs_the_opt_in():
+    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"PLATFORM": "external", "KUBECONFIG": KUBECONFIG}))
+    assert "ALLOW_EXTERNAL_CLUSTER=1" in err
+
+
+def test_deploy_that_never_becomes_ready_names_the_reason():
+    """A knob value nginx rejects: the LB crash-loops; deploy gives up after DEPLOY_TIMEOUT
+    with the pod's own reason."""
+    comp = ROOT / "kustomize/components/tuning-test-broken"
+    overlay = ROOT / "overlays/test-broken"
+    try:
+        comp.mkdir()
+        (comp / "nginx.env").write_text("WORKER_CONNECTIONS=lots\n")
+        (comp / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nconfigMapGenerator:\n"
+            "  - name: nginx-lb-knobs\n    behavior: merge\n    envs: [nginx.env]\n")
+        overlay.mkdir()
+        (overlay / "kustomization.yaml").write_text(
+            "resources: [../../kustomize/base]\ncomponents:\n  - ../../kustomize/components/nginx-lb\n"
+            "  - ../../kustomize/components/tuning-test-broken\n  - ../../kustomize/components/images\n")
+        err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
+        assert "deployment.apps/nginx-lb not ready after 15s" in err
+        assert any(reason in err for reason in ("CrashLoopBackOff", "Error")), err
+    finally:
+        shutil.rmtree(comp, ignore_errors=True)
+        shutil.rmtree(overlay, ignore_errors=True)
+
+
+@pytest.mark.takes_the_cluster_down
+def test_cluster_not_up_is_one_line():
+    assert sh("bash", "ci/platforms/local/cluster.sh", "down").returncode == 0
+    err = one_error(sh("bash", "ci/platforms/deploy.sh"))
+    assert "the local cluster is not up: run './task cluster:up'" in err
+    assert sh("bash", "ci/platforms/local/cluster.sh", "status").returncode == 1
