@@ -306,9 +306,9 @@ def test_sides_with_different_ingress_cpu_are_judged_per_cpu():
 def test_a_budget_runs_rounds_until_the_relations_decide(tmp_path):
     """BUDGET: a noise probe first (the spread now, and the rounds each relation's margin needs),
     then rounds until every seed relation decides. The same variant on both sides against a
-    seed of "equal within 0.25-4" decides "yes" as soon as an interval exists (2 rounds: with
-    Welch's t on 2+2 runs, a relation 4x wide needs no more on this host, where identical runs
-    vary up to 20 %); a
+    seed of "equal within 0.25-4" decides "yes", and the rounds stop at the round it decided
+    (usually the second: with Welch's t on 2+2 runs a relation 4x wide needs no more where
+    identical runs vary up to 20 %; an outlier in a noisy hour takes a third); a
     budget shorter than one round ends after it, "undecided after 1 round" with the probe's
     spread. Each row says its rounds."""
     cases = [{"name": "a", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"},
@@ -316,7 +316,7 @@ def test_a_budget_runs_rounds_until_the_relations_decide(tmp_path):
     ratio = {"title": "a vs b", "of": "a", "to": "b", "column": "rps",
              "seed": {"figure": 1.0, "text": "the same", "expect": "equal", "range": [0.25, 4.0]}}
     path = case_list(tmp_path, cases, ratios=[ratio])
-    for budget, rounds, holds in (("5m", 2, "yes"), ("1s", 1, "undecided")):
+    for budget, holds in (("5m", "yes"), ("1s", "undecided")):
         results = tmp_path / f"results-{budget}"
         r = task("bench:matrix", f"MATRIX={path}", f"BUDGET={budget}", f"RESULTS_ROOT={results}", timeout=900)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
@@ -324,13 +324,15 @@ def test_a_budget_runs_rounds_until_the_relations_decide(tmp_path):
         noise = doc["noise"]
         assert noise["runs"] == 4 and noise["cv_percent"] is not None and noise["needs"]["a vs b"] >= 2, noise
         assert f"noise now: CV {noise['cv_percent']:.1f} % over 4 runs of 5s of a" in r.stderr
-        assert doc["rounds"] == rounds and max(x["round"] for x in doc["runs"]) == rounds, doc["stopped"]
+        rounds = doc["rounds"]
+        assert max(x["round"] for x in doc["runs"]) == rounds, doc["stopped"]
         rel = doc["ratios"][0]
         assert rel["holds"] == holds, rel
         row = table_row(r.stdout, "a vs b")  # relation, seed, says, measured, interval, holds, ..., rounds
         if holds == "yes":
-            assert doc["stopped"].startswith("every relation decided") and rel["decided_at"] == 2 and row[5] == "yes"
+            assert rounds >= 2 and doc["stopped"].startswith("every relation decided"), doc["stopped"]
+            assert rel["decided_at"] == rounds and row[5] == "yes", (rel, row)
         else:
-            assert doc["stopped"].startswith("the budget (1s) would end in the next round"), doc["stopped"]
+            assert rounds == 1 and doc["stopped"].startswith("the budget (1s) would end in the next round"), doc["stopped"]
             assert row[5] == f"undecided after 1 round, spread {noise['cv_percent']:.1f} %", row
         assert row[-1] == str(rounds), row

@@ -4,7 +4,6 @@ query answered by the live Prometheus; the faults (Prometheus unreachable, rules
 starved client, monitoring:down twice). The rules themselves: promtool check and test, on
 both platforms."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ from conftest import LAB, ROOT, dashboard_query_gaps, lint, prom_query, sh
 sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py)
 
-PROMTOOL = Path(os.path.expanduser("~/.cache/ingress-bench/prometheus-v3.5.0/promtool"))  # ci/lib.sh IB_PROMETHEUS_DIR
+# Where the suite builds it: under IB_CACHE, as ci/lib.sh says (one source).
+PROMTOOL = Path(sh("bash", "-c", '. ci/lib.sh && echo "$IB_PROMETHEUS_DIR/promtool"').stdout.strip())
 LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # ci/platforms/monitoring/monitoring.sh LAB_PROM_ADDR
 LAB_MON_STATE = Path("/run/ingress-bench/monitoring-lab")
 CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/platforms/monitoring/cgroups.sh, role loadgen
