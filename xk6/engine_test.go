@@ -1,8 +1,16 @@
 package ingressbench
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The request is built once and written as is: a Host value must never add a header.
@@ -90,5 +98,63 @@ func BenchmarkParseHead(b *testing.B) {
 		if _, n, err := parseHead(head); n == 0 || err != nil {
 			b.Fatal(n, err)
 		}
+	}
+}
+
+// After "Connection: close" the server closes first, as with ab: the client reads to its end
+// of the stream, then resets the connection, so the server keeps no TIME_WAIT.
+func TestTheServerClosesFirstAndTheClientResets(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const hold = 100 * time.Millisecond
+	seen := make(chan [2]error, 1)
+	go func() {
+		s, err := ln.Accept()
+		if err != nil {
+			seen <- [2]error{err, err}
+			return
+		}
+		defer s.Close()
+		br := bufio.NewReader(s)
+		if _, err := http.ReadRequest(br); err != nil {
+			seen <- [2]error{err, err}
+			return
+		}
+		s.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")) //nolint:errcheck
+		// Before this side's FIN the client must wait; after it, it resets.
+		s.SetReadDeadline(time.Now().Add(hold)) //nolint:errcheck
+		_, before := br.ReadByte()
+		s.(*net.TCPConn).CloseWrite()                  //nolint:errcheck
+		s.SetReadDeadline(time.Now().Add(time.Second)) //nolint:errcheck
+		_, after := br.ReadByte()
+		seen <- [2]error{before, after}
+	}()
+	tg, err := newTarget("http://"+ln.Addr().String()+"/", "", false, 0, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &conn{Conn: raw, r: bufio.NewReader(raw)}
+	res, keep := c.do(context.Background(), nil, tg)
+	if res.err != nil || res.status != 200 || res.bodyBytes != 2 || keep {
+		t.Fatalf("result %+v keep %v", res, keep)
+	}
+	start := time.Now()
+	c.close()
+	got := <-seen
+	if !errors.Is(got[0], os.ErrDeadlineExceeded) {
+		t.Errorf("before the server's FIN its read ended with %v: the client closed first", got[0])
+	}
+	if !errors.Is(got[1], syscall.ECONNRESET) {
+		t.Errorf("after the server's FIN its read ended with %v, not the client's reset", got[1])
+	}
+	if waited := time.Since(start); waited < hold/2 {
+		t.Errorf("close returned after %v, before the server closed (it holds %v)", waited, hold)
 	}
 }
