@@ -159,11 +159,9 @@ const serverCloseWait = time.Second
 
 // close ends c. After a response that said Connection: close it reads to the server's end of
 // the stream (the server closes first, as with ab without -k), then resets the connection
-// (SO_LINGER 0), so the server's socket ends without a TIME_WAIT. Left for their 60 s, one
-// run's TIME_WAITs met the next run's connections: behind a NodePort (kube-proxy's DNAT and
-// masquerade) the backend's kernel dropped their SYNs by PAWS (TcpExtPAWSTimewait), each a
-// 1 s retransmit, and six back-to-back 5 s runs of seed 004's NodePort case fell from 1,981
-// to 279 req/s; with the reset they held 1,731-2,038 (README, "A new connection per request").
+// (SO_LINGER 0), so the server's socket ends without a TIME_WAIT: one run's TIME_WAITs must
+// not meet the next run's connections (behind a NodePort the server's kernel drops their SYNs
+// by PAWS, each a 1 s retransmit; README, "A new connection per request").
 func (c *conn) close() {
 	if c.Conn != nil {
 		if c.serverCloses {

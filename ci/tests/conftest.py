@@ -206,7 +206,6 @@ def task_with(form, task_name, settings, env=None, timeout=600):
     return task(task_name, env={**(env or {}), **settings}, timeout=timeout)
 
 
-
 def kubectl(*args):
     """kubectl on the local cluster (its admin kubeconfig)."""
     return sh("kubectl", *args, env={"KUBECONFIG": KUBECONFIG})
@@ -217,6 +216,7 @@ def one_error(r):
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode != 0 and len(errors) == 1, r.stderr
     return errors[0]
+
 
 @pytest.fixture
 def lab_down():
