@@ -21,7 +21,8 @@ One place for what every comparison does:
 BUDGET (a duration; the list's budget when ROUNDS is not given): the rounds go on until every
 seed relation decides (its interval says the direction holds or does not, or the seed needs more
 nodes) or the next round would end past the budget; at least two rounds unless the budget ends
-first, at most 99. First a noise probe (NOISE_RUNS runs of NOISE_DURATION of the first case)
+first, at most 99. First a noise probe (NOISE_RUNS runs of the first case, as long as the rounds'
+runs up to NOISE_DURATION)
 measures the spread now and says how many rounds the relations' margins need. Each relation
 says after how many rounds it decided, or "undecided after N rounds, spread X %".
 --check: only the checks, and the plan (each case as it would run); nothing started.
@@ -49,7 +50,10 @@ from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, s
 from tables import compute, fmt, judge_ratio, judged_on, markdown, run_listing  # noqa: E402,F401
 BENCH = ROOT / "ci/run/bench.sh"
 MONITORING_SH = ROOT / "ci/platforms/monitoring/monitoring.sh"
-# The noise probe before a budgeted matrix: 4 runs of 5 s of its first case (20 s of load).
+# The noise probe before a budgeted matrix: 4 runs of its first case, each as long as the
+# matrix's runs up to 5 s (20 s of load at most). A run's spread depends on its length: runs of
+# the rounds' own length measure theirs; longer rounds vary less than 5 s runs, so their
+# estimate errs on the side of more rounds.
 NOISE_RUNS, NOISE_DURATION = 4, "5s"
 MAX_ROUNDS = 99
 
@@ -222,20 +226,22 @@ def noise_probe(m, mdir, stamp, col):
     runner's m["margins"]: bench:compare's gates): n ~ 2 (1.96 x CV / margin)^2 for a ratio of
     two means (a ratio's variance is the sum of its sides'; at few rounds t exceeds 1.96)."""
     c = m["cases"][0]
+    own = c["env"].get("DURATION") or registry()["DURATION"]["default"]
+    duration = own if duration_s(own) < duration_s(NOISE_DURATION) else NOISE_DURATION
     values = []
     for i in range(1, NOISE_RUNS + 1):
-        run = run_one(c, {"DURATION": NOISE_DURATION}, f"noise-{i}-{stamp}", mdir, m)
+        run = run_one(c, {"DURATION": duration}, f"noise-{i}-{stamp}", mdir, m)
         v = run["values"].get(col["key"]) if col else None
         if number(v):
             values.append(v)
     s = stats(values)
     cv = s.get("cv_percent")
-    out = {"case": c["name"], "runs": len(values), "duration": NOISE_DURATION, "cv_percent": cv, "needs": {}}
+    out = {"case": c["name"], "runs": len(values), "duration": duration, "cv_percent": cv, "needs": {}}
     for title, margin in (m.get("margins") or seed_margins(m)).items():
         out["needs"][title] = None if not cv or not margin else max(m.get("min_rounds", 2), math.ceil(2 * (1.96 * cv / 100 / margin) ** 2))
     needs = [v for v in out["needs"].values() if v]
     what = m.get("margins_of", "the relations' margins")
-    say("matrix", f"noise now: CV {'n/a' if cv is None else f'{cv:.1f} %'} over {len(values)} runs of {NOISE_DURATION} of {c['name']}"
+    say("matrix", f"noise now: CV {'n/a' if cv is None else f'{cv:.1f} %'} over {len(values)} runs of {duration} of {c['name']}"
                   + (f"; {what} need {min(needs)}–{max(needs)} alternated rounds (median {sorted(needs)[len(needs) // 2]})" if needs else ""))
     return out
 

@@ -323,7 +323,7 @@ def test_a_budget_runs_rounds_until_the_relations_decide(tmp_path):
         mdir, doc = the_matrix(results)
         noise = doc["noise"]
         assert noise["runs"] == 4 and noise["cv_percent"] is not None and noise["needs"]["a vs b"] >= 2, noise
-        assert f"noise now: CV {noise['cv_percent']:.1f} % over 4 runs of 5s of a" in r.stderr
+        assert f"noise now: CV {noise['cv_percent']:.1f} % over 4 runs of 3s of a" in r.stderr  # the rounds' DURATION
         rounds = doc["rounds"]
         assert max(x["round"] for x in doc["runs"]) == rounds, doc["stopped"]
         rel = doc["ratios"][0]

@@ -41,17 +41,16 @@ wrapper_build() {
   (
     cd "$src"
     GOFLAGS=-mod=mod gocmd get "$mod@$ver" >"$src/get.log" 2>&1 || { tail -n 5 "$src/get.log" >&2; die "go get $mod@$ver failed (log: $src/get.log)"; }
-    for p in "$@"; do
-      local b; b=$(basename "$p")
-      [ -x "$dir/$b" ] && continue
-      say monitoring "  go build $b"
-      # Version stamped the way Prometheus' own build does (promu), so `--version` is honest.
-      GOFLAGS=-mod=mod gocmd build -trimpath \
-        -ldflags="-s -X github.com/prometheus/common/version.Version=${VERSION_STAMP:-${ver#v}} -X github.com/prometheus/common/version.Branch=release" \
-        -o "$src/bin/$b" "$p" >"$src/build-$b.log" 2>&1 ||
-        { tail -n 5 "$src/build-$b.log" >&2; die "go build of $b failed (log: $src/build-$b.log)"; }
-      mkdir -p "$dir" && mv "$src/bin/$b" "$dir/$b"
-    done
+    # One go build for the missing binaries: each one's link overlaps the other's compiles.
+    # Version stamped the way Prometheus' own build does (promu), so `--version` is honest.
+    local p pkgs=()
+    for p in "$@"; do [ -x "$dir/$(basename "$p")" ] || pkgs+=("$p"); done
+    mkdir -p "$src/bin" "$dir"
+    GOFLAGS=-mod=mod gocmd build -trimpath \
+      -ldflags="-s -X github.com/prometheus/common/version.Version=${VERSION_STAMP:-${ver#v}} -X github.com/prometheus/common/version.Branch=release" \
+      -o "$src/bin/" "${pkgs[@]}" >"$src/build.log" 2>&1 ||
+      { tail -n 5 "$src/build.log" >&2; die "go build of ${pkgs[*]##*/} failed (log: $src/build.log)"; }
+    for p in "${pkgs[@]##*/}"; do mv "$src/bin/$p" "$dir/$p"; done
   )
 }
 
