@@ -150,104 +150,139 @@ def rows():
     """Row title -> its panels, top to bottom. Fresh builders per call: the SDK positions a panel
     on the grid the first time it is added."""
     return {
-        "Summary: what limited the run": [
-            single("Requests/s (k6)", "reqps", RPS, "{{testid}}", "mean", NEUTRAL,
-                   "Mean client request rate of each selected run."),
-            single("p99 latency", "s", P99_RUN, "{{testid}}", "lastNotNull", NEUTRAL,
-                   "p99 request duration of the run's requests until the time range's end (k6's "
-                   "native histograms as last pushed in $__range): the run's p99 when the range "
-                   "reaches its end.", instant=True),
-            single("Errors", "percentunit", ERRORS_RUN, "{{testid}}", "lastNotNull", ERROR_BUDGET,
-                   "Failed requests over all the run's requests until the time range's end; red "
-                   "above the suite's 0.01 % threshold.", instant=True),
-            single("Ingress CPU", "percentunit", INGRESS_CPU, "ingress", "max", saturation(INGRESS_CPU),
-                   f"Peak ingress CPU against its limit. Red from {level(INGRESS_CPU)}, where the verdict "
-                   "calls the ingress CPU-bound (the verdict judges the run's mean, this panel its peak)."),
-            single("NIC", "percentunit", NIC, "NIC", "max", saturation(NIC),
-                   f"Peak link use against the declared capacity. Red from {level(NIC)}, where the verdict "
-                   "calls the network the limit (the verdict judges the run's mean, this panel its peak)."),
-            single("Load generator CPU", "percentunit", LOADGEN_CPU, "k6", "max", saturation(LOADGEN_CPU),
-                   f"Peak k6 CPU against the CPUs it may use. Red from {level(LOADGEN_CPU)}, where the "
-                   "verdict says the client, not the ingress, set the number (the verdict judges the run's "
-                   "mean, this panel its peak)."),
-        ],
-        "Client (k6)": [
-            series("Requests per second", "reqps", (RPS, "{{testid}}"),
-                   desc="Completed HTTP requests per second, as k6 counts them."),
-            series("Latency", "s", *percentiles(LATENCY, 0.5, 0.95, 0.99),
-                   desc="Request duration percentiles from k6's native histogram."),
-            series("Errors", "percentunit", (ERRORS, "{{testid}}"), w=6,
-                   desc="Failed requests over all requests, per interval (k6's request counter, tag expected_response)."),
-            series("Dropped iterations", "suffix: iter/s", (k6_rate("k6_dropped_iterations_total"), "{{testid}}"),
-                   w=6, desc="Open model (RATE=N) only: iterations k6 could not start for want of a free VU; "
-                             "any means the target rate was not offered."),
-            series("Data received", "bps", (RECEIVED_BITS, "{{testid}}"),
-                   desc="Response data k6 received (throughput scenario: the Gbit/s result)."),
-            series("TLS handshake time", "s", *percentiles(TLS, 0.5, 0.99),
-                   desc="Percentiles of every request's TLS handshake time; a reused connection records 0, "
-                        "so these describe handshakes only when each request opens a connection (tps)."),
-            series("TLS handshakes per second", "suffix: handshakes/s", (HANDSHAKES, "{{testid}}"),
-                   desc="Requests that performed a TLS handshake, per second (tps scenario: the TPS result)."),
-        ],
-        "Ingress": [
-            series("Ingress CPU cores vs limit", CORES, ("bench:ingress_cpu_cores:rate", "{{pod}} used"),
-                   ("bench:ingress_cpu_limit:cores", "{{pod}} limit"), ceiling=".*limit",
-                   desc="CPU used by each ingress pod against its limit (quota, else request, else the node)."),
-            series("Ingress CPU utilization", "percentunit", (INGRESS_CPU, "ingress"),
-                   soft_max=1, steps=saturation(INGRESS_CPU),
-                   desc=f"All ingress pods' CPU use over their limits, or how busy their CPUs are: from "
-                        f"{level(INGRESS_CPU)} (the red line) the verdict calls the ingress CPU-bound."),
-            series("Ingress active connections", "short", ("bench:ingress_connections:active", "active"),
-                   desc="Client connections nginx holds open."),
-            series("Ingress request rate", "reqps", ("bench:server_requests:rate", "nginx"),
-                   desc="Requests per second counted by the ingress itself."),
-        ],
-        "Backends": [
-            series("Backend CPU cores", CORES, ("bench:backend_cpu_cores:rate", "{{pod}}"),
-                   desc="CPU used by each backend pod."),
-            series("Backend CPU utilization", "percentunit", (BACKEND_CPU, "backends"),
-                   soft_max=1, steps=saturation(BACKEND_CPU),
-                   desc=f"Backends' CPU use over their limits: from {level(BACKEND_CPU)} (the red line) the "
-                        "verdict calls the backends, not the ingress, the limit (seed 004's 60m backends)."),
-        ],
-        "Network": [
-            series("NIC throughput vs link capacity", "bps", ("bench:nic_transmit_bits:rate", "transmit"),
-                   ("bench:nic_receive_bits:rate", "receive"), ("bench:link_capacity:bits", "capacity"),
-                   ceiling="capacity", desc="Bits per second through the ingress's network interface against "
-                                            "the declared link capacity."),
-            series("Link utilization", "percentunit", (NIC, "utilization"),
-                   w=6, soft_max=1, steps=saturation(NIC),
-                   desc=f"The busier direction as a fraction of the declared capacity: from {level(NIC)} "
-                        "(the red line) the verdict calls the network the limit."),
-            series("NIC drops", "pps", ("bench:nic_drops:rate", "dropped"),
-                   w=6, desc="Packets dropped on the ingress's interface, received and transmitted."),
-        ],
-        "Load generator": [
-            series("Load generator CPU cores", CORES, ("bench:loadgen_cpu_cores:rate", "k6"),
-                   w=8, desc="CPU the load generator itself used."),
-            series("Load generator CPU utilization", "percentunit", (LOADGEN_CPU, "k6"),
-                   w=8, soft_max=1, steps=saturation(LOADGEN_CPU),
-                   desc=f"The larger of k6's share of the CPUs it may use and how busy those CPUs are: from "
-                        f"{level(LOADGEN_CPU)} (the red line) the verdict says the measurement is the "
-                        "client's limit, not the ingress's."),
-            series("CPUs busy, by the role that may run on them", "percentunit", ("bench:cpus_busy:ratio", "{{role}}"),
-                   w=8, soft_max=1, desc="How busy the CPUs each role is pinned to are, whoever used them: the "
-                                         "host k6's, and on the lab the LB's and backends' (which share theirs)."),
-        ],
-        "Correlation": [
-            series("Requests per ingress core", "suffix: req/s per core",
-                   ("bench:rps_per_ingress_core:ratio", "req/s per core"),
-                   w=8, desc="Server requests per second over the ingress's CPU cores: a tuning's efficiency."),
-            series("Client throughput vs link capacity", "bps", (RECEIVED_BITS, "k6 received {{testid}}"),
-                   ("bench:nic_transmit_bits:rate", "ingress transmit"), ("bench:link_capacity:bits", "capacity"),
-                   w=8, ceiling="capacity", desc="What k6 received against what the ingress sent and what the "
-                                                 "link allows."),
-            series("Client vs server requests", "reqps", (RPS, "k6 {{testid}}"),
-                   ("bench:server_requests:rate", "nginx"),
-                   w=8, desc="k6's count against nginx's: they agree unless requests are lost or retried "
-                             "in between."),
-        ],
+        "Summary: what limited the run": summary_panels(),
+        "Client (k6)": client_panels(),
+        "Ingress": ingress_panels(),
+        "Backends": backend_panels(),
+        "Network": network_panels(),
+        "Load generator": loadgen_panels(),
+        "Correlation": correlation_panels(),
     }
+
+
+def summary_panels():
+    """The verdict's signals at a glance: the run's rate, p99, errors, and each resource's peak."""
+    return [
+        single("Requests/s (k6)", "reqps", RPS, "{{testid}}", "mean", NEUTRAL,
+               "Mean client request rate of each selected run."),
+        single("p99 latency", "s", P99_RUN, "{{testid}}", "lastNotNull", NEUTRAL,
+               "p99 request duration of the run's requests until the time range's end (k6's "
+               "native histograms as last pushed in $__range): the run's p99 when the range "
+               "reaches its end.", instant=True),
+        single("Errors", "percentunit", ERRORS_RUN, "{{testid}}", "lastNotNull", ERROR_BUDGET,
+               "Failed requests over all the run's requests until the time range's end; red "
+               "above the suite's 0.01 % threshold.", instant=True),
+        single("Ingress CPU", "percentunit", INGRESS_CPU, "ingress", "max", saturation(INGRESS_CPU),
+               f"Peak ingress CPU against its limit. Red from {level(INGRESS_CPU)}, where the verdict "
+               "calls the ingress CPU-bound (the verdict judges the run's mean, this panel its peak)."),
+        single("NIC", "percentunit", NIC, "NIC", "max", saturation(NIC),
+               f"Peak link use against the declared capacity. Red from {level(NIC)}, where the verdict "
+               "calls the network the limit (the verdict judges the run's mean, this panel its peak)."),
+        single("Load generator CPU", "percentunit", LOADGEN_CPU, "k6", "max", saturation(LOADGEN_CPU),
+               f"Peak k6 CPU against the CPUs it may use. Red from {level(LOADGEN_CPU)}, where the "
+               "verdict says the client, not the ingress, set the number (the verdict judges the run's "
+               "mean, this panel its peak)."),
+    ]
+
+
+def client_panels():
+    """What k6 measured."""
+    return [
+        series("Requests per second", "reqps", (RPS, "{{testid}}"),
+               desc="Completed HTTP requests per second, as k6 counts them."),
+        series("Latency", "s", *percentiles(LATENCY, 0.5, 0.95, 0.99),
+               desc="Request duration percentiles from k6's native histogram."),
+        series("Errors", "percentunit", (ERRORS, "{{testid}}"), w=6,
+               desc="Failed requests over all requests, per interval (k6's request counter, tag expected_response)."),
+        series("Dropped iterations", "suffix: iter/s", (k6_rate("k6_dropped_iterations_total"), "{{testid}}"),
+               w=6, desc="Open model (RATE=N) only: iterations k6 could not start for want of a free VU; "
+                         "any means the target rate was not offered."),
+        series("Data received", "bps", (RECEIVED_BITS, "{{testid}}"),
+               desc="Response data k6 received (throughput scenario: the Gbit/s result)."),
+        series("TLS handshake time", "s", *percentiles(TLS, 0.5, 0.99),
+               desc="Percentiles of every request's TLS handshake time; a reused connection records 0, "
+                    "so these describe handshakes only when each request opens a connection (tps)."),
+        series("TLS handshakes per second", "suffix: handshakes/s", (HANDSHAKES, "{{testid}}"),
+               desc="Requests that performed a TLS handshake, per second (tps scenario: the TPS result)."),
+    ]
+
+
+def ingress_panels():
+    """The ingress's CPU, connections and own request count."""
+    return [
+        series("Ingress CPU cores vs limit", CORES, ("bench:ingress_cpu_cores:rate", "{{pod}} used"),
+               ("bench:ingress_cpu_limit:cores", "{{pod}} limit"), ceiling=".*limit",
+               desc="CPU used by each ingress pod against its limit (quota, else request, else the node)."),
+        series("Ingress CPU utilization", "percentunit", (INGRESS_CPU, "ingress"),
+               soft_max=1, steps=saturation(INGRESS_CPU),
+               desc=f"All ingress pods' CPU use over their limits, or how busy their CPUs are: from "
+                    f"{level(INGRESS_CPU)} (the red line) the verdict calls the ingress CPU-bound."),
+        series("Ingress active connections", "short", ("bench:ingress_connections:active", "active"),
+               desc="Client connections nginx holds open."),
+        series("Ingress request rate", "reqps", ("bench:server_requests:rate", "nginx"),
+               desc="Requests per second counted by the ingress itself."),
+    ]
+
+
+def backend_panels():
+    """The backends' CPU."""
+    return [
+        series("Backend CPU cores", CORES, ("bench:backend_cpu_cores:rate", "{{pod}}"),
+               desc="CPU used by each backend pod."),
+        series("Backend CPU utilization", "percentunit", (BACKEND_CPU, "backends"),
+               soft_max=1, steps=saturation(BACKEND_CPU),
+               desc=f"Backends' CPU use over their limits: from {level(BACKEND_CPU)} (the red line) the "
+                    "verdict calls the backends, not the ingress, the limit (seed 004's 60m backends)."),
+    ]
+
+
+def network_panels():
+    """The ingress's link."""
+    return [
+        series("NIC throughput vs link capacity", "bps", ("bench:nic_transmit_bits:rate", "transmit"),
+               ("bench:nic_receive_bits:rate", "receive"), ("bench:link_capacity:bits", "capacity"),
+               ceiling="capacity", desc="Bits per second through the ingress's network interface against "
+                                        "the declared link capacity."),
+        series("Link utilization", "percentunit", (NIC, "utilization"),
+               w=6, soft_max=1, steps=saturation(NIC),
+               desc=f"The busier direction as a fraction of the declared capacity: from {level(NIC)} "
+                    "(the red line) the verdict calls the network the limit."),
+        series("NIC drops", "pps", ("bench:nic_drops:rate", "dropped"),
+               w=6, desc="Packets dropped on the ingress's interface, received and transmitted."),
+    ]
+
+
+def loadgen_panels():
+    """The client's own CPU: whether the run measured k6."""
+    return [
+        series("Load generator CPU cores", CORES, ("bench:loadgen_cpu_cores:rate", "k6"),
+               w=8, desc="CPU the load generator itself used."),
+        series("Load generator CPU utilization", "percentunit", (LOADGEN_CPU, "k6"),
+               w=8, soft_max=1, steps=saturation(LOADGEN_CPU),
+               desc=f"The larger of k6's share of the CPUs it may use and how busy those CPUs are: from "
+                    f"{level(LOADGEN_CPU)} (the red line) the verdict says the measurement is the "
+                    "client's limit, not the ingress's."),
+        series("CPUs busy, by the role that may run on them", "percentunit", ("bench:cpus_busy:ratio", "{{role}}"),
+               w=8, soft_max=1, desc="How busy the CPUs each role is pinned to are, whoever used them: the "
+                                     "host k6's, and on the lab the LB's and backends' (which share theirs)."),
+    ]
+
+
+def correlation_panels():
+    """Client and server side by side."""
+    return [
+        series("Requests per ingress core", "suffix: req/s per core",
+               ("bench:rps_per_ingress_core:ratio", "req/s per core"),
+               w=8, desc="Server requests per second over the ingress's CPU cores: a tuning's efficiency."),
+        series("Client throughput vs link capacity", "bps", (RECEIVED_BITS, "k6 received {{testid}}"),
+               ("bench:nic_transmit_bits:rate", "ingress transmit"), ("bench:link_capacity:bits", "capacity"),
+               w=8, ceiling="capacity", desc="What k6 received against what the ingress sent and what the "
+                                             "link allows."),
+        series("Client vs server requests", "reqps", (RPS, "k6 {{testid}}"),
+               ("bench:server_requests:rate", "nginx"),
+               w=8, desc="k6's count against nginx's: they agree unless requests are lost or retried "
+                         "in between."),
+    ]
 
 
 def label_variable(name, label, query, sort=dm.VariableSort.ALPHABETICAL_ASC):

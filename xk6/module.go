@@ -182,6 +182,44 @@ func numberOption(k string, v any) (float64, error) {
 	return n, nil
 }
 
+// setup makes the VU's target and its connections at its first call: the event loop when the
+// run is sliced and the target allows it, else one worker per connection (each with its slots
+// in the open model).
+func (m *moduleInstance) setup(st *lib.State, opts runOptions) error {
+	t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes), time.Duration(opts.timeoutMs*float64(time.Millisecond)))
+	if err != nil {
+		return fmt.Errorf("ingressbench.run: %w", err)
+	}
+	m.t = t
+	newEmitter := func() *emitter {
+		return &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
+			byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}
+	}
+	var sched func(i int) *schedule // connection i's slots in the open model
+	if opts.rate > 0 {
+		openModel.Store(true)
+		sched = func(i int) *schedule {
+			return &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
+				j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
+		}
+	}
+	if opts.sliceMs > 0 && opts.endMs > 0 && eloopFor(t) {
+		if m.loop, err = newEloop(t, int(opts.connections), newEmitter(), sched); err != nil {
+			return fmt.Errorf("ingressbench.run: %w", err)
+		}
+		go m.loop.serve(st, time.UnixMilli(int64(opts.endMs)))
+	} else {
+		for i := range int(opts.connections) {
+			w := &worker{e: newEmitter()}
+			if sched != nil {
+				w.s = sched(i)
+			}
+			m.workers = append(m.workers, w)
+		}
+	}
+	return nil
+}
+
 // run sends requests on this VU's connections (one by default; the closed model gives a VU
 // several, each in its own goroutine, so 1000 connections need not be 1000 JS runtimes of
 // ~0.7 MB each): for sliceMs (never past endMs, the scenario's end in unix ms), or exactly
@@ -203,36 +241,8 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 		timeline.start(int64(opts.startMs))
 	}
 	if m.t == nil {
-		t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes), time.Duration(opts.timeoutMs*float64(time.Millisecond)))
-		if err != nil {
-			return nil, fmt.Errorf("ingressbench.run: %w", err)
-		}
-		m.t = t
-		newEmitter := func() *emitter {
-			return &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
-				byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}
-		}
-		var sched func(i int) *schedule // connection i's slots in the open model
-		if opts.rate > 0 {
-			openModel.Store(true)
-			sched = func(i int) *schedule {
-				return &schedule{origin: time.UnixMilli(int64(opts.startMs)), rate: opts.rate,
-					j: int64(opts.firstConnection) + int64(i), total: int64(opts.totalConnections)}
-			}
-		}
-		if opts.sliceMs > 0 && opts.endMs > 0 && eloopFor(t) {
-			if m.loop, err = newEloop(t, int(opts.connections), newEmitter(), sched); err != nil {
-				return nil, fmt.Errorf("ingressbench.run: %w", err)
-			}
-			go m.loop.serve(st, time.UnixMilli(int64(opts.endMs)))
-		} else {
-			for i := range int(opts.connections) {
-				w := &worker{e: newEmitter()}
-				if sched != nil {
-					w.s = sched(i)
-				}
-				m.workers = append(m.workers, w)
-			}
+		if err := m.setup(st, opts); err != nil {
+			return nil, err
 		}
 	}
 	ctx := m.vu.Context()

@@ -104,19 +104,34 @@ def tuned_of(default, v):  # seed002-nginx-lb-default pairs with -tuned; seed004
 def index_doc(runs, skipped, paths, out):
     runs = sorted(runs, key=lambda r: (str(r.meta.get("finished_at") or ""), r.testid))
     doc = Doc(f"ingress-bench: {len(runs)} runs", "Runs found under " + ", ".join(map(str, paths)), wide=True)
-    flagged = False
+    runs_section(doc, runs, skipped, out)
+    absent = []
+    flagged = by_cpu_section(doc, runs, absent)
+    flagged |= pairs_sections(doc, runs, absent)
+    if flagged:
+        doc.add("p", "⚠ at least one of these runs was limited by the load generator (verdict not valid): "
+                     "that number measures the client, not the ingress.", cls="warn")
+    if absent:
+        doc.add("h2", "Not shown")
+        doc.add("p", "Not shown, for lack of runs: " + "; ".join(absent) + ".", id="absent")
+    return doc
 
-    def link(run):
-        for f in ("report.html", "summary.txt", "summary.json"):
-            if (run.dir / f).exists():
-                return Link(run.testid, os.path.relpath(run.dir / f, out))
 
+def link(run, out):
+    """The run's page (or its summary), relative to the index at OUT."""
+    for f in ("report.html", "summary.txt", "summary.json"):
+        if (run.dir / f).exists():
+            return Link(run.testid, os.path.relpath(run.dir / f, out))
+
+
+def runs_section(doc, runs, skipped, out):
+    """Every run, one row each, linked to its report."""
     doc.add("h2", "Runs", id="runs")
     rows = []
     for run in runs:
         r, vd = run.result, run.verdict
         limit = (vd.get("limit", "?") + (" (not valid)" if run.invalid else "")) if vd else "–"
-        rows.append([link(run), run.scenario, run.variant, run.platform, run.scheme, f_int(run.meta.get("connections")),
+        rows.append([link(run, out), run.scenario, run.variant, run.platform, run.scheme, f_int(run.meta.get("connections")),
                      f_value(run.scenario, run.value()), f_ms(r.get("p99_ms")),
                      f"{f_pct(r.get('error_rate'), 3)} ({f_int(r.get('errors'))})", "PASS" if r.get("passed") else "FAIL",
                      limit, f_pct(run.client.get("utilization"))])
@@ -125,8 +140,11 @@ def index_doc(runs, skipped, paths, out):
     if skipped:
         doc.add("p", f"Skipped {len(skipped)} unfinished or unreadable: " + "; ".join(skipped), cls="warn")
 
-    absent = []
-    # RPS by ingress CPU count (seed 002's tables): one variant measured at several CPU counts.
+
+def by_cpu_section(doc, runs, absent):
+    """Seed 002's tables: one variant measured at several CPU counts. True when a run in them
+    was not valid; what it lacks goes to ABSENT."""
+    flagged = False
     by_variant = {}
     for run in runs:
         base, n = run.cpus()
@@ -150,7 +168,13 @@ def index_doc(runs, skipped, paths, out):
     else:
         absent.append("results by ingress CPU count (needs one variant at two or more CPU counts: "
                       "an overlay ending -<N>cpu, or different placement.server_cpus)")
+    return flagged
 
+
+def pairs_sections(doc, runs, absent):
+    """Default vs tuned, HTTP vs HTTPS, lab vs Kubernetes: the same case on both sides. True
+    when a run in them was not valid; what they lack goes to ABSENT."""
+    flagged = False
     sections = [
         ("Default vs tuned", "default-vs-tuned", "variant", lambda v: "default" in v.split("-"), tuned_of,
          ["default", "tuned", "tuned/default"],
@@ -179,13 +203,7 @@ def index_doc(runs, skipped, paths, out):
                                           f"{b}: {bb.text()}" if field == "platform" else bb.text(), ratio(bb, aa)])
         lead = (["platform"] if field != "platform" else []) + (["variant"] if field != "variant" else [])
         doc.add("table", lead + ["case"] + heads, rows)
-    if flagged:
-        doc.add("p", "⚠ at least one of these runs was limited by the load generator (verdict not valid): "
-                     "that number measures the client, not the ingress.", cls="warn")
-    if absent:
-        doc.add("h2", "Not shown")
-        doc.add("p", "Not shown, for lack of runs: " + "; ".join(absent) + ".", id="absent")
-    return doc
+    return flagged
 
 
 def index(paths, out):

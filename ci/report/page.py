@@ -10,17 +10,28 @@ from .run import LIMIT_SIGNAL, SIGNALS, load_timeseries
 
 
 def run_doc(run, ts, ts_why, charts):
-    r, m, c, srv, corr, vd = run.result, run.meta, run.client, run.server, run.correlation, run.verdict
     doc = Doc(f"ingress-bench: {run.scenario} · {run.variant} · {run.platform}",
-              f"run {run.testid}, finished {m.get('finished_at', '?')}, target {run.target or '?'}")
+              f"run {run.testid}, finished {run.meta.get('finished_at', '?')}, target {run.target or '?'}")
+    headline(doc, run.scenario, run.result)
+    verdict_section(doc, run.verdict)
+    result_section(doc, run.result)
+    charts_section(doc, run.result, ts, ts_why, charts)
+    agreement_section(doc, run.result, run.server, run.client)
+    signals = signals_section(doc, run.correlation)
+    missing_section(doc, run.correlation, signals, ts, ts_why)
+    meta_section(doc, run)
+    return doc
 
-    rate_label = "TLS handshakes/s" if run.scenario == "tps" else "requests/s"
+
+def headline(doc, scenario, r):
+    """The headline figures, one card each."""
+    rate_label = "TLS handshakes/s" if scenario == "tps" else "requests/s"
     cards = [(rate_label, f_int(r.get("rps"))), ("p50", f_ms(r.get("p50_ms"))), ("p95", f_ms(r.get("p95_ms"))),
              ("p99", f_ms(r.get("p99_ms"))), ("max", f_ms(r.get("max_ms"))),
              ("errors", f"{f_pct(r.get('error_rate'), 3)} ({f_int(r.get('errors'))})"),
              ("Gbit/s received", f"{r['gbit_per_s']:.3g}" if num(r.get("gbit_per_s")) else "–"),
              ("requests", f_int(r.get("requests")))]
-    if run.scenario == "throughput":
+    if scenario == "throughput":
         cards.insert(0, cards.pop(6))
     if num(r.get("tls_handshake_avg_ms")) and r["tls_handshake_avg_ms"] > 0:
         cards.append(("TLS handshake avg", f_ms(r["tls_handshake_avg_ms"])))
@@ -28,6 +39,9 @@ def run_doc(run, ts, ts_why, charts):
         cards.append(("dropped iterations", f_int(r.get("dropped_iterations"))))
     doc.add("cards", cards, id="headline")
 
+
+def verdict_section(doc, vd):
+    """What limited the run, and whether the numbers measure the ingress."""
     doc.add("h2", "Verdict: what limited the run", id="verdict")
     if vd:
         valid = vd.get("valid")
@@ -42,6 +56,9 @@ def run_doc(run, ts, ts_why, charts):
         doc.add("p", "No verdict: summary.json has no .verdict (a run from before the end-of-run "
                      "correlation, or one without Prometheus).", cls="warn", id="verdict-text")
 
+
+def result_section(doc, r):
+    """PASS or FAIL, and each threshold."""
     th = [t for t in r.get("thresholds") or [] if isinstance(t, dict)]
     ok = sum(1 for t in th if t.get("ok"))
     doc.add("h2", "Result", id="result")
@@ -51,6 +68,9 @@ def run_doc(run, ts, ts_why, charts):
         doc.add("table", ["metric", "threshold", "result"],
                 [[t.get("metric", "?"), t.get("expr", "?"), "pass" if t.get("ok") else "FAIL"] for t in th])
 
+
+def charts_section(doc, r, ts, ts_why, charts):
+    """The charts over the run, or why there are none."""
     doc.add("h2", "Over the run", id="charts")
     if "timeline.png" in charts:
         doc.add("img", "charts/timeline.png", "requests/s, latency and utilization over the run",
@@ -62,6 +82,9 @@ def run_doc(run, ts, ts_why, charts):
         doc.add("img", "charts/utilization.png", "utilization at the end of the run",
                 "End-of-run correlation: the resource the verdict names in red; dashed: 100%.")
 
+
+def agreement_section(doc, r, srv, c):
+    """The client's count beside the server's, and the load generator's CPU."""
     doc.add("h2", "Client and server", id="agreement")
     rows = [["requests counted by k6", f_int(r.get("requests"))]]
     if srv:
@@ -78,6 +101,9 @@ def run_doc(run, ts, ts_why, charts):
                                        f"{f_pct(c.get('utilization'))} of {f_any(c.get('cpus'))} CPU" if num(c.get("cpu_seconds")) else f_any(c)])
     doc.add("table", ["", ""], rows)
 
+
+def signals_section(doc, corr):
+    """The correlation signals over their window; returns them."""
     doc.add("h2", "Correlation signals", id="signals")
     signals = corr.get("signals") if isinstance(corr.get("signals"), dict) else {}
     if corr:
@@ -100,6 +126,11 @@ def run_doc(run, ts, ts_why, charts):
         doc.add("p", "No correlation: summary.json has no .correlation (a run from before it existed, "
                      "or one without Prometheus).", cls="warn")
 
+    return signals
+
+
+def missing_section(doc, corr, signals, ts, ts_why):
+    """Every signal or series the run lacks, and why."""
     doc.add("h2", "Missing correlations", id="missing")
     gone = []
     if corr:
@@ -118,7 +149,11 @@ def run_doc(run, ts, ts_why, charts):
     else:
         doc.add("p", "None: every correlation signal and time series is present.")
 
+
+def meta_section(doc, run):
+    """The run's metadata and files."""
     doc.add("h2", "Run", id="meta")
+    m, r = run.meta, run.result
     first = ["testid", "scenario", "variant", "platform", "target", "host_header", "connections", "rate", "duration",
              "connection_reuse", "run_seconds", "finished_at", "git_revision", "tools", "host", "placement", "knob_files", "lab_backends"]
     keys = [k for k in first if k in m] + [k for k in m if k not in first]
@@ -126,7 +161,6 @@ def run_doc(run, ts, ts_why, charts):
     files = {"summary.txt": "k6's summary as printed", "summary.json": "result, client, server, correlation, verdict",
              "meta.json": "run metadata", "k6.log": "k6's log", "timeseries.json": "the series charted above"}
     doc.add("table", ["file", "holds"], [[Link(f, f), what] for f, what in files.items() if (run.dir / f).exists()])
-    return doc
 
 
 def render(run):

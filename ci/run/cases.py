@@ -232,11 +232,17 @@ def parse(doc, where, reg):
             raise Bad(f"{where}: platforms must be a list of {', '.join(reg['PLATFORM']['values'])}, got {platforms}")
     m["platforms"] = platforms
     m["defaults"] = settings_of(doc.get("defaults") or {}, f"{where}: defaults", reg)
+    m["cases"] = parse_cases(doc.get("cases"), where, reg)
+    m["columns"], keys = parse_columns(doc.get("columns", DEFAULT_COLUMNS), where, reg)
+    m["ratios"] = parse_ratios(doc.get("ratios") or [], where, {c["name"] for c in m["cases"]}, keys)
+    return m
 
-    cases = doc.get("cases")
+
+def parse_cases(cases, where, reg):
+    """The list's cases, each checked: name, scenario, platform, variant, settings, baseline."""
     if not isinstance(cases, list) or not cases:
         raise Bad(f"{where}: cases must be a list of at least one case")
-    m["cases"], names = [], set()
+    out, names = [], set()
     for i, c in enumerate(cases, 1):
         mapping(c, f"{where}: case {i}", CASE_FIELDS)
         name = str(c.get("name", ""))
@@ -253,18 +259,21 @@ def parse(doc, where, reg):
         if platform is not None and platform not in reg["PLATFORM"]["values"]:
             raise Bad(f"{at}: unknown platform '{platform}' (known: {', '.join(reg['PLATFORM']['values'])})")
         variant = c.get("variant")
-        m["cases"].append({"name": name, "scenario": scenario, "platform": platform,
-                           "variant": None if variant is None else scalar(variant, f"{at}: variant"),
-                           "settings": settings_of(c.get("settings") or {}, f"{at}: settings", reg),
-                           "group": None if c.get("group") is None else str(c["group"]), "baseline": c.get("baseline")})
-    for c in m["cases"]:
+        out.append({"name": name, "scenario": scenario, "platform": platform,
+                    "variant": None if variant is None else scalar(variant, f"{at}: variant"),
+                    "settings": settings_of(c.get("settings") or {}, f"{at}: settings", reg),
+                    "group": None if c.get("group") is None else str(c["group"]), "baseline": c.get("baseline")})
+    for c in out:
         if c["baseline"] is not None and c["baseline"] not in names:
             raise Bad(f"{where}: case '{c['name']}': baseline '{c['baseline']}' is not a case of the list")
+    return out
 
-    cols = doc.get("columns", DEFAULT_COLUMNS)
+
+def parse_columns(cols, where, reg):
+    """The table's columns, each checked, and the value columns by key: (columns, keys)."""
     if not isinstance(cols, list) or not cols:
         raise Bad(f"{where}: columns must be a list")
-    m["columns"], keys = [], {}
+    out, keys = [], {}
     for i, col in enumerate(cols, 1):
         at = f"{where}: column {i}"
         mapping(col, at, COLUMN_FIELDS)
@@ -289,16 +298,21 @@ def parse(doc, where, reg):
             format(1.5, str(col.get("format", ".4g")))
         except ValueError:
             raise Bad(f"{at}: format must be a Python format like ',.0f' or '.2f', got '{col['format']}'")
-        m["columns"].append(col)
-    values = [c for c in m["columns"] if c["kind"] == "value"]
-    for col in m["columns"]:
+        out.append(col)
+    values = [c for c in out if c["kind"] == "value"]
+    for col in out:
         if col["kind"] == "vs_baseline" and (col["vs_baseline"] not in keys or keys[col["vs_baseline"]]["kind"] != "value"):
             raise Bad(f"{where}: column '{col['title']}': vs_baseline must name a value column's key, got '{col['vs_baseline']}'")
     if values and not any("spread" in c for c in values):
         values[0]["spread"] = True
+    return out, keys
 
-    m["ratios"] = []
-    for i, r in enumerate(doc.get("ratios") or [], 1):
+
+def parse_ratios(ratios, where, names, keys):
+    """The ratios between cases (or per a number), each with its seed's figure when it has one."""
+    values = [c for c in keys.values() if c["kind"] == "value"]
+    out = []
+    for i, r in enumerate(ratios, 1):
         at = f"{where}: ratio {i}"
         mapping(r, at, RATIO_FIELDS)
         if ("to" in r) == ("per" in r):
@@ -329,9 +343,9 @@ def parse(doc, where, reg):
             if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2):
                 raise Bad(f"{at}: seed nodes (the nodes its mechanism needs) must be a whole number of at least 2, got '{nodes}'")
             seed = {"figure": seed["figure"], "text": str(seed.get("text") or ""), "expect": seed["expect"], "range": rng, "nodes": nodes}
-        m["ratios"].append({"title": str(r.get("title") or f"{r['of']} vs {r.get('to', per)}"), "of": r["of"], "to": r.get("to"),
-                            "per": per, "column": column, "show": show, "seed": seed})
-    return m
+        out.append({"title": str(r.get("title") or f"{r['of']} vs {r.get('to', per)}"), "of": r["of"], "to": r.get("to"),
+                    "per": per, "column": column, "show": show, "seed": seed})
+    return out
 
 
 def resolve(m, env, reg):

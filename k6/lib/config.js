@@ -74,6 +74,34 @@ export function vuFirstConnection(cfg, id) {
   return first;
 }
 
+// Where the run's correlation comes from (ci/run/bench.sh passes the platform's Prometheus):
+// a base URL inside the lab unless ALLOW_EXTERNAL_TARGET, or '' (no Prometheus).
+function prometheusUrlOf(env, inside) {
+  const url = (setting(env, 'PROMETHEUS_URL', '')).replace(/\/$/, '');
+  if (url) {
+    const p = /^https?:\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(url);
+    if (!p) fail(`PROMETHEUS_URL must be a base URL like http://198.18.0.1:9090, got '${env.PROMETHEUS_URL}'`);
+    if (!inside(p[1])) fail(`PROMETHEUS_URL ${url} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
+  }
+  return url;
+}
+
+// The pass/fail thresholds: the client's, and the server-side ones on the correlation
+// (k6/lib/correlation.js; 0: none).
+function thresholdsOf(env, profile) {
+  return {
+    errorRate: setting(env, 'ERROR_RATE_MAX'), // seed 003: errors under 1 in 10,000
+    p95: setting(env, 'P95_MS', profile.p95),
+    p99: setting(env, 'P99_MS', profile.p99),
+    rpsMin: setting(env, 'RPS_MIN', 0),
+    droppedMax: setting(env, 'DROPPED_MAX'),
+    lateMax: setting(env, 'LATE_MAX'),
+    loadgenCpuMax: setting(env, 'LOADGEN_CPU_MAX', 0),
+    requireValid: setting(env, 'REQUIRE_VALID'),
+    rpsPerCoreMin: setting(env, 'RPS_PER_CORE_MIN', 0),
+  };
+}
+
 // Turns the environment into a validated config; throws one readable Error on bad input.
 export function parseConfig(env, scenario) {
   const profile = PROFILES[scenario];
@@ -120,14 +148,7 @@ export function parseConfig(env, scenario) {
   // URL, which is the lab platform's way.
   const platform = setting(env, 'PLATFORM', 'lab');
 
-  // Where the run's correlation comes from (ci/run/bench.sh passes the platform's Prometheus).
-  const prometheusUrl = (setting(env, 'PROMETHEUS_URL', '')).replace(/\/$/, '');
-  if (prometheusUrl) {
-    const p = /^https?:\/\/(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(prometheusUrl);
-    if (!p) fail(`PROMETHEUS_URL must be a base URL like http://198.18.0.1:9090, got '${env.PROMETHEUS_URL}'`);
-    if (!inside(p[1])) fail(`PROMETHEUS_URL ${prometheusUrl} is outside the lab (198.18.0.0/15, loopback): set ALLOW_EXTERNAL_TARGET=1 if you own it`);
-  }
-
+  const prometheusUrl = prometheusUrlOf(env, inside);
   let meta = {};
   if (env.BENCH_META) {
     try { meta = JSON.parse(env.BENCH_META); } catch (e) { fail(`BENCH_META is not JSON: ${e.message}`); }
@@ -137,18 +158,7 @@ export function parseConfig(env, scenario) {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
     duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, segments, rate, reuse, engine, discardBodies: profile.discardBodies,
-    thresholds: {
-      errorRate: setting(env, 'ERROR_RATE_MAX'), // seed 003: errors under 1 in 10,000
-      p95: setting(env, 'P95_MS', profile.p95),
-      p99: setting(env, 'P99_MS', profile.p99),
-      rpsMin: setting(env, 'RPS_MIN', 0),
-      droppedMax: setting(env, 'DROPPED_MAX'),
-      lateMax: setting(env, 'LATE_MAX'),
-      // Server-side thresholds on the correlation (k6/lib/correlation.js); 0: none.
-      loadgenCpuMax: setting(env, 'LOADGEN_CPU_MAX', 0),
-      requireValid: setting(env, 'REQUIRE_VALID'),
-      rpsPerCoreMin: setting(env, 'RPS_PER_CORE_MIN', 0),
-    },
+    thresholds: thresholdsOf(env, profile),
     prometheusUrl,
     tags: { testid, variant, platform, scenario },
     resultsDir: env.RESULTS_DIR || `results/${testid}`,

@@ -221,6 +221,49 @@ kubelet_ns() {
   exec kubelet "$@"
 }
 
+# control_plane: etcd, containerd and the API server started (up waits for them).
+control_plane() {
+  local p=$S/pki
+  # TLS both ways, on loopback: only the API server's client certificate opens etcd.
+  start etcd etcd --data-dir "$S/etcd" --listen-client-urls https://127.0.0.1:2379 \
+    --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 \
+    --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster default=https://127.0.0.1:2380 \
+    --cert-file="$p/etcd.crt" --key-file="$p/etcd.key" --client-cert-auth --trusted-ca-file="$p/etcd-ca.crt" \
+    --peer-cert-file="$p/etcd.crt" --peer-key-file="$p/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file="$p/etcd-ca.crt"
+  start containerd containerd --config "$S/containerd.toml"
+  start kube-apiserver kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
+    --etcd-cafile="$p/etcd-ca.crt" --etcd-certfile="$p/etcd-client.crt" --etcd-keyfile="$p/etcd-client.key" --anonymous-auth=false \
+    --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 \
+    --service-cluster-ip-range="$SERVICE_CIDR" --client-ca-file="$p/ca.crt" \
+    --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
+    --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$p/sa.pub" \
+    --service-account-signing-key-file="$p/sa.key" --authorization-mode=Node,RBAC \
+    --kubelet-client-certificate="$p/admin.crt" --kubelet-client-key="$p/admin.key" \
+    --kubelet-certificate-authority="$p/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP,Hostname --allow-privileged=true
+}
+
+# node_up: the controller manager, the scheduler, the kubelet and kube-proxy started.
+node_up() {
+  local p=$S/pki
+  # Loopback only; every path authenticated and authorized (no always-allowed /healthz).
+  local guarded=(--bind-address=127.0.0.1 --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
+    --authorization-always-allow-paths=)
+  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
+    --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
+    --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam'
+  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
+  # kubelet_ns's volume mounts reach the host through this shared mount (see there).
+  mount --bind "$S/kubelet" "$S/kubelet" && mount --make-shared "$S/kubelet"
+  # --housekeeping-interval: cAdvisor refreshes container stats every 10 s by default, too
+  # coarse for the 2 s scrape the bench:* rules expect (monitoring/README.md).
+  start kubelet unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
+    --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
+    --hostname-override="$NODE_NAME" --root-dir="$S/kubelet" --containerd="$S/containerd/containerd.sock" \
+    --housekeeping-interval=1s
+  start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
+}
+
 up() {
   need_root "cluster:up"
   local b; for b in kube-apiserver kubelet kube-proxy kubectl; do
@@ -254,24 +297,7 @@ up() {
   # A resolv.conf without a nameserver: pods that follow the node (CoreDNS) get no upstream.
   echo "search cluster.local" >"$S/resolv.conf"
 
-  local p=$S/pki
-  # TLS both ways, on loopback: only the API server's client certificate opens etcd.
-  start etcd etcd --data-dir "$S/etcd" --listen-client-urls https://127.0.0.1:2379 \
-    --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 \
-    --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster default=https://127.0.0.1:2380 \
-    --cert-file="$p/etcd.crt" --key-file="$p/etcd.key" --client-cert-auth --trusted-ca-file="$p/etcd-ca.crt" \
-    --peer-cert-file="$p/etcd.crt" --peer-key-file="$p/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file="$p/etcd-ca.crt"
-  start containerd containerd --config "$S/containerd.toml"
-  start kube-apiserver kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
-    --etcd-cafile="$p/etcd-ca.crt" --etcd-certfile="$p/etcd-client.crt" --etcd-keyfile="$p/etcd-client.key" --anonymous-auth=false \
-    --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 \
-    --service-cluster-ip-range="$SERVICE_CIDR" --client-ca-file="$p/ca.crt" \
-    --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
-    --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$p/sa.pub" \
-    --service-account-signing-key-file="$p/sa.key" --authorization-mode=Node,RBAC \
-    --kubelet-client-certificate="$p/admin.crt" --kubelet-client-key="$p/admin.key" \
-    --kubelet-certificate-authority="$p/ca.crt" \
-    --kubelet-preferred-address-types=InternalIP,Hostname --allow-privileged=true
+  control_plane
   wait_for 20 containerd test -S "$S/containerd/containerd.sock"
   say cluster "importing images"
   # shellcheck disable=SC2086 # one name a word
@@ -283,22 +309,7 @@ up() {
   # authenticated users (autoupdate off, or the API server restores it at its next start).
   kubectl patch clusterrolebinding system:public-info-viewer --type=merge >/dev/null -p \
     '{"metadata":{"annotations":{"rbac.authorization.kubernetes.io/autoupdate":"false"}},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:authenticated"}]}'
-  # Loopback only; every path authenticated and authorized (no always-allowed /healthz).
-  local guarded=(--bind-address=127.0.0.1 --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
-    --authorization-always-allow-paths=)
-  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
-    --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
-    --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam'
-  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
-  # kubelet_ns's volume mounts reach the host through this shared mount (see there).
-  mount --bind "$S/kubelet" "$S/kubelet" && mount --make-shared "$S/kubelet"
-  # --housekeeping-interval: cAdvisor refreshes container stats every 10 s by default, too
-  # coarse for the 2 s scrape the bench:* rules expect (monitoring/README.md).
-  start kubelet unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
-    --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
-    --hostname-override="$NODE_NAME" --root-dir="$S/kubelet" --containerd="$S/containerd/containerd.sock" \
-    --housekeeping-interval=1s
-  start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
+  node_up
   wait_for 60 "node $NODE_NAME" kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
   render "$CONF/coredns.yaml" | kubectl apply -f - >/dev/null
   kubectl -n kube-system rollout status deploy/coredns --timeout=90s >/dev/null 2>&1 ||
