@@ -69,7 +69,9 @@ trap 'on_signal SIGTERM 143' TERM
 
 # The ingress's CPU (INGRESS_CPU): on the local platform, where k6 and the backends share the
 # host with it, by default (auto) the share a short probe finds the client side can saturate
-# (ci/run/budget.py); overlay: the overlay's own; a quantity: that (need_ingress_cpu, above).
+# (ci/run/budget.py), and on the lab, whose LB keeps its pinned cores, a probe that says before
+# the load whether k6's CPUs can drive them; overlay: the overlay's own, no probe; a quantity:
+# that (need_ingress_cpu, above).
 budget=$(jq -nc --arg q "${INGRESS_CPU:-}" 'if $q == "" or $q == "auto" or $q == "overlay" then {source: "overlay"} else {ingress_cpu: $q, source: "INGRESS_CPU"} end')
 # An overlay whose "ingress" is only a Service (seed 004's NodePort straight to the backends)
 # has no ingress CPU to budget: it keeps its own placement, and says so.
@@ -87,16 +89,25 @@ if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ] && ! ingress_dep
   budget='{"source":"overlay","reason":"no ingress Deployment"}'
   INGRESS_CPU=overlay
 fi
+# probe SHARE BUDGET_ARGS...: a 3 s run of the scenario at INGRESS_CPU=SHARE, then
+# ci/run/budget.py on it: sets INGRESS_CPU, line (said before the load) and budget (meta.json).
+probe() {
+  INGRESS_CPU=$1 DURATION=3s TESTID="$testid-budget" RESULTS_ROOT="$scratch/budget" \
+    bash "$IB_ROOT/ci/run/bench.sh" "$SCENARIO" >"$scratch/budget.log" 2>&1 || [ $? = 99 ] ||
+    die "the ingress CPU probe failed: $(grep -m1 '^error:' "$scratch/budget.log" || tail -n1 "$scratch/budget.log") (INGRESS_CPU=overlay skips it)"
+  out=$("$IB_VENV/bin/python" "$IB_ROOT/ci/run/budget.py" "$scratch/budget/$testid-budget" "${@:2}" 2>"$scratch/budget.err") ||
+    die "$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=overlay skips the probe)"
+  { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
+}
 if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   probe_share=$(deployed_ingress_share)
   say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"
-  INGRESS_CPU=$probe_share DURATION=3s TESTID="$testid-budget" RESULTS_ROOT="$scratch/budget" \
-    bash "$IB_ROOT/ci/run/bench.sh" "$SCENARIO" >"$scratch/budget.log" 2>&1 || [ $? = 99 ] ||
-    die "the ingress CPU probe failed: $(grep -m1 '^error:' "$scratch/budget.log" || tail -n1 "$scratch/budget.log") (INGRESS_CPU=<quantity> skips it)"
-  out=$("$IB_VENV/bin/python" "$IB_ROOT/ci/run/budget.py" "$scratch/budget/$testid-budget" "$probe_share" "$(nproc)" 2>"$scratch/budget.err") ||
-    die "$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=<quantity> or overlay skips the probe)"
-  { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
+  probe "$probe_share" "$probe_share" "$(nproc)"
   say budget "$line"
+elif [ "$PLATFORM" = lab ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
+  say placement "probing what k6, the LB and the backends cost per request (3 s)"
+  probe overlay lab
+  if [[ $line == warning:* ]]; then echo "$line" >&2; else say placement "${line#placement: }"; fi
 fi
 case ${INGRESS_CPU:-} in auto | overlay) unset INGRESS_CPU ;; "") ;; *) export INGRESS_CPU ;; esac
 

@@ -1,6 +1,10 @@
 """ci/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS: the ingress's CPU budget on a host the
 client shares (the local platform), from a short probe run (ci/run/bench.sh runs it first when
-INGRESS_CPU=auto, the local default).
+INGRESS_CPU=auto, the default).
+ci/run/budget.py PROBE_RUN_DIR lab: the lab's placement, from the same probe: its LB keeps its
+pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
+(the LB and the backends share theirs) with the same headroom, and when not, what this host
+would need.
 
 The probe measures, per request, what the ingress, k6 and the backends cost in CPU time (their
 cgroups, ci/report/summary.py cpu), and the rest of the host's busy time (control plane,
@@ -63,13 +67,55 @@ def budget(summary, probe_share, host_cpus):
     return q, text, {"ingress_cpu": q, "source": "probe", **figures}
 
 
+def cpu_count(cpu_list):
+    """The CPUs of a list like 0,2-3."""
+    return sum(int(b) - int(a) + 1 for a, _, b in (r.partition("-") if "-" in r else (r, "", r) for r in cpu_list.split(",")))
+
+
+def cpus(n):
+    return f"{n} CPU" + ("s" if n != 1 else "")
+
+
+def lab_placement(summary, meta, host_cpus):
+    """"overlay" (the LB's own cores), the placement line and the JSON: k6's capacity on its
+    CPUs against the servers' on theirs, per request as the probe measured them."""
+    c, client = summary.get("cpu") or {}, summary.get("client") or {}
+    n = (summary.get("server") or {}).get("requests") or summary["result"].get("requests")
+    if not n or not c.get("ingress_cpu_seconds") or not client.get("cpu_seconds"):
+        raise ValueError("the probe measured no LB CPU, no k6 CPU or no requests")
+    k6, ingress = client["cpu_seconds"] / n, c["ingress_cpu_seconds"] / n
+    backends = (c.get("backend_cpu_seconds") or 0) / n
+    where = meta["placement"]
+    kc, sc = cpu_count(where["client_cpus"]), cpu_count(where["server_cpus"])
+    sends, serves = kc / k6, sc / (ingress + backends)
+    ratio = sends / serves
+    need = math.ceil(HEADROOM * serves * k6 - 1e-9)
+    figures = {"source": "probe", "ingress_cpu": "overlay", "probe_seconds": round(c["seconds"], 2), "requests": n,
+               "ingress_us_per_request": round(ingress * 1e6, 1), "k6_us_per_request": round(k6 * 1e6, 1),
+               "backend_us_per_request": round(backends * 1e6, 1), "k6_can_send": round(sends), "servers_can_serve": round(serves),
+               "client_over_servers": round(ratio, 2), "headroom": HEADROOM, "client_cpus_needed": need}
+    text = (f"per request k6 used {k6 * 1e6:.0f} µs, the LB {ingress * 1e6:.0f} µs and the backends {backends * 1e6:.0f} µs "
+            f"(a {c['seconds']:.0f} s probe): k6's {cpus(kc)} ({where['client_cpus']}) can send {sends:,.0f} req/s, "
+            f"{ratio:.1f}x what the servers' {cpus(sc)} ({where['server_cpus']}) serve at most ({serves:,.0f})")
+    if ratio >= HEADROOM:
+        return "overlay", f"placement: {text}: the run can saturate the LB", {**figures, "valid": True}
+    more = (f"k6 needs {need} CPUs for {HEADROOM}x (LAB_CLIENT_CPUS), and this host's {host_cpus} leave it {host_cpus - sc}"
+            if need + sc > host_cpus else f"give k6 {need} CPUs (LAB_CLIENT_CPUS)")
+    return "overlay", (f"warning: placement: {text}, under the {HEADROOM}x the load generator needs: the run will likely "
+                       f"measure k6 (NOT VALID, exit 99); {more}"), {**figures, "valid": False}
+
+
 def main(argv):
-    if len(argv) != 4:
-        print("usage: ci/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS", file=sys.stderr)
+    if len(argv) != 4 and argv[2:] != ["lab"]:
+        print("usage: ci/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS | PROBE_RUN_DIR lab", file=sys.stderr)
         return 2
     try:
         summary = json.loads((Path(argv[1]) / "summary.json").read_text())
-        q, text, meta = budget(summary, argv[2], int(argv[3]))
+        if argv[2] == "lab":
+            meta = json.loads((Path(argv[1]) / "meta.json").read_text())
+            q, text, meta = lab_placement(summary, meta, meta["host"]["cpus"])
+        else:
+            q, text, meta = budget(summary, argv[2], int(argv[3]))
     except (OSError, ValueError, KeyError) as e:
         print(f"error: the ingress CPU probe ({argv[1]}): {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 """The ingress's CPU budget from a probe run (ci/run/budget.py), offline: the share from the
 costs per request, its rounding, the probe's share kept within the noise, whole cores pinned,
-and a probe that measured nothing refused in one line. The probe on the real cluster:
-test_cluster_e2e.py test_the_quick_start_is_valid_on_this_machine."""
+and a probe that measured nothing refused in one line; the lab's placement line from the same
+probe, and that probe on the real lab. The probe on the real cluster: test_cluster_e2e.py
+test_the_quick_start_is_valid_on_this_machine."""
 import json
 import subprocess
 import sys
@@ -58,3 +59,61 @@ def test_a_probe_without_an_ingress_count_is_one_line(tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [f"error: the ingress CPU probe ({tmp_path}): the probe measured no ingress CPU "
                                              "or no requests (an overlay without an ingress?)"]
+
+
+def lab(tmp_path, summary, client="0", server="1", host_cpus=2):
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "meta.json").write_text(json.dumps({"placement": {"client_cpus": client, "server_cpus": server},
+                                                    "host": {"cpus": host_cpus}}))
+    return subprocess.run([sys.executable, str(ROOT / "ci/run/budget.py"), str(tmp_path), "lab"], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("costs, client, server, host, valid, says", [
+    # The lab's quick start (a 3 s run here: k6 27 µs, the LB 70 µs, the backends 49 µs per
+    # request): k6's CPU sends 37,037 req/s, 4.4x the 8,403 the servers' serve.
+    ((70, 27, 49), "0", "1", 2, True, "k6's 1 CPU (0) can send 37,037 req/s, 4.4x what the servers' 1 CPU (1) serve at most (8,403): "
+                                      "the run can saturate the LB"),
+    # Seed 001's bare-metal LB (31,552 req/s here, k6 on one CPU): k6 1.1x, under 1.5x; two
+    # CPUs would do, and this host leaves k6 one.
+    ((25, 27, 5), "0", "1", 2, False, "1.1x what the servers' 1 CPU (1) serve at most (33,333), under the 1.5x the load generator "
+                                      "needs: the run will likely measure k6 (NOT VALID, exit 99); k6 needs 2 CPUs for 1.5x "
+                                      "(LAB_CLIENT_CPUS), and this host's 2 leave it 1"),
+    ((25, 27, 5), "0", "1", 4, False, "give k6 2 CPUs (LAB_CLIENT_CPUS)"),  # a host that has them
+    ((25, 27, 5), "0-1", "2", 4, True, "k6's 2 CPUs (0-1) can send 74,074 req/s, 2.2x"),
+])
+def test_the_lab_placement_says_whether_k6_can_drive_the_servers(costs, client, server, host, valid, says, tmp_path):
+    r = lab(tmp_path, probe(*costs, 0.1), client, server, host)
+    assert r.returncode == 0, r.stderr
+    q, text, meta = r.stdout.splitlines()
+    m = json.loads(meta)
+    assert q == "overlay" and m["ingress_cpu"] == "overlay" and m["source"] == "probe" and m["valid"] is valid, r.stdout
+    assert text.startswith("placement: " if valid else "warning: placement: ") and says in text, text
+    assert (m["ingress_us_per_request"], m["k6_us_per_request"], m["backend_us_per_request"]) == costs
+
+
+def test_a_lab_probe_without_k6_cpu_is_one_line(tmp_path):
+    s = probe(70, 27, 49, 0.1)
+    s["client"]["cpu_seconds"] = None
+    r = lab(tmp_path, s)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == f"error: the ingress CPU probe ({tmp_path}): the probe measured no LB CPU, no k6 CPU or no requests"
+
+
+def test_the_lab_says_before_the_load_whether_k6_can_drive_the_lb(bench):
+    """INGRESS_CPU=auto (the default) on the real lab, TLS handshakes (a new connection per
+    request, k6's costliest request): a 3 s probe, its placement line before the load, and
+    meta.json's figures those of the probe run kept beside the run."""
+    r = bench("tps", INGRESS_CPU="auto")
+    assert r.rc in (0, 99), r.why
+    lines = r.err.splitlines()
+    at = lambda *words: next((i for i, l in enumerate(lines) if all(w in l for w in words)), None)  # noqa: E731
+    # (k6's own lines go to stdout; the client's CPU line on stderr comes after the load)
+    probing, said, after = at("placement", "probing"), at("placement", "per request k6 used"), at("client", "k6 used")
+    assert None not in (probing, said, after) and probing < said < after and "k6 tps" in r.out, r.err
+    b = json.loads((r.dir / "meta.json").read_text())["ingress_budget"]
+    p = json.loads((r.dir / "budget/summary.json").read_text())
+    n = p["server"]["requests"]
+    assert b["source"] == "probe" and b["requests"] == n > 0, b
+    assert b["k6_us_per_request"] == pytest.approx(p["client"]["cpu_seconds"] / n * 1e6, abs=0.1)
+    assert b["ingress_us_per_request"] == pytest.approx(p["cpu"]["ingress_cpu_seconds"] / n * 1e6, abs=0.1)
+    assert b["valid"] == (b["client_over_servers"] >= 1.5) and lines[said].startswith("warning:") != b["valid"], (b, lines[said])

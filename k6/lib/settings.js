@@ -111,7 +111,7 @@ export const SETTINGS = [
   { name: 'SEGMENTS', type: 'int', min: 1, max: 16, default: null, defaultText: '2 (`bench:distributed`), 1 (`PLATFORM=external`)',
     reaches: ['distributed', 'pods'], example: '3', meaning: 'in-cluster k6 pods, each an execution segment' },
   { name: 'INGRESS_CPU', type: 'text', pattern: /^(auto|overlay|(?![0.]*m?$)([0-9]+m|[0-9]+|[0-9]*\.[0-9]+))$/, rule: 'auto, overlay, or a CPU quantity above 0 like 2, 500m or 0.5', default: null,
-    defaultText: '`auto`: on the local platform the share a 3 s probe finds the client side can saturate (`ci/run/budget.py`); the overlay\'s elsewhere',
+    defaultText: '`auto`: on the local platform the share a 3 s probe finds the client side can saturate (`ci/run/budget.py`); on the lab the LB\'s own cores, and a 3 s probe says before the load whether k6\'s CPUs can drive them; the overlay\'s elsewhere',
     reaches: ['deploy', 'distributed'], example: '250m',
     meaning: 'the ingress container\'s CPU, request and limit alike: `auto`, `overlay` (the overlay\'s own), or a quantity (whole cores are pinned by the static CPU manager; a fraction is a CFS quota)' },
   { name: 'INGRESS_CPUS', type: 'text', pattern: /^(?:(?![0.]*m?(?:[ ,]|$))(?:[0-9]+m|[0-9]+|[0-9]*\.[0-9]+)(?:[ ,]+|$))+$/,
