@@ -23,8 +23,10 @@ seed relation decides (its interval says the direction holds or does not, or the
 nodes) or the next round would end past the budget; at least two rounds unless the budget ends
 first, at most 99. First a noise probe (NOISE_RUNS runs of the first case, as long as the rounds'
 runs up to NOISE_DURATION)
-measures the spread now and says how many rounds the relations' margins need. Each relation
-says after how many rounds it decided, or "undecided after N rounds, spread X %".
+measures the spread now and says how many rounds the relations' margins need. Once a relation
+has decided (from the second round), its cases run no more unless an undecided one compares
+them too: the budget goes to the relations still open. Each relation says after how many rounds
+it decided, or "undecided after N rounds, spread X %"; each case how many runs it had.
 --check: only the checks, and the plan (each case as it would run); nothing started.
 Exit code (README, "Exit codes"): 0 every run passed; 99 a run crossed a threshold and none
 failed otherwise; 1 a run failed otherwise, or bad input.
@@ -151,33 +153,59 @@ def outcome(run, col=None):
 
 def execute(m, rounds, mdir, stamp):
     """Every case once per round, the order rotated each round; ROUNDS rounds, or with a budget
-    (m["budget_s"]) until every seed relation decides or the budget would end (stopping()).
+    (m["budget_s"]) until every seed relation decides or the budget would end (stopping()):
+    then a round runs only the cases some undecided relation compares (still_needed).
     Returns the runs in order and whether an interrupt stopped them."""
     (mdir / "logs").mkdir()
-    cases, runs, n = m["cases"], [], len(m["cases"])
+    cases, runs = m["cases"], []
     first = next((c for c in m["columns"] if c["kind"] == "value"), None)
     budget, started = m.get("budget_s"), time.monotonic()
     last = MAX_ROUNDS if budget else rounds
+    wall = {}  # case -> its runs' wall seconds: the next round's estimate
     try:
         if budget:
             m["noise"] = noise_probe(m, mdir, stamp, first)
-        rounds_from = time.monotonic()
         for r in range(1, last + 1):
+            n = len(cases)
             for c in cases[(r - 1) % n:] + cases[:(r - 1) % n]:
                 testid = f"{c['name']}-r{r}-{stamp}"
                 runs.append(dict(blank_run(c, {}, testid, mdir), round=r, order=len(runs) + 1))  # what an interrupt marks
+                t0 = time.monotonic()
                 runs[-1].update(run_one(c, {}, testid, mdir, m, r))
+                wall.setdefault(c["name"], []).append(time.monotonic() - t0)
                 say("matrix", f"{c['name']} round {r}/{rounds if not budget else '…'}: {outcome(runs[-1], first)}")
+            if not budget:
+                continue
             now = time.monotonic()
-            if budget and (why := stopping(m, runs, r, now - started, (now - rounds_from) / r, budget)):
+            nxt = still_needed(m, runs, r, cases)
+            per_round = sum(sum(wall[c["name"]]) / len(wall[c["name"]]) for c in nxt)
+            if why := stopping(m, runs, r, now - started, per_round, budget):
                 say("matrix", f"stopped after round {r}: {why}")
                 m["stopped"] = why
                 break
+            if len(nxt) < len(cases):
+                gone = [c["name"] for c in cases if c not in nxt]
+                say("matrix", f"round {r + 1} on: {len(nxt)} of {len(cases)} cases, those undecided relations compare "
+                              f"({', '.join(gone)}: every relation of theirs decided)")
+                cases = nxt
     except KeyboardInterrupt:
         if runs and runs[-1]["status"] is None:
             runs[-1].update(status="failed", reason="interrupted")
         return runs, True
     return runs, False
+
+
+def still_needed(m, runs, r, cases):
+    """The cases of CASES a budgeted matrix's next round runs: those an undecided seed relation
+    compares (and their baselines); all of them under a runner's own rule (bench:compare's
+    gates) or before min_rounds. A decided relation's cases then run no more: more rounds for
+    the relations the budget is still deciding."""
+    if m.get("decide") or r < m.get("min_rounds", 2):
+        return cases
+    relations_decided(m, runs, r)
+    want = {x[end] for x in m["ratios"] if x["seed"] and not decided(x) for end in ("of", "to") if x.get(end)}
+    want |= {c["baseline"] for c in cases if c["name"] in want and c["baseline"]}
+    return [c for c in cases if c["name"] in want] or cases
 
 
 def decided(r):

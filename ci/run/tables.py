@@ -107,7 +107,9 @@ def runs_cell(c):
 
 def markdown(m, rounds, mdir, interrupted):
     given = m["given"]
-    lines = [f"{m['title']}: median of {rounds} round{'s' if rounds > 1 else ''}, the cases' order rotated each round; "
+    fewer = m.get("budget_s") and not interrupted and any(len({x["round"] for x in c["runs"] if x.get("round")}) < rounds for c in m["cases"])
+    lines = [f"{m['title']}: median of {'up to ' if fewer else ''}{rounds} round{'s' if rounds > 1 else ''}"
+             f"{' (a case whose relations had all decided ran no more: its runs in its row)' if fewer else ''}, the cases' order rotated each round; "
              f"{' '.join(f'{k}={v}' for k, v in given.items())}{'; ' if given else ''}{CPUS} CPUs"]
     groups = list(dict.fromkeys(c["group"] for c in m["cases"]))
     for g in groups:

@@ -278,6 +278,25 @@ def test_a_relation_whose_seed_needs_more_nodes_says_not_here():
     assert judged(None)["holds"] == "yes"
 
 
+def test_a_decided_relations_cases_run_no_more():
+    """A budgeted matrix's next round (still_needed): the cases some undecided seed relation
+    compares, and their baselines; a case every relation of which decided runs no more. Before
+    the second round, or under a runner's own rule (bench:compare's gates), every case."""
+    matrix = matrix_module()
+    seed = lambda lo, hi: {"figure": 1.0, "text": "", "expect": "equal", "range": [lo, hi], "nodes": None}  # noqa: E731
+    cases = [{"name": n, "baseline": "d" if n == "c" else None} for n in "abcde"]
+    m = {"cases": cases, "columns": [{"key": "rps", "kind": "value"}],
+         "ratios": [{"of": "a", "to": "b", "per": None, "show": "ratio", "column": "rps", "seed": seed(0.25, 4.0)},  # decides
+                    {"of": "a", "to": "c", "per": None, "show": "ratio", "column": "rps", "seed": seed(0.999, 1.001)}]}  # cannot
+    noisy = {"a": (100, 120, 90), "b": (101, 99, 100), "c": (110, 95, 100), "d": (1, 1, 1), "e": (5, 5, 5)}
+    runs = [{"case": c, "status": "passed", "nodes": None, "values": {"rps": v}, "round": i + 1}
+            for c, vs in noisy.items() for i, v in enumerate(vs)]
+    assert [c["name"] for c in matrix.still_needed(m, runs, 3, cases)] == ["a", "c", "d"]
+    assert [r["holds"] for r in m["ratios"]] == ["yes", "undecided"]
+    assert matrix.still_needed(m, runs, 1, cases) == cases
+    assert matrix.still_needed(dict(m, decide=lambda *a: None), runs, 3, cases) == cases
+
+
 def test_sides_with_different_ingress_cpu_are_judged_per_cpu():
     """Each side probed its own share (INGRESS_CPU=auto): the relation divides what each served
     per CPU of its ingress (summary.json cpu.per_ingress_cpu), as seed 002 does, and says so;
