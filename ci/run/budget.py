@@ -39,13 +39,23 @@ def cores_of(q):
     return int(q[:-1]) / 1000 if q.endswith("m") else float(q)
 
 
-def budget(summary, probe_share, host_cpus):
+def per_request(summary, refused):
+    """The probe's CPU per request of the ingress, k6 and the backends (seconds), its cpu block
+    and its figures for meta.json; REFUSED is the error when it measured too little."""
     c, client = summary.get("cpu") or {}, summary.get("client") or {}
     n = (summary.get("server") or {}).get("requests") or summary["result"].get("requests")
     if not n or not c.get("ingress_cpu_seconds") or client.get("cpu_seconds") is None:
-        raise ValueError("the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
+        raise ValueError(refused)
     ingress, k6 = c["ingress_cpu_seconds"] / n, client["cpu_seconds"] / n
     backends = (c.get("backend_cpu_seconds") or 0) / n
+    figures = {"probe_seconds": round(c["seconds"], 2), "requests": n, "ingress_us_per_request": round(ingress * 1e6, 1),
+               "k6_us_per_request": round(k6 * 1e6, 1), "backend_us_per_request": round(backends * 1e6, 1)}
+    return ingress, k6, backends, c, figures
+
+
+def budget(summary, probe_share, host_cpus):
+    ingress, k6, backends, c, measured = per_request(
+        summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
     others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
     raw = (host_cpus - others) / (1 + HEADROOM * (k6 + backends) / ingress)
     share = math.floor(raw / STEP + 1e-9) * STEP
@@ -55,9 +65,7 @@ def budget(summary, probe_share, host_cpus):
     probed = cores_of(probe_share)
     if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1):
         share = probed
-    figures = {"probe_share": probe_share, "probe_seconds": round(c["seconds"], 2), "requests": n,
-               "ingress_us_per_request": round(ingress * 1e6, 1), "k6_us_per_request": round(k6 * 1e6, 1),
-               "backend_us_per_request": round(backends * 1e6, 1), "other_cores": round(others, 3),
+    figures = {"probe_share": probe_share, **measured, "other_cores": round(others, 3),
                "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3)}
     q = quantity(share)
     text = (f"ingress CPU {q}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
@@ -79,20 +87,16 @@ def cpus(n):
 def lab_placement(summary, meta, host_cpus):
     """"overlay" (the LB's own cores), the placement line and the JSON: k6's capacity on its
     CPUs against the servers' on theirs, per request as the probe measured them."""
-    c, client = summary.get("cpu") or {}, summary.get("client") or {}
-    n = (summary.get("server") or {}).get("requests") or summary["result"].get("requests")
-    if not n or not c.get("ingress_cpu_seconds") or not client.get("cpu_seconds"):
-        raise ValueError("the probe measured no LB CPU, no k6 CPU or no requests")
-    k6, ingress = client["cpu_seconds"] / n, c["ingress_cpu_seconds"] / n
-    backends = (c.get("backend_cpu_seconds") or 0) / n
+    refused = "the probe measured no LB CPU, no k6 CPU or no requests"
+    ingress, k6, backends, c, measured = per_request(summary, refused)
+    if not k6:
+        raise ValueError(refused)
     where = meta["placement"]
     kc, sc = cpu_count(where["client_cpus"]), cpu_count(where["server_cpus"])
     sends, serves = kc / k6, sc / (ingress + backends)
     ratio = sends / serves
     need = math.ceil(HEADROOM * serves * k6 - 1e-9)
-    figures = {"source": "probe", "ingress_cpu": "overlay", "probe_seconds": round(c["seconds"], 2), "requests": n,
-               "ingress_us_per_request": round(ingress * 1e6, 1), "k6_us_per_request": round(k6 * 1e6, 1),
-               "backend_us_per_request": round(backends * 1e6, 1), "k6_can_send": round(sends), "servers_can_serve": round(serves),
+    figures = {"source": "probe", "ingress_cpu": "overlay", **measured, "k6_can_send": round(sends), "servers_can_serve": round(serves),
                "client_over_servers": round(ratio, 2), "headroom": HEADROOM, "client_cpus_needed": need}
     text = (f"per request k6 used {k6 * 1e6:.0f} µs, the LB {ingress * 1e6:.0f} µs and the backends {backends * 1e6:.0f} µs "
             f"(a {c['seconds']:.0f} s probe): k6's {cpus(kc)} ({where['client_cpus']}) can send {sends:,.0f} req/s, "

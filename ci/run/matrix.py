@@ -22,11 +22,11 @@ BUDGET (a duration; the list's budget when ROUNDS is not given): the rounds go o
 seed relation decides (its interval says the direction holds or does not, or the seed needs more
 nodes) or the next round would end past the budget; at least two rounds unless the budget ends
 first, at most 99. First a noise probe (NOISE_RUNS runs of the first case, as long as the rounds'
-runs up to NOISE_DURATION)
-measures the spread now and says how many rounds the relations' margins need. Once a relation
-has decided (from the second round), its cases run no more unless an undecided one compares
-them too: the budget goes to the relations still open. Each relation says after how many rounds
-it decided, or "undecided after N rounds, spread X %"; each case how many runs it had.
+runs up to NOISE_DURATION) measures the spread now and says how many rounds the relations'
+margins need. Once a relation has decided (from the second round), its cases run no more unless
+an undecided one compares them too: the budget goes to the relations still open. Each relation
+says after how many rounds it decided, or "undecided after N rounds, spread X %"; each case how
+many runs it had.
 --check: only the checks, and the plan (each case as it would run); nothing started.
 Exit code (README, "Exit codes"): 0 every run passed; 99 a run crossed a threshold and none
 failed otherwise; 1 a run failed otherwise, or bad input.

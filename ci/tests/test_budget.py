@@ -69,12 +69,12 @@ def lab(tmp_path, summary, client="0", server="1", host_cpus=2):
 
 
 @pytest.mark.parametrize("costs, client, server, host, valid, says", [
-    # The lab's quick start (a 3 s run here: k6 27 µs, the LB 70 µs, the backends 49 µs per
-    # request): k6's CPU sends 37,037 req/s, 4.4x the 8,403 the servers' serve.
+    # A cheap client (k6 27 µs per request against the LB's 70 and the backends' 49, near the
+    # lab's default here): k6's CPU sends 37,037 req/s, 4.4x the 8,403 the servers' serve.
     ((70, 27, 49), "0", "1", 2, True, "k6's 1 CPU (0) can send 37,037 req/s, 4.4x what the servers' 1 CPU (1) serve at most (8,403): "
                                       "the run can saturate the LB"),
-    # Seed 001's bare-metal LB (31,552 req/s here, k6 on one CPU): k6 1.1x, under 1.5x; two
-    # CPUs would do, and this host leaves k6 one.
+    # A client about as costly per request as the servers (k6 27 µs against 25 + 5): 1.1x,
+    # under 1.5x; two CPUs would do, and this host leaves k6 one.
     ((25, 27, 5), "0", "1", 2, False, "1.1x what the servers' 1 CPU (1) serve at most (33,333), under the 1.5x the load generator "
                                       "needs: the run will likely measure k6 (NOT VALID, exit 99); k6 needs 2 CPUs for 1.5x "
                                       "(LAB_CLIENT_CPUS), and this host's 2 leave it 1"),
