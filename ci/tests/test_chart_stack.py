@@ -133,33 +133,6 @@ def test_the_chart_runs_as_installed(stack):
     assert "k8s.rules.container_cpu_usage_seconds_total" in groups, groups  # the chart's own
 
 
-def test_an_external_run_streams_to_the_charts_prometheus_and_judges_from_it(stack, tmp_path):
-    """Two runners in-cluster against the overlay, streaming to the chart's Prometheus by its
-    Service name: their counters there add up to the run, the ingress's count agrees, each
-    segment's correlation comes from that Prometheus (no signal missing), and every dashboard
-    query answers."""
-    run = External(tmp_path, "rps", VARIANT="seed002-nginx-lb-tuned", ENGINE="native", DURATION="12s", CONNECTIONS="30")
-    assert run.proc.returncode == 0, run.proc.stderr
-    s = run.summary
-    assert s["platform"] == "external" and s["segments"] == 2 and s["errors"] == 0 and s["passed"], s
-    # exact: the requests in flight at the end, at most one per connection
-    assert within(s["requests"], s["server"]["requests"], 0.01), s
-    for seg in run.segments:
-        corr = seg["correlation"]
-        assert corr["url"] == IN_CLUSTER and not corr.get("missing"), corr
-    # The ingress's CPU (pinned whole cores: shares, no quota), which the chart's default
-    # relabelling dropped; a quota in the ingress-cpu verdict's run below.
-    assert q(stack["url"], 'container_spec_cpu_shares{namespace="ingress-bench", container="nginx"}')
-    counted = float(q(stack["url"], f'sum(max_over_time(k6_http_reqs_total{{testid="{s["testid"]}"}}[5m]))')[0]["value"][1])
-    # Give or take each pod's setup and teardown GETs (the run's tags are on them too).
-    assert s["requests"] - 2 <= counted <= s["requests"] + 2 * 2, (counted, s["requests"])
-    # The dashboard, as a user's Grafana on this Prometheus would run it (the host reaches the
-    # ClusterIP here), over the first runner's window.
-    failed, empty = query_gaps(s["testid"], {**run.segments[0]["correlation"], "url": stack["url"]})
-    assert failed == [] and set(empty) <= host_sampler_only(), (failed, empty)
-    print(f"\n{s['rps']:.0f} req/s; {s['verdict']['text']}")
-
-
 VERDICTS = {
     # The LB held to a quarter CPU by its limit (a CFS quota): k6 has the node's other cores.
     # 30 s: the averaging window's edges (the rules' lag at the start, the teardown's second
@@ -175,16 +148,55 @@ VERDICTS = {
 }
 
 
+@pytest.fixture(scope="module")
+def verdict_run(stack, tmp_path_factory):
+    """verdict_run(limit) -> External: each VERDICTS run made once, shared by the tests that
+    read it (the nic run is also the one whose streaming and counts are checked)."""
+    runs = {}
+
+    def run(limit):
+        if limit not in runs:
+            scenario, env, _ = VERDICTS[limit]
+            runs[limit] = External(tmp_path_factory.mktemp(limit), scenario, **env)
+        return runs[limit]
+    return run
+
+
 @pytest.mark.parametrize("limit", VERDICTS)
-def test_the_three_verdicts_on_the_charts_stack(stack, tmp_path, limit):
-    scenario, env, rc = VERDICTS[limit]
-    run = External(tmp_path, scenario, **env)
-    assert run.proc.returncode == rc, run.proc.stderr
+def test_the_three_verdicts_on_the_charts_stack(verdict_run, limit):
+    run = verdict_run(limit)
+    assert run.proc.returncode == VERDICTS[limit][2], run.proc.stderr
     v = run.summary["verdict"]
     assert v["limit"] == limit, (v, run.signals())
     if limit == "ingress-cpu":  # read from container_spec_cpu_quota
         assert all(s["ingress_cpu_limit_cores"] == 0.25 for s in run.signals()), run.signals()
     print(f"\n{limit}: {run.summary['rps']:.0f} req/s; {v['text']}")
+
+
+def test_an_external_run_streams_to_the_charts_prometheus_and_judges_from_it(stack, verdict_run):
+    """Two runners in-cluster against the overlay (the nic verdict's run), streaming to the
+    chart's Prometheus by its Service name: their counters there add up to the run, the
+    ingress's count agrees, each segment's correlation comes from that Prometheus (no signal
+    missing), and every dashboard query answers."""
+    run = verdict_run("nic")
+    assert run.proc.returncode == 0, run.proc.stderr
+    s = run.summary
+    assert s["platform"] == "external" and s["segments"] == 2 and s["errors"] == 0 and s["passed"], s
+    # exact: the requests in flight at the end, at most one per connection
+    assert within(s["requests"], s["server"]["requests"], 0.01), s
+    for seg in run.segments:
+        corr = seg["correlation"]
+        assert corr["url"] == IN_CLUSTER and not corr.get("missing"), corr
+    # The ingress's CPU (pinned whole cores: shares, no quota), which the chart's default
+    # relabelling dropped; a quota in the ingress-cpu verdict's run.
+    assert q(stack["url"], 'container_spec_cpu_shares{namespace="ingress-bench", container="nginx"}')
+    counted = float(q(stack["url"], f'sum(max_over_time(k6_http_reqs_total{{testid="{s["testid"]}"}}[5m]))')[0]["value"][1])
+    # Give or take each pod's setup and teardown GETs (the run's tags are on them too).
+    assert s["requests"] - 2 <= counted <= s["requests"] + 2 * 2, (counted, s["requests"])
+    # The dashboard, as a user's Grafana on this Prometheus would run it (the host reaches the
+    # ClusterIP here), over the first runner's window.
+    failed, empty = query_gaps(s["testid"], {**run.segments[0]["correlation"], "url": stack["url"]})
+    assert failed == [] and set(empty) <= host_sampler_only(), (failed, empty)
 
 
 def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
