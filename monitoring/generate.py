@@ -36,7 +36,7 @@ SIGNALS_JS = "k6/lib/signals.js"
 README = "monitoring/README.md"
 BEGIN = "<!-- signals:begin (generated from monitoring/signals.yaml by monitoring/generate.py) -->"
 END = "<!-- signals:end -->"
-# ci/platforms/deploy.sh patches /spec/groups/0/rules/0/expr of this PrometheusRule, and
+# bench/platforms/deploy.sh patches /spec/groups/0/rules/0/expr of this PrometheusRule, and
 # monitoring/rulefile.py the lab's copy of the rule, to declare another capacity.
 LINK_OBJECT, LINK_RECORD = "bench-link-capacity", "bench:link_capacity:bits"
 # Where code reads signals: a bench:* name there must be one consumers may read. The tests
@@ -97,7 +97,7 @@ def lab_rules(c):
     lines = comment(HEADER, 0) + comment(
         f"The signal contract on the bare-metal lab, as one Prometheus rule file; from "
         f"{c['platforms']['lab']} monitoring/rulefile.py sets the declared link capacity of the "
-        f"run (ci/platforms/monitoring/monitoring.sh). {ORDER}", 0) + ["groups:"]
+        f"run (bench/platforms/monitoring/monitoring.sh). {ORDER}", 0) + ["groups:"]
     for g in c["groups"]:
         lines += [f"  - name: {g['name']}", f"    interval: {g['interval']}", "    rules:"]
         lines += rule_lines(c, "lab", g["name"], 6)
@@ -111,7 +111,7 @@ def cluster_rules(c, g):
     first = g is c["groups"][0]
     why = (f"The signal contract on a cluster, from {c['platforms']['cluster']} {ORDER}" if first else
            f"The signal contract on a cluster, group {g['name']}: its own object, so a deploy can "
-           f"patch it (ci/platforms/deploy.sh).")
+           f"patch it (bench/platforms/deploy.sh).")
     lines = comment(HEADER, 0) + comment(why, 0) + [
         "apiVersion: monitoring.coreos.com/v1", "kind: PrometheusRule", "metadata:",
         f"  name: {g['prometheusrule']}", "  labels:", f"    app.kubernetes.io/name: {g['prometheusrule']}",
@@ -124,7 +124,7 @@ def cluster_rules(c, g):
         f"{g['file']} does not read back"
     if g["prometheusrule"] == LINK_OBJECT and doc["spec"]["groups"][0]["rules"][0]["record"] != LINK_RECORD:
         raise contract.ContractError(f"{contract.FILE}: {LINK_RECORD} must be the first rule of group "
-                                     f"{g['name']} (ci/platforms/deploy.sh patches /spec/groups/0/rules/0/expr)")
+                                     f"{g['name']} (bench/platforms/deploy.sh patches /spec/groups/0/rules/0/expr)")
     return text
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The bench:* rules as one Prometheus rule file, for what loads files rather than
-PrometheusRule objects: the lab's host Prometheus (ci/platforms/monitoring/monitoring.sh) and promtool
+PrometheusRule objects: the lab's host Prometheus (bench/platforms/monitoring/monitoring.sh) and promtool
 in the tests. Both read the files monitoring/generate.py writes from the signal contract
 (monitoring/signals.yaml): the lab's rule file, and the component's PrometheusRules.
 

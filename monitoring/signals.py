@@ -4,7 +4,7 @@ from the same data.
 
   load(root)            the contract: {"window", "groups", "platforms", "signals"}, validated
   public(c)             the records consumers may read (not the internal helpers)
-  report_signals(root)  summary key -> (unit, record, meaning), ci/report.py's SIGNALS
+  report_signals(root)  summary key -> (unit, record, meaning), bench/report.py's SIGNALS
   saturation(root)      record -> the verdict's saturation level (dashboards/generate.py)
 
 Bad data raises ContractError with one line naming the signal. Needs only PyYAML."""
@@ -16,7 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "monitoring/signals.yaml"
 PLATFORMS = ("cluster", "lab")
-# unit -> the report's formatting code (ci/report.py f_signal).
+# unit -> the report's formatting code (bench/report.py f_signal).
 UNITS = {"cores": "cores", "0–1": "ratio", "req/s": "rate", "req/s per core": "rate",
          "connections": "count", "bit/s": "bits", "packets/s": "pps"}
 # A recording rule's name: level:metric:operations (Prometheus' naming convention).

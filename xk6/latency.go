@@ -103,7 +103,7 @@ func (h *histogram) percentiles(ps ...float64) []float64 {
 // export is the run's histogram as summary.json carries it: the middle of every non-empty
 // bucket in milliseconds with its count, ascending, and the bound on a value's error. Runs
 // of the same binary share the buckets, so a distributed run's segments merge by adding the
-// counts of equal values (ci/report/summary.py) into the percentiles of all their requests.
+// counts of equal values (bench/report/summary.py) into the percentiles of all their requests.
 func (h *histogram) export() map[string]any {
 	buckets := [][2]float64{}
 	for i := range h.counts {

@@ -83,7 +83,7 @@ func TestBucketsAreContiguousAndOrdered(t *testing.T) {
 }
 
 // The exported histogram holds every value once, ascending, each within the stated error of
-// a value it stands for: what ci/report/summary.py merges across segments.
+// a value it stands for: what bench/report/summary.py merges across segments.
 func TestExportHoldsEveryValueWithinItsError(t *testing.T) {
 	var h histogram
 	values := []time.Duration{0, 3 * time.Nanosecond, 250 * time.Microsecond, 251 * time.Microsecond, 2 * time.Millisecond, 2 * time.Millisecond, 7 * time.Second}

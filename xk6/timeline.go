@@ -153,7 +153,7 @@ func (tl *timelineT) add(sent time.Time, dur time.Duration, res result) {
 
 // export is the timeline as timeline.json carries it: per slot with a request its index
 // (t = origin + index × 100 ms), counts by outcome, statuses and the non-empty latency
-// buckets as [middle ms, count] (ci/report/timeline.py reads the percentiles from them).
+// buckets as [middle ms, count] (bench/report/timeline.py reads the percentiles from them).
 func (tl *timelineT) export() map[string]any {
 	slots := []map[string]any{}
 	for i := range tl.slots {

@@ -12,7 +12,7 @@
 # Everything is mounted in a private mount namespace: nothing is mounted on the host, and the
 # mounts vanish with it even if this script is killed.
 set -euo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../bench/lib.sh"
 
 SUITE=${1:-trixie}
 DURATION=${DURATION:-10s}
@@ -22,7 +22,7 @@ need_root "the distribution proof"
 for t in debootstrap unshare chroot git; do command -v $t >/dev/null || die "the distribution proof needs $t"; done
 need_go "the distribution proof (the host's Go is bound into its root)"
 GOROOT_HOST=$(go env GOROOT)
-! ip link show ibench0 >/dev/null 2>&1 || die "the host's lab is up (bridge ibench0): the proof's lab uses the same kernel; run 'bash ci/platforms/lab.sh down' first"
+! ip link show ibench0 >/dev/null 2>&1 || die "the host's lab is up (bridge ibench0): the proof's lab uses the same kernel; run 'bash bench/platforms/lab.sh down' first"
 MIRROR=$(debian_mirror "to debootstrap the distribution")
 
 BASE=$IB_CACHE/distro/$SUITE
@@ -107,7 +107,7 @@ inner() {
       bash -c "cd /root/ingress-bench && $1"
   }
   # Whatever happens, the lab (its processes, namespaces, bridge, cgroups) goes down from inside.
-  trap 'in_root "bash ci/platforms/lab.sh down" >/dev/null 2>&1 || true' EXIT
+  trap 'in_root "bash bench/platforms/lab.sh down" >/dev/null 2>&1 || true' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   in_root 'update-ca-certificates >/dev/null 2>&1'

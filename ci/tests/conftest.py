@@ -1,5 +1,5 @@
-"""Shared helpers for the end-to-end suite: every test drives the real scripts (ci/run/bench.sh,
-ci/platforms/lab.sh) against the real lab: nginx processes in network namespaces, real k6."""
+"""Shared helpers for the end-to-end suite: every test drives the real scripts (bench/run/bench.sh,
+bench/platforms/lab.sh) against the real lab: nginx processes in network namespaces, real k6."""
 import json
 import os
 import re
@@ -16,9 +16,9 @@ sys.path.insert(0, str(ROOT / "dashboards"))
 import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
 LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
 # The lab's addresses, from the one file that defines them.
-LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "ci/platforms/lab.env").read_text(), re.M))
+LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "bench/platforms/lab.env").read_text(), re.M))
 STUB = f"http://{LAB['LAB_LB_IP']}:{LAB['LAB_STATUS_PORT']}/stub_status"
-KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # ci/lib.sh IB_CLUSTER_KUBECONFIG
+KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # bench/lib.sh IB_CLUSTER_KUBECONFIG
 
 
 class Run:
@@ -72,13 +72,13 @@ def sh(*args, env=None, timeout=300):
 
 @pytest.fixture
 def bench(tmp_path):
-    """bench(scenario, **env) -> Run: one ci/run/bench.sh run with results under tmp_path."""
+    """bench(scenario, **env) -> Run: one bench/run/bench.sh run with results under tmp_path."""
     def run(scenario, **env):
         root = tmp_path / f"results-{len(list(tmp_path.iterdir()))}"
         # The lab unless a test names the platform (the tool's default is the local cluster);
         # the latency thresholds only where a test sets them (LATENCY_UNJUDGED).
         env = {"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "3s", "CONNECTIONS": "20", **LATENCY_UNJUDGED, **env}
-        return Run(sh("bash", "ci/run/bench.sh", scenario, env=env), root)
+        return Run(sh("bash", "bench/run/bench.sh", scenario, env=env), root)
     return run
 
 
@@ -100,7 +100,7 @@ def lab_leftovers():
 def k6_running():
     """The pids of the k6 processes the suite started: those running a scenario of this
     checkout (bench.sh, calibrate, k6 inspect) or in the load generator's cgroup
-    (ci/platforms/monitoring/cgroups.sh). Another user's k6 on the host is not the suite's."""
+    (bench/platforms/monitoring/cgroups.sh). Another user's k6 on the host is not the suite's."""
     ours = []
     for pid in sh("pgrep", "-x", "k6").stdout.split():
         try:
@@ -122,7 +122,7 @@ def stub():
 @pytest.fixture(scope="session", autouse=True)
 def lab_is_removed_after_the_suite():
     yield
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     left = lab_leftovers()
     assert not left, f"lab leftovers after the suite: {left}"
 
@@ -221,7 +221,7 @@ def one_error(r):
 @pytest.fixture
 def lab_down():
     """For bad input: the lab down before, and nothing of it (nor a k6) started after."""
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     assert lab_leftovers() == []
     yield
     assert not k6_running()
@@ -253,11 +253,11 @@ def shared_cluster():
     whole machine is as found (ci/tests/machine_state.py)."""
     import machine_state
     assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
-    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0
     assert lab_leftovers() == [], "the lab's down left part of it before the cluster tests"
     before = machine_state.snapshot()
     yield
-    down = sh("bash", "ci/platforms/local/cluster.sh", "down")
+    down = sh("bash", "bench/platforms/local/cluster.sh", "down")
     assert down.returncode == 0, down.stderr
     assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
 
@@ -266,7 +266,7 @@ def shared_cluster():
 def local_cluster(shared_cluster):
     """The shared cluster, up for this module: the first module's up, a no-op after (a test
     that takes it down runs after every other: takes_the_cluster_down)."""
-    up = sh("bash", "ci/platforms/local/cluster.sh", "up", timeout=600)
+    up = sh("bash", "bench/platforms/local/cluster.sh", "up", timeout=600)
     assert up.returncode == 0, up.stderr
 
 

@@ -2,7 +2,7 @@
 # The whole suite: unit tests of the k6 lib (node), then static and end-to-end tests on the
 # real lab (pytest). Needs root: the lab uses network namespaces.
 set -euo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../bench/lib.sh"
 need_root "the test suite"
 command -v node >/dev/null || die "node (18 or newer) runs the k6 lib's unit tests: install nodejs"
 cd "$IB_ROOT"
@@ -24,8 +24,8 @@ failed() { keep_logs=1; cat "$logs/$1"; die "$2"; }
 # the suite ends: every up's down must have left it as found. Nothing of ours may be up now,
 # or the suite's downs would show as differences.
 for p in lab local; do
-  if [ "$p" = lab ]; then bash ci/platforms/lab.sh status >/dev/null 2>&1 || continue
-  else bash ci/platforms/local/cluster.sh status >/dev/null 2>&1 || continue; fi
+  if [ "$p" = lab ]; then bash bench/platforms/lab.sh status >/dev/null 2>&1 || continue
+  else bash bench/platforms/local/cluster.sh status >/dev/null 2>&1 || continue; fi
   die "the $p platform is up: the suite compares the machine before and after it; run './task ${p/local/cluster}:down' first"
 done
 # Half of a lab or a cluster is not "up" but would be in the snapshot all the same: another
@@ -36,11 +36,11 @@ pieces() { { [ -e /run/ingress-bench ] && echo /run/ingress-bench
   ip netns list 2>/dev/null | awk -v p="$LAB_NS_PREFIX" 'index($1, p) == 1 {print "netns " $1}'; } | LC_ALL=C sort | paste -sd' '; }
 left=$(pieces)
 if [ -n "$left" ]; then
-  live=$(bash ci/platforms/down.sh live | sort -un | paste -sd' ')
+  live=$(bash bench/platforms/down.sh live | sort -un | paste -sd' ')
   [ -z "$live" ] || die "pieces of ingress-bench are on this machine ($left) and processes of it run ($live): another run is going on; wait for it to end"
   # Nothing of ours runs: what is left is ours and dead, and the downs remove exactly that.
   say test "an interrupted run left pieces ($left): './task down' removes them"
-  out=$(bash ci/platforms/down.sh 2>&1) || { echo "$out" >&2; die "'./task down' failed on what an interrupted run left"; }
+  out=$(bash bench/platforms/down.sh 2>&1) || { echo "$out" >&2; die "'./task down' failed on what an interrupted run left"; }
   left=$(pieces)
   [ -z "$left" ] || die "pieces of ingress-bench that no down removes are on this machine ($left): remove them, or the suite would report them as its own"
 fi
@@ -51,13 +51,13 @@ say test "unit: k6/lib (node --test)"
 node --test k6/lib/*.test.js >"$logs/unit.log" 2>&1 || failed unit.log "k6 lib unit tests failed"
 # Its closing counts: "# pass N" (TAP, Node 18-22 without a TTY) or "ℹ pass N" (spec, Node 23+).
 grep -E '^(#|ℹ) (pass|fail) ' "$logs/unit.log" | paste -sd' ' >&2
-say test "generated: the settings registry's views (ci/settings/generate.mjs --check)"
-node "$IB_ROOT/ci/settings/generate.mjs" --check || exit 1
+say test "generated: the settings registry's views (bench/settings/generate.mjs --check)"
+node "$IB_ROOT/bench/settings/generate.mjs" --check || exit 1
 say test "generated: the signal contract's views (monitoring/generate.py --check)"
 python "$IB_ROOT/monitoring/generate.py" --check || exit 1
 say test "unit: xk6, the native engine (go test)"
 # -mod=mod may write requirements into go.mod: that would change the extension's hash, and so
-# the k6 binary and image names (ci/lib.sh IB_K6_EXT), under the tools built a moment ago.
+# the k6 binary and image names (bench/lib.sh IB_K6_EXT), under the tools built a moment ago.
 # -trimpath and gocmd's static build: the flags of k6's build, whose compiled packages the test
 # then reuses (with other flags a fresh clone compiled k6's whole tree again: 52 s).
 mods=$(cat xk6/go.mod xk6/go.sum | sha256sum)

@@ -54,7 +54,7 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_refused_before_anything_starts(case, lab_down, tmp_path):
     args, env, message = CASES[case]
-    r = sh("bash", "ci/run/bench.sh", *args, env={"PLATFORM": "lab", "RESULTS_ROOT": str(tmp_path / "r"), **env})
+    r = sh("bash", "bench/run/bench.sh", *args, env={"PLATFORM": "lab", "RESULTS_ROOT": str(tmp_path / "r"), **env})
     assert r.returncode != 0
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: "), r.stderr
@@ -102,8 +102,8 @@ def test_the_suite_refuses_to_start_beside_a_run_going_on(lab_down, tmp_path):
     """A lab that is not 'up' (its servers gone) but with a process in its client's namespace,
     as another suite's k6 would be: that run is alive; the suite neither removes nor snapshots
     it. (A lab that is up is refused as such.)"""
-    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
-    for pid in sh("bash", "ci/platforms/lab.sh", "procs").stdout.split():
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+    for pid in sh("bash", "bench/platforms/lab.sh", "procs").stdout.split():
         sh("kill", "-KILL", pid)
     k6 = subprocess.Popen(["ip", "netns", "exec", "ibench-client", "sleep", "300"])
     try:
@@ -118,12 +118,12 @@ def test_the_suite_refuses_to_start_beside_a_run_going_on(lab_down, tmp_path):
     finally:
         k6.kill()
         k6.wait()
-        sh("bash", "ci/platforms/lab.sh", "down")
+        sh("bash", "bench/platforms/lab.sh", "down")
 
 
 def test_missing_tool_says_what_to_do(lab_down, tmp_path):
     env = {"IB_CACHE": str(tmp_path / "empty-cache"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    r = sh("bash", "ci/run/bench.sh", "rps", env=env)
+    r = sh("bash", "bench/run/bench.sh", "rps", env=env)
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == [f"error: k6 {os.environ.get('K6_VERSION', 'v1.8.1')} is not installed: run './task tools'"]
 
@@ -132,7 +132,7 @@ def test_missing_tool_says_what_to_do(lab_down, tmp_path):
 def test_unreachable_target_is_one_line(engine, tmp_path):
     # In the lab's range but no host holds it: loaded from the lab's client namespace (never
     # from the host, whose default route would take it off the machine); setup() refuses.
-    r = sh("bash", "ci/run/bench.sh", "rps", env={"TARGET": "http://198.18.0.250", "RESULTS_ROOT": str(tmp_path), "ENGINE": engine})
+    r = sh("bash", "bench/run/bench.sh", "rps", env={"TARGET": "http://198.18.0.250", "RESULTS_ROOT": str(tmp_path), "ENGINE": engine})
     assert r.returncode != 0
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert len(errors) == 1, r.stderr
@@ -143,15 +143,15 @@ def test_unreachable_target_is_one_line(engine, tmp_path):
 
 def test_lab_up_failing_half_way_leaves_nothing(lab_down, tmp_path):
     """Backends are up when the failpoint fires; the rollback must remove them."""
-    r = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "LAB_FAILPOINT": "after-backends", "RESULTS_ROOT": str(tmp_path / "r")})
+    r = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "LAB_FAILPOINT": "after-backends", "RESULTS_ROOT": str(tmp_path / "r")})
     assert r.returncode != 0
     assert r.stderr.strip().splitlines() == ["error: failpoint after-backends reached (LAB_FAILPOINT is set)"]
 
 
 def test_bad_lab_backend_count(lab_down):
-    r = sh("bash", "ci/platforms/lab.sh", "up", env={"LAB_BACKENDS": "0"})
+    r = sh("bash", "bench/platforms/lab.sh", "up", env={"LAB_BACKENDS": "0"})
     assert r.returncode != 0
-    assert r.stderr.strip() == "error: LAB_BACKENDS must be a whole number from 1 to 99, got '0'"
+    assert r.stderr.strip() == "error: LAB_BACKENDS must be at least 1, got 0"
 
 
 def test_missing_go_says_what_to_do(tmp_path):
@@ -179,7 +179,7 @@ def readable_checkout():
     shutil.rmtree(top)
 
 
-@pytest.mark.parametrize("command", [["ci/platforms/lab.sh", "up"], ["ci/platforms/lab.sh", "down"], ["ci/tests/run.sh"]])
+@pytest.mark.parametrize("command", [["bench/platforms/lab.sh", "up"], ["bench/platforms/lab.sh", "down"], ["ci/tests/run.sh"]])
 def test_root_is_required_where_namespaces_are_made(command, lab_down, readable_checkout):
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", *command],
                        cwd=readable_checkout, capture_output=True, text=True, timeout=60,
@@ -196,8 +196,8 @@ def test_failed_variant_switch_on_a_running_lab_leaves_nothing(tmp_path):
     broken.mkdir()
     try:
         (broken / "nginx.env").write_text("WORKER_CONNECTIONS=lots\n")
-        assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
-        r = sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": "test-broken"})
+        assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+        r = sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "test-broken"})
         assert r.returncode != 0
         errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
         assert len(errors) == 1 and "nginx config for lb is invalid" in errors[0] and "lots" in errors[0], r.stderr
@@ -233,27 +233,27 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
     ("overhead", {"PLATFORM": "lab", "VARIANT": "turbo"}, "unknown variant 'turbo'"),
     ("overhead", {"VARIANT": "turbo"}, "unknown overlay 'turbo'"),  # the default platform: local
     ("overhead", {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
-    ("calibrate", {"CASES": "http-1kb grpc"}, "unknown case 'grpc' (known: http-1kb https-1kb tls-handshakes throughput-1mb)"),
-    ("calibrate", {"CLIENTS": "wrk ab"}, "unknown client 'ab' (known: wrk js native native-open)"),
+    ("calibrate", {"CASES": "http-1kb grpc"}, "unknown CASES 'grpc' (known: http-1kb, https-1kb, tls-handshakes, throughput-1mb)"),
+    ("calibrate", {"CLIENTS": "wrk ab"}, "unknown CLIENTS 'ab' (known: wrk, js, native, native-open)"),
     ("calibrate", {"CLIENTS": "wrk native-open"}, "CLIENTS: native-open paces a share of the native closed model's rate: list native before it"),
-    ("calibrate", {"ROUNDS": "0"}, "ROUNDS must be a whole number from 1 to 99, got '0'"),
+    ("calibrate", {"ROUNDS": "0"}, "ROUNDS must be at least 1, got 0"),
     ("calibrate", {"DURATION": "1m"}, "DURATION must be whole seconds like 15s, got '1m'"),
     ("calibrate", {"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),
-    ("calibrate", {"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number above 0, got 'lots'"),
+    ("calibrate", {"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number, got 'lots'"),
     ("calibrate", {"VARIANT": "turbo"}, "unknown variant 'turbo'"),
 ])
 def test_benchmark_scripts_refuse_bad_input(script, env, message, lab_down, tmp_path):
     """The overhead benchmark (a case list of the matrix runner) and the calibration: one
     line, before anything is taken down, started or written."""
-    command = {"overhead": ["bash", "-c", ". ci/lib.sh && exec python ci/run/matrix.py ci/run/matrices/overhead.yaml"],
-               "calibrate": ["bash", "ci/run/calibrate.sh"]}[script]
+    command = {"overhead": ["bash", "-c", ". bench/lib.sh && exec python bench/run/matrix.py bench/run/matrices/overhead.yaml"],
+               "calibrate": ["bash", "bench/run/calibrate.sh"]}[script]
     r = sh(*command, env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("name,script", [("RUNNER_CPU", "ci/run/distributed.sh"), ("INGRESS_CPU", "ci/platforms/deploy.sh")])
+@pytest.mark.parametrize("name,script", [("RUNNER_CPU", "bench/run/distributed.sh"), ("INGRESS_CPU", "bench/platforms/deploy.sh")])
 def test_a_cpu_amount_of_zero_is_refused_before_a_cluster_is_touched(name, script, lab_down):
     r = sh("bash", script, "rps", env={name: "0m", "PLATFORM": "local"})
     assert r.returncode != 0

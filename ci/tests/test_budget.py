@@ -1,4 +1,4 @@
-"""The ingress's CPU budget from a probe run (ci/run/budget.py), offline: the share from the
+"""The ingress's CPU budget from a probe run (bench/run/budget.py), offline: the share from the
 costs per request, its rounding, the probe's share kept within the noise, whole cores pinned,
 and a probe that measured nothing refused in one line; the lab's placement line from the same
 probe, and that probe on the real lab. The probe on the real cluster: test_cluster_e2e.py
@@ -21,7 +21,7 @@ def probe(ingress_us, k6_us, backend_us, other_cores, requests=10000, seconds=3.
 
 def budget(tmp_path, summary, share, host_cpus=2):
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    return subprocess.run([sys.executable, str(ROOT / "ci/run/budget.py"), str(tmp_path), share, str(host_cpus)],
+    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), share, str(host_cpus)],
                           capture_output=True, text=True, timeout=30)
 
 
@@ -65,7 +65,7 @@ def lab(tmp_path, summary, client="0", server="1", host_cpus=2):
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     (tmp_path / "meta.json").write_text(json.dumps({"placement": {"client_cpus": client, "server_cpus": server},
                                                     "host": {"cpus": host_cpus}}))
-    return subprocess.run([sys.executable, str(ROOT / "ci/run/budget.py"), str(tmp_path), "lab"], capture_output=True, text=True, timeout=30)
+    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), "lab"], capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.parametrize("costs, client, server, host, valid, says", [

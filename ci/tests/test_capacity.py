@@ -1,4 +1,4 @@
-"""The capacity search (`./task bench:capacity`, ci/run/capacity.py) on the real lab, as a user
+"""The capacity search (`./task bench:capacity`, bench/run/capacity.py) on the real lab, as a user
 types it: a closed-model run, then open-model steps; the highest rate that held the SLO."""
 import json
 import sys
@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT, k6_running, lab_leftovers, task, within
 
-sys.path.insert(0, str(ROOT / "ci"))
+sys.path.insert(0, str(ROOT / "bench"))
 from report.doc import check_page  # noqa: E402  (the pages' own check: images and links exist)
 
 

@@ -1,4 +1,4 @@
-"""cgroups on every layout (ci/platforms/cgroup.sh, ci/platforms/monitoring/cgroups.sh): v1 and
+"""cgroups on every layout (bench/platforms/cgroup.sh, bench/platforms/monitoring/cgroups.sh): v1 and
 unified v2 hierarchies laid out as fixtures under tmp (a mount table saying where they are;
 IB_CGROUP_MOUNTS), read by the real sampler; the kubelet root's preparation and its restore;
 unsupported layouts refused in one line with nothing written. Then the real kernel: this
@@ -16,8 +16,8 @@ import pytest
 
 from conftest import ROOT, sh
 
-CGROUPS = "ci/platforms/monitoring/cgroups.sh"
-LIB = ". ci/lib.sh; . ci/platforms/cgroup.sh; cg_detect; "
+CGROUPS = "bench/platforms/monitoring/cgroups.sh"
+LIB = ". bench/lib.sh; . bench/platforms/cgroup.sh; cg_detect; "
 UNIFIED = Path("/sys/fs/cgroup/unified")  # this machine's empty cgroup2 mount (hybrid)
 V2_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma misc"  # a Debian 12 root's
 

@@ -33,10 +33,10 @@ def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path, l
 
 
 def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
-    """The disruption rule (ci/report/change.py): any failed request, or p99 above 3x the
+    """The disruption rule (bench/report/change.py): any failed request, or p99 above 3x the
     steady p99 (before the change) for 300 ms in a row; one or two slow slots are not one."""
     import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     from report.change import analyse
 
     def run(p99s, errors_at=(), start=1500):
@@ -59,7 +59,7 @@ def test_the_verdict_names_a_replacement_the_scheduler_could_not_place():
     """From the cluster's events: a FailedScheduling for the new pod during a disruption is
     named, with the wait until its Scheduled event; without a disruption it is not."""
     import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "run"))
     from change import verdict
     events = [{"unix_ms": 1000, "reason": "FailedScheduling", "object": "Pod/nginx-lb-x",
                "message": "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"},

@@ -18,7 +18,7 @@ def lab():
     assert lab_leftovers() == [], "the lab is up before the lab's change tests"
     before = machine_state.snapshot()
     yield
-    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0
     assert machine_state.diff(before, machine_state.snapshot()) == [], "lab:down must leave the machine as it found it"
 
 

@@ -21,7 +21,7 @@ def render(chart, *args, values=None):
     if values:
         r = sh("helm", "template", "t", str(path), "-n", "monitoring", "-f", str(values), *off, *args)
     else:
-        r = sh("bash", "ci/platforms/monitoring/chart.sh", "template", *off, *args, env={"KPS_CHART": str(path)})
+        r = sh("bash", "bench/platforms/monitoring/chart.sh", "template", *off, *args, env={"KPS_CHART": str(path)})
     assert r.returncode == 0, r.stderr
     return [d for d in yaml.safe_load_all(r.stdout) if d]
 
@@ -129,7 +129,7 @@ def test_a_chart_without_its_subcharts_or_of_another_release_is_refused(tmp_path
     bare = tmp_path / "bare"
     (bare / "charts").mkdir(parents=True)
     (bare / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    r = sh("bash", "ci/platforms/monitoring/chart.sh", "template", env={"KPS_CHART": str(bare)})
+    r = sh("bash", "bench/platforms/monitoring/chart.sh", "template", env={"KPS_CHART": str(bare)})
     assert r.returncode == 1 and r.stderr.splitlines() == [
         f"error: KPS_CHART '{bare}' lacks its subcharts {deps} in charts/: "
         f"copy the release with them (helm pull --untar kube-prometheus-stack --version {VERSION})"], r.stderr

@@ -17,7 +17,7 @@ from conftest import KUBECONFIG, ROOT, kubectl, lint, query_gaps, sh, within
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 
-RELEASE = "kube-prometheus-stack"  # ci/platforms/monitoring/chart.sh RELEASE
+RELEASE = "kube-prometheus-stack"  # bench/platforms/monitoring/chart.sh RELEASE
 IN_CLUSTER = f"http://{RELEASE}-prometheus.monitoring.svc:9090"
 # The chart's selectors as it ships them: monitors and rules of its own release only.
 CHART_SELECTORS = "prometheus.prometheusSpec." + ",prometheus.prometheusSpec.".join(
@@ -26,7 +26,7 @@ CHART_SELECTORS = "prometheus.prometheusSpec." + ",prometheus.prometheusSpec.".j
 
 def chart_sh(chart, *args, timeout=600):
     path, off = chart
-    return sh("bash", "ci/platforms/monitoring/chart.sh", *args, *(off if args[0] == "up" else []),
+    return sh("bash", "bench/platforms/monitoring/chart.sh", *args, *(off if args[0] == "up" else []),
               env={"KPS_CHART": str(path)}, timeout=timeout)
 
 
@@ -36,7 +36,7 @@ def stack(local_cluster, chart):
     # Service once outlived it, and the chart's kubelet monitor then scraped every kubelet
     # twice (the CPU signals of every run read "no data": the rules' joins failed).
     for cmd in ("up", "down"):
-        assert sh("bash", "ci/platforms/monitoring/monitoring.sh", cmd).returncode == 0
+        assert sh("bash", "bench/platforms/monitoring/monitoring.sh", cmd).returncode == 0
     assert kubectl("-n", "kube-system", "get", "service", "kubelet").returncode != 0
     t0 = time.monotonic()
     r = chart_sh(chart, "up")
@@ -86,7 +86,7 @@ def q(url, expr, at=None):
 
 def host_sampler_only():
     """The dashboard queries that need the project's host sampler beside node-exporter
-    (bench:cpus_busy: the CPU lists ci/platforms/monitoring/cgroups.sh publishes for the host's
+    (bench:cpus_busy: the CPU lists bench/platforms/monitoring/cgroups.sh publishes for the host's
     processes), which the chart's Prometheus does not scrape: with or without the chart's
     node-exporter subchart, they have no data on the chart's stack."""
     dash = json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
@@ -94,11 +94,11 @@ def host_sampler_only():
 
 
 class External:
-    """A PLATFORM=external run of ci/run/bench.sh against the local cluster, k6 in two pods."""
+    """A PLATFORM=external run of bench/run/bench.sh against the local cluster, k6 in two pods."""
     def __init__(self, tmp_path, scenario, **env):
         env = {"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
                "PROMETHEUS_URL": IN_CLUSTER, "SEGMENTS": "2", "RESULTS_ROOT": str(tmp_path), **env}
-        self.proc = sh("bash", "ci/run/bench.sh", scenario, env=env, timeout=600)
+        self.proc = sh("bash", "bench/run/bench.sh", scenario, env=env, timeout=600)
         self.dir = next(tmp_path.glob("*/"), None)
         summary = self.dir / "summary.json" if self.dir else None
         self.summary = json.loads(summary.read_text()) if summary and summary.exists() else None

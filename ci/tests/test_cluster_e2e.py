@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("local_cluster")
 
 
 def test_node_ready_and_coredns_serves():
-    assert sh("bash", "ci/platforms/local/cluster.sh", "status").returncode == 0
+    assert sh("bash", "bench/platforms/local/cluster.sh", "status").returncode == 0
     pods = json.loads(kubectl("-n", "kube-system", "get", "pods", "-o", "json").stdout)["items"]
     assert [p["status"]["phase"] for p in pods if p["metadata"]["name"].startswith("coredns")] == ["Running"]
 
@@ -48,7 +48,7 @@ def test_rps_through_each_exposure(bench, variant):
 def test_the_quick_start_is_valid_on_this_machine(tmp_path):
     """The README's first command as a user types it (INGRESS_CPU unset: auto). A 3 s probe
     measures what the ingress, k6 and the backends cost per request; the ingress gets the
-    share at which the client side keeps 1.5x what the ingress's rate needs (ci/run/budget.py),
+    share at which the client side keeps 1.5x what the ingress's rate needs (bench/run/budget.py),
     so the run measures the ingress: ingress-bound, valid, exit 0. meta.json holds the share and
     the probe's figures; the answer line gives the headline per ingress CPU, the ingress's
     cgroup time dividing the server's count."""
@@ -134,7 +134,7 @@ def test_a_constant_rate_is_judged_over_its_steady_window(bench):
 @pytest.mark.leaves_monitoring_down  # bench:throttle measures with it down
 def test_the_cfs_period_reaches_the_ingress_and_both_p99s_are_printed(tmp_path):
     """bench:throttle, one short round: the CFS period the kubelet gives (the kernel's 100 ms,
-    ci/platforms/local/kubelet.yaml) is the fractional ingress's own (its cgroup, read by the
+    bench/platforms/local/kubelet.yaml) is the fractional ingress's own (its cgroup, read by the
     run), and both placements' p99 are measured and printed. The figures themselves are the
     README's (3 rounds, bench:throttle); one round of 2 s decides nothing and is not judged."""
     r = task("bench:throttle", "ROUNDS=1", "DURATION=2s", f"RESULTS_ROOT={tmp_path}", timeout=600)
@@ -155,7 +155,7 @@ def test_tps_full_handshakes_in_the_cluster(bench):
     cipher, session not reused. (stub_status accepts also count the kubelet's TCP probes.)"""
     # Without monitoring: the exporter sidecar's stub_status reads would count as requests
     # the access log (off on the status server) does not show.
-    assert sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-default", "MONITORING": "0"}).returncode == 0
+    assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-default", "MONITORING": "0"}).returncode == 0
     seen = len(lb_log())
     run = bench("tps", PLATFORM="local", VARIANT="seed002-nginx-lb-default", MONITORING="0")
     assert_clean_k8s_run(run, "tps", "seed002-nginx-lb-default")
@@ -185,7 +185,7 @@ def link_1g_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("link-1g")
     env = {"PLATFORM": "local", "VARIANT": "seed002-nginx-lb-tuned-link-1g", "RESULTS_ROOT": str(root),
            "DURATION": "20s", "CONNECTIONS": "10"}
-    return Run(sh("bash", "ci/run/bench.sh", "throughput", env=env), root)
+    return Run(sh("bash", "bench/run/bench.sh", "throughput", env=env), root)
 
 
 def test_throughput_through_a_1g_link_is_judged_nic_bound(link_1g_run):
@@ -214,7 +214,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
     shows where every request went: each pod's address (headless Service, resolved once the
     backends were ready), the Service's ClusterIP, or the node's NodePort."""
     variant = f"seed003-lb-{path}-10pods"
-    assert sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
+    assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
     seen = len(lb_log())
     run = bench("rps", PLATFORM="local", VARIANT=variant, PAYLOAD="100kb" if path == "pods" else "4kb")
     r = assert_clean_k8s_run(run, "rps", variant)
@@ -224,7 +224,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
                           "-o", "jsonpath={.items[*].status.podIP}").stdout.split())
     cluster_ip = kubectl("-n", "ingress-bench", "get", "svc", "backend", "-o", "jsonpath={.spec.clusterIP}").stdout
     expected = {"pods": {f"{ip}:80" for ip in pod_ips}, "clusterip": {f"{cluster_ip}:80"},
-                "nodeport": {"198.18.64.1:30080"}}[path]  # ci/platforms/local/cluster.sh node address
+                "nodeport": {"198.18.64.1:30080"}}[path]  # bench/platforms/local/cluster.sh node address
     assert len(pod_ips) == 10 and addrs == expected, (addrs, expected)
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
@@ -237,7 +237,7 @@ def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
     r = assert_clean_k8s_run(run, "rps", variant)
     listening = [l.split()[3] for l in sh("ss", "-Hltn").stdout.splitlines()]
     for port in ("80", "443", "8080"):
-        assert f"198.18.64.1:{port}" in listening  # ci/platforms/local/cluster.sh node address
+        assert f"198.18.64.1:{port}" in listening  # bench/platforms/local/cluster.sh node address
         assert f"0.0.0.0:{port}" not in listening and f"*:{port}" not in listening, listening
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
@@ -255,4 +255,4 @@ def test_the_lab_works_beside_the_cluster(bench):
     run = bench("rps", PLATFORM="lab", DURATION="2s")
     assert run.rc == 0, run.err
     assert run.result["requests"] > 0 and run.result["errors"] == 0
-    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("local_cluster")
 
 
 def test_every_overlay_passes_server_side_dry_run():
-    r = sh("bash", "ci/checks/validate.sh", timeout=600)
+    r = sh("bash", "bench/validate/validate.sh", timeout=600)
     assert r.returncode == 0, r.stderr
     overlays = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").exists())
     lines = [l for l in r.stderr.splitlines() if "server dry-run on the local cluster" in l]
@@ -36,7 +36,7 @@ def test_deploy_applies_only_what_changed():
     undone by the next deploy; a switch to an overlay with the same backends replaces the
     ingress only, the backends' pods running on, relabelled as the new overlay's."""
     def deploy(variant):
-        r = sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": variant, "MONITORING": "0"})
+        r = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": variant, "MONITORING": "0"})
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() and http_ok(r.stdout.strip()), r.stdout
         return r.stderr
@@ -69,20 +69,20 @@ def http_ok(addr):
 
 def test_unknown_overlay_is_refused_before_anything_is_applied():
     before = deployed_variant()
-    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed999-nope"}))
+    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed999-nope"}))
     assert "unknown overlay 'seed999-nope'" in err and "seed002-nginx-lb-default" in err
     assert deployed_variant() == before
 
 
 def test_overlay_whose_image_is_not_local_is_refused_before_apply():
     before = deployed_variant()
-    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
+    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
     assert "image docker.io/nginx/nginx-ingress:5.6.1" in err and "not on the local node" in err
     assert deployed_variant() == before
 
 
 def test_external_platform_needs_the_opt_in():
-    err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"PLATFORM": "external", "KUBECONFIG": KUBECONFIG}))
+    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"PLATFORM": "external", "KUBECONFIG": KUBECONFIG}))
     assert "ALLOW_EXTERNAL_CLUSTER=1" in err
 
 
@@ -101,7 +101,7 @@ def test_deploy_that_never_becomes_ready_names_the_reason():
         (overlay / "kustomization.yaml").write_text(
             "resources: [../../kustomize/base]\ncomponents:\n  - ../../kustomize/components/nginx-lb\n"
             "  - ../../kustomize/components/tuning-test-broken\n  - ../../kustomize/components/images\n")
-        err = one_error(sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
+        err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
         assert "deployment.apps/nginx-lb not ready after 15s" in err
         assert any(reason in err for reason in ("CrashLoopBackOff", "Error")), err
     finally:
@@ -111,7 +111,7 @@ def test_deploy_that_never_becomes_ready_names_the_reason():
 
 @pytest.mark.takes_the_cluster_down
 def test_cluster_not_up_is_one_line():
-    assert sh("bash", "ci/platforms/local/cluster.sh", "down").returncode == 0
-    err = one_error(sh("bash", "ci/platforms/deploy.sh"))
+    assert sh("bash", "bench/platforms/local/cluster.sh", "down").returncode == 0
+    err = one_error(sh("bash", "bench/platforms/deploy.sh"))
     assert "the local cluster is not up: run './task cluster:up'" in err
-    assert sh("bash", "ci/platforms/local/cluster.sh", "status").returncode == 1
+    assert sh("bash", "bench/platforms/local/cluster.sh", "status").returncode == 1

@@ -29,7 +29,7 @@ def metric(doc, key):
 @pytest.fixture(scope="module")
 def lab_taken_down():
     yield
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     assert lab_leftovers() == []
 
 
@@ -93,8 +93,8 @@ def test_the_gates_decide_on_either_side_of_their_tolerance():
     comparison is then UNDECIDED, without one it passes (no gate crossed)."""
     import importlib.util
     import sys
-    sys.path.insert(0, str(ROOT / "ci/run"))
-    spec = importlib.util.spec_from_file_location("compare", ROOT / "ci/run/compare.py")
+    sys.path.insert(0, str(ROOT / "bench/run"))
+    spec = importlib.util.spec_from_file_location("compare", ROOT / "bench/run/compare.py")
     compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compare)
     reg = compare.mx.registry()
@@ -160,7 +160,7 @@ def test_a_side_made_noisy_is_unstable(lab_taken_down, tmp_path):
     runs measured here (10.9 %, ../shared/docs/environment.md via README "Measured on this
     machine")."""
     results = tmp_path / "results"
-    assert sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": "seed002-nginx-lb-tuned"}).returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "seed002-nginx-lb-tuned"}).returncode == 0
     d, mode = ingress_cgroup()
     quota, off = (d / "cpu.cfs_quota_us", "-1") if mode == "v1" else (d / "cpu.max", "max 100000")
     on = "15000" if mode == "v1" else "15000 100000"

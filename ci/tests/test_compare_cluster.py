@@ -88,7 +88,7 @@ def test_the_sweep_machinery_with_two_fractional_amounts(local_cluster, tmp_path
 @pytest.fixture
 def lab_down_after():
     yield
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     assert lab_leftovers() == []
 
 
@@ -104,7 +104,7 @@ def test_seeds_every_relation(local_cluster, lab_down_after, tmp_path):
     assert r.returncode in (0, 99), r.stdout[-3000:] + r.stderr[-2000:]
     d = only(results, "seeds-*")
     ratios = {x["title"]: x for x in json.loads((d / "matrix.json").read_text())["ratios"]}
-    listed = [x["title"] for x in yaml.safe_load((ROOT / "ci/run/matrices/seeds.yaml").read_text())["ratios"]]
+    listed = [x["title"] for x in yaml.safe_load((ROOT / "bench/run/matrices/seeds.yaml").read_text())["ratios"]]
     assert sorted(ratios) == sorted(listed)
     for title in listed:
         assert ratios[title]["interval"] and ratios[title]["holds"] in ("yes", "no", "undecided", "not here"), title
@@ -119,7 +119,7 @@ def test_seeds_every_relation(local_cluster, lab_down_after, tmp_path):
     assert {x["nodes"] for x in runs if x["case"].startswith("s001-lab")} == {None}
     page = (d / "report.html").read_text()
     assert page.count('<img src="relations/') == len(listed)
-    assert sh("bash", "-c", f". ci/lib.sh && python ci/report check {d}/report.html").returncode == 0
+    assert sh("bash", "-c", f". bench/lib.sh && python bench/report check {d}/report.html").returncode == 0
 
 
 @pytest.mark.leaves_monitoring_down

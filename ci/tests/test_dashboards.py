@@ -112,7 +112,7 @@ def test_contract_rules_are_the_contracts_signals_without_its_helpers(tmp_path):
 
 
 def test_kustomize_builds_the_configmap_grafana_loads(dashboard):
-    r = sh("bash", "-c", ". ci/lib.sh && kustomize build dashboards/")
+    r = sh("bash", "-c", ". bench/lib.sh && kustomize build dashboards/")
     assert r.returncode == 0, r.stderr
     (cm,) = [d for d in yaml.safe_load_all(r.stdout) if d]
     assert (cm["kind"], cm["metadata"]["name"], cm["metadata"]["namespace"]) == \

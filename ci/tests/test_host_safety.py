@@ -14,10 +14,10 @@ import pytest
 import machine_state
 from conftest import LAB, one_error, sh
 
-CLUSTER = "ci/platforms/local/cluster.sh"
-STATE = Path("/run/ingress-bench/cluster")  # ci/lib.sh IB_CLUSTER_STATE
+CLUSTER = "bench/platforms/local/cluster.sh"
+STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
 PKI = STATE / "pki"
-NODE_IP = "198.18.64.1"  # ci/platforms/local/cluster.sh NODE_IP
+NODE_IP = "198.18.64.1"  # bench/platforms/local/cluster.sh NODE_IP
 KUBE_PORTS = {6443, 2379, 2380, 10250, 10257, 10259, 10249, 10256}
 # The cluster's processes, by comm (15 characters at most).
 CLUSTER_COMMS = {"etcd", "containerd", "kube-apiserver", "kube-controller", "kube-scheduler", "kubelet", "kube-proxy"}
@@ -43,7 +43,7 @@ def foreign_objects(add):
                          ["iptables", "-t", table, op, chain]]
     if add:
         # The first `ip netns add` on a host makes /run/netns a mount: the test's own, undone
-        # below like the lab's (ci/platforms/lab.sh).
+        # below like the lab's (bench/platforms/lab.sh).
         foreign_objects.netns_mount_made = sh("mountpoint", "-q", "/run/netns").returncode != 0
         cmds += [["ip", "netns", "add", "cni-foreign-test"], ["ip", "link", "add", "bwpforeign", "type", "ifb"],
                  ["ip", "link", "add", "tbfforeign", "type", "ifb"],
@@ -70,12 +70,12 @@ def drop_foreign_kube_chains():
 def host():
     """Foreign objects in place, then this module's cluster: ups are few (one here)."""
     assert not STATE.exists(), "a local cluster is up: this module needs a host without one"
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     pristine = machine_state.snapshot()
     foreign_objects(add=True)
     state = {"pristine": pristine, "with_foreign": machine_state.snapshot()}
     yield state
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     sh("bash", CLUSTER, "down", timeout=120)
     drop_foreign_kube_chains()
     foreign_objects(add=False)
@@ -102,7 +102,7 @@ def test_up_refuses_when_a_kubernetes_port_is_taken(host, tmp_path):
     srv = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "10259"], cwd=tmp_path,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        assert sh("bash", "-c", ". ci/lib.sh; poll 5 bash -c 'ss -Hltn | grep -q 127.0.0.1:10259'").returncode == 0
+        assert sh("bash", "-c", ". bench/lib.sh; poll 5 bash -c 'ss -Hltn | grep -q 127.0.0.1:10259'").returncode == 0
         err = one_error(sh("bash", CLUSTER, "up", timeout=120))
         assert "port 10259 is in use (127.0.0.1:10259" in err and "python3" in err, err
         assert not STATE.exists()
@@ -118,7 +118,7 @@ def cluster(host):
     host["before_up"] = machine_state.snapshot()
     r = sh("bash", CLUSTER, "up", timeout=600)
     assert r.returncode == 0, r.stderr
-    lab = sh("bash", "ci/platforms/lab.sh", "up", timeout=300)
+    lab = sh("bash", "bench/platforms/lab.sh", "up", timeout=300)
     assert lab.returncode == 0, lab.stderr
     return host
 
@@ -137,7 +137,7 @@ def test_kernel_settings_the_kubelet_wants_are_not_written(cluster):
 
 def test_foreign_objects_survive_a_shaped_deploy(cluster):
     """deploy.sh cuts the bandwidth plugin's burst on our pod's devices only."""
-    r = sh("bash", "ci/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-tuned-link-1g", "MONITORING": "0"}, timeout=300)
+    r = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-tuned-link-1g", "MONITORING": "0"}, timeout=300)
     assert r.returncode == 0, r.stderr
     ours = sh("bash", CLUSTER, "pod-links").stdout.split()
     shaped = [l for l in sh("tc", "qdisc", "show").stdout.splitlines() if " tbf " in l]
@@ -222,7 +222,7 @@ def test_every_port_is_local_and_refuses_the_unauthenticated(cluster):
 def test_down_removes_only_ours(cluster):
     """Last: down; everything is as before up, the foreign objects included (compared in
     full: sysctls, rulesets, qdiscs, links, routes, netns, mounts, cgroups, sockets)."""
-    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0
     r = sh("bash", CLUSTER, "down", timeout=120)
     assert r.returncode == 0, r.stderr
     assert machine_state.diff(cluster["before_up"], machine_state.snapshot()) == []

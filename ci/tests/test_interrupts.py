@@ -107,11 +107,11 @@ def record(name, d, names, s, out):
 
 @pytest.fixture(scope="module")
 def lab():
-    r = sh("bash", "ci/platforms/lab.sh", "up", timeout=300)
+    r = sh("bash", "bench/platforms/lab.sh", "up", timeout=300)
     assert r.returncode == 0, r.stderr
     yield
-    sh("bash", "ci/platforms/monitoring/monitoring.sh", "down")
-    sh("bash", "ci/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/monitoring/monitoring.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")
     assert lab_leftovers() == []
 
 
@@ -126,7 +126,7 @@ def lab():
 def test_interrupted_lab_run_is_recorded_aborted(lab, sig, entry, expect_rc, tmp_path):
     root = tmp_path / "results"
     cmd = (["./task", "bench:rps", "PLATFORM=lab", "DURATION=30s", "CONNECTIONS=20"] if entry == "task"
-           else ["bash", "ci/run/bench.sh", "rps"])
+           else ["bash", "bench/run/bench.sh", "rps"])
     env = {"RESULTS_ROOT": str(root), "PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20"}
     before = scratch_dirs()
     rc, out, elapsed = interrupt(cmd, getattr(signal, sig), env)
@@ -134,7 +134,7 @@ def test_interrupted_lab_run_is_recorded_aborted(lab, sig, entry, expect_rc, tmp
     d, names, s = assert_aborted_run(root, out, sig, elapsed, before)
     record(f"lab-{sig}-{entry}", d, names, s, out)
     # The lab as it was: up, counting, nothing of the run left in its namespaces.
-    assert sh("bash", "ci/platforms/lab.sh", "status").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "status").returncode == 0
     a = stub()
     assert stub()[1] == a[1] + 1, "the LB is still serving requests nobody sent"
 
@@ -145,7 +145,7 @@ def test_a_signal_as_k6_starts_stops_it_and_leaves_no_run(lab, tmp_path):
     left running the 30 s asked, and since nothing was sent no run directory stays; exit 130."""
     before = scratch_dirs()
     root = tmp_path / "results"
-    r = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20",
+    r = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20",
                                                  "RESULTS_ROOT": str(root), "BENCH_FAILPOINT": "signal-at-fork"}, timeout=120)
     assert r.returncode == 130, r.stdout[-2000:] + r.stderr[-2000:]
     assert not k6_running(), "k6 left running by an interrupt at its start"
@@ -169,7 +169,7 @@ def test_full_disk_mid_run_is_one_line(lab, tmp_path):
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "ingress-bench-test", str(mnt)], check=True)
     try:
-        r = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(mnt / "results"),
+        r = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(mnt / "results"),
                                                       "DURATION": "3s", "CONNECTIONS": "20"})
         errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
         assert r.returncode != 0, r.stderr
@@ -197,12 +197,12 @@ def test_a_foreign_k6_is_not_the_suites(foreign_k6, lab_down):
     is not ours is seen on the host and not counted, so the check passes beside it."""
     assert str(foreign_k6.pid) in sh("pgrep", "-x", "k6").stdout.split()
     assert str(foreign_k6.pid) not in k6_running()
-    r = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "DURATION": "zero"})
+    r = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "DURATION": "zero"})
     assert r.returncode != 0 and r.stderr.startswith("error:")
 
 
 def report(*args):
-    return subprocess.run([sys.executable, str(ROOT / "ci/report"), *map(str, args)],
+    return subprocess.run([sys.executable, str(ROOT / "bench/report"), *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
@@ -211,7 +211,7 @@ FIXTURE = ROOT / "ci/tests/fixtures/report/20261121T155928Z-rps-seed002-nginx-lb
 
 @pytest.mark.parametrize("k6_wrote", [True, False])
 def test_summary_of_an_aborted_run(k6_wrote, tmp_path):
-    """`ci/report summary --aborted`: with k6's summary (its graceful stop) the run is kept and
+    """`bench/report summary --aborted`: with k6's summary (its graceful stop) the run is kept and
     marked; without one (k6 killed) a bare result stands, marked the same, never passed."""
     d = tmp_path / "run"
     d.mkdir()
@@ -274,7 +274,7 @@ def killed_session(platform_script):
     assert not sh("bash", platform_script, "procs").stdout.split(), "processes survived SIGKILL"
 
 
-@pytest.mark.parametrize("platform_script", ["ci/platforms/lab.sh", "ci/platforms/local/cluster.sh"])
+@pytest.mark.parametrize("platform_script", ["bench/platforms/lab.sh", "bench/platforms/local/cluster.sh"])
 def test_task_down_removes_what_a_killed_session_left(platform_script, lab_down):
     """CI once found a killed session's cluster (its bridge, veths, 39 mounts, no process) and
     the suite refused to start; `./task down`, which the suite now runs itself in that case,

@@ -26,7 +26,7 @@ def engine(request):
 @pytest.fixture
 def clean_bench(bench, tmp_path_factory):
     """bench() for the runs assert_clean_run judges: a native run also writes every sample
-    (k6's CSV output, passed on by ci/run/bench.sh beside its own), so that its percentile Gauges
+    (k6's CSV output, passed on by bench/run/bench.sh beside its own), so that its percentile Gauges
     can be held to the exact ranks of the requests they summarize."""
     def run(scenario, **env):
         samples = None
@@ -135,20 +135,20 @@ def test_open_model_fails_when_the_rate_cannot_be_met(bench):
 def test_lab_variant_is_an_overlay_read_through_its_knob_files():
     """VARIANT names an overlay on the lab too: its tuning components' knob files render the
     LB, the same files the cluster's nginx-lb merges."""
-    r = sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": "seed002-nginx-lb-tuned"})
+    r = sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "seed002-nginx-lb-tuned"})
     assert r.returncode == 0, r.stderr
     conf = (LAB_STATE / "lb/nginx.conf").read_text()
     assert "worker_connections 100000;" in conf and "keepalive 200;" in conf and "access_log off;" in conf
-    assert "variant seed002-nginx-lb-tuned" in sh("bash", "ci/platforms/lab.sh", "status").stdout
+    assert "variant seed002-nginx-lb-tuned" in sh("bash", "bench/platforms/lab.sh", "status").stdout
 
 
 def test_tps_every_request_is_a_full_new_handshake(clean_bench):
     """Server-side proof: one connection accepted per request, and nginx's log shows each
     request alone on its connection, TLS 1.2 with the seed cipher, session not reused."""
-    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0  # the variant bench runs by default
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0  # the variant bench runs by default
     # Without monitoring: its exporter's stub_status reads would count as requests the
     # access log (off on the status server) does not show.
-    assert sh("bash", "ci/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
+    assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
     log = LAB_STATE / "lb/logs/access.log"
     offset = log.stat().st_size
     run = clean_bench("tps", MONITORING="0")
@@ -215,26 +215,26 @@ def test_crossed_threshold_fails_the_run_and_keeps_the_summary(bench):
 
 def test_results_are_never_overwritten(bench, tmp_path):
     root = tmp_path / "fixed"
-    first = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
+    first = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
     assert first.returncode == 0, first.stderr
     before = (root / "same/summary.json").read_text()
-    second = sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
+    second = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
     assert second.returncode != 0
     assert "never overwritten" in second.stderr
     assert (root / "same/summary.json").read_text() == before
 
 
 def test_lab_variant_switch_and_double_down():
-    assert sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": "seed002-tuned"}).returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "seed002-tuned"}).returncode == 0
     conf = (LAB_STATE / "lb/nginx.conf").read_text()
     assert "worker_connections 100000;" in conf and "access_log off;" in conf
     accepts, requests = stub()
     assert requests >= 1
-    assert sh("bash", "ci/platforms/lab.sh", "down").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0
     assert lab_leftovers() == []
-    again = sh("bash", "ci/platforms/lab.sh", "down")
+    again = sh("bash", "bench/platforms/lab.sh", "down")
     assert again.returncode == 0, again.stderr
-    assert sh("bash", "ci/platforms/lab.sh", "status").returncode == 1
+    assert sh("bash", "bench/platforms/lab.sh", "status").returncode == 1
 
 
 def test_every_sample_carries_the_run_tags(bench, tmp_path):

@@ -1,4 +1,4 @@
-"""The matrix runner (ci/run/matrix.py, `./task bench:matrix MATRIX=...`): real runs on the lab
+"""The matrix runner (bench/run/matrix.py, `./task bench:matrix MATRIX=...`): real runs on the lab
 through ./task as a user types it. A crossed threshold in one case is recorded in the table and
 the other cases run; a run that fails otherwise is recorded with its reason and the matrix goes
 on; MONITORING=0 runs with the stack down; a bad case list is one line and starts nothing."""
@@ -16,8 +16,8 @@ SHORT = {"DURATION": "3s", "CONNECTIONS": "10", **LATENCY_UNJUDGED, **VALIDITY_U
 
 
 def matrix_module():
-    """ci/run/matrix.py as a module, for its pure parts (compute, judge_ratio)."""
-    spec = importlib.util.spec_from_file_location("matrix", ROOT / "ci/run/matrix.py")
+    """bench/run/matrix.py as a module, for its pure parts (compute, judge_ratio)."""
+    spec = importlib.util.spec_from_file_location("matrix", ROOT / "bench/run/matrix.py")
     matrix = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(matrix)
     return matrix
@@ -86,7 +86,7 @@ def test_a_crossed_threshold_is_recorded_and_the_other_cases_run(tmp_path):
         assert s["cv_percent"] == pytest.approx(statistics.stdev(rps) / statistics.fmean(rps) * 100)
         # exact: a share of k6's CPUs; above 100 % only by its start, outside the wall clock
         assert 0 < c["stats"]["k6_cpu"]["median"] <= 150
-    ratio = doc["ratios"][0]  # of the cases' geometric means (ci/report/stats.py ratio_interval)
+    ratio = doc["ratios"][0]  # of the cases' geometric means (bench/report/stats.py ratio_interval)
     gmean = lambda c: statistics.geometric_mean(by[c]["stats"]["rps"]["values"])  # noqa: E731
     assert ratio["value"] == pytest.approx(gmean("floor") / gmean("default"))
 
@@ -171,14 +171,14 @@ def test_no_case_list_is_one_line(tmp_path):
     r = task("bench:matrix", f"RESULTS_ROOT={tmp_path / 'results'}")
     assert r.returncode == 1
     assert [l for l in r.stderr.splitlines() if l.startswith("error:")] == [
-        "error: name a case list: MATRIX=path.yaml (ci/run/matrices/ holds the seeds' lists)"]
+        "error: name a case list: MATRIX=path.yaml (bench/run/matrices/ holds the seeds' lists)"]
 
 
 @pytest.mark.parametrize("name, cases", [("seeds", 22), ("overhead", 2)])
 def test_the_seeds_case_lists_check(name, cases):
     """bench:seeds and bench:overhead are case lists: each passes every check (--check: the
     plan, nothing started)."""
-    r = sh("bash", "-c", f". ci/lib.sh && exec python ci/run/matrix.py --check ci/run/matrices/{name}.yaml")
+    r = sh("bash", "-c", f". bench/lib.sh && exec python bench/run/matrix.py --check bench/run/matrices/{name}.yaml")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == cases + 1 and lines[-1] == f"{cases} cases × {5 if name == 'overhead' else 3} rounds"
@@ -191,14 +191,14 @@ def test_relations_runs_one_seeds_ratios_and_their_cases(tmp_path):
     started); seed 003's six, nine cases (its 1-pod 100 KB cases are in no ratio). A prefix no ratio has,
     or a value the setting refuses, is one error line and starts nothing."""
     def check(relations):
-        return sh("bash", "-c", ". ci/lib.sh && exec python ci/run/matrix.py --check ci/run/matrices/seeds.yaml",
+        return sh("bash", "-c", ". bench/lib.sh && exec python bench/run/matrix.py --check bench/run/matrices/seeds.yaml",
                   env={"RELATIONS": relations, "RESULTS_ROOT": str(tmp_path / "results")})
     r = check("004")
     assert r.returncode == 0, r.stderr
     assert [l.split(":")[0] for l in r.stdout.splitlines()[:-1]] == ["s004-nodeport", "s004-ingress-default", "s004-ingress-keepalive"]
     r = check("003:")
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "9 cases × 3 rounds", r.stdout
-    for value, message in (("009", "error: RELATIONS: no ratio of ci/run/matrices/seeds.yaml has a title starting with '009'"),
+    for value, message in (("009", "error: RELATIONS: no ratio of bench/run/matrices/seeds.yaml has a title starting with '009'"),
                            ("004|002", "error: RELATIONS must be title prefixes separated by spaces, got '004|002'")):
         r = check(value)
         assert r.returncode == 1 and [l for l in r.stderr.splitlines() if l.startswith("error:")] == [message], r.stderr

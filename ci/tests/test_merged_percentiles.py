@@ -1,5 +1,5 @@
 """A distributed run's latency as a whole: the segments' native-engine histograms merged into
-the percentiles of all their requests (ci/report/summary.py), held to the exact percentiles of
+the percentiles of all their requests (bench/report/summary.py), held to the exact percentiles of
 every request, on real runs of clearly different latency."""
 import json
 import math
@@ -8,7 +8,7 @@ import sys
 from conftest import ROOT, sh
 from test_lab_e2e import load_durations
 
-sys.path.insert(0, str(ROOT / "ci"))
+sys.path.insert(0, str(ROOT / "bench"))
 from report.summary import percentiles  # noqa: E402
 
 
@@ -21,7 +21,7 @@ def exact(d, q):
 
 def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
     """Two segments on the lab, open model: 1 KB at 1,500/s and 1 MB at 300/s, each writing
-    every sample (k6's CSV output). `ci/report segments` over the two: its p50, p95 and p99
+    every sample (k6's CSV output). `bench/report segments` over the two: its p50, p95 and p99
     are the exact ones of all 5,400 requests within the histogram's stated error (1/256), and
     its p99 lies between the segments' and is neither's. (How far apart the two segments'
     tails are is the host's: 1.35x in one run here, above 2x in others; the merge's figures are exact either way.)"""
@@ -36,7 +36,7 @@ def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
     for i, (run, _) in enumerate(runs):
         (seg / f"segment-{i}.json").write_text((run.dir / "summary.json").read_text())
     served = sum(run.result["requests"] for run, _ in runs)
-    r = sh(sys.executable, "ci/report", "segments", str(seg), "--testid", "merged", "--variant", "seed002-nginx-lb-default",
+    r = sh(sys.executable, "bench/report", "segments", str(seg), "--testid", "merged", "--variant", "seed002-nginx-lb-default",
            "--platform", "lab", "--stub-before", "1 100", "--stub-after", f"3 {100 + served + 1}")
     assert r.returncode == 0, r.stderr
     s = json.loads((seg / "summary.json").read_text())

@@ -16,11 +16,11 @@ from conftest import LAB, ROOT, dashboard_query_gaps, lint, prom_query, sh
 sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py)
 
-# Where the suite builds it: under IB_CACHE, as ci/lib.sh says (one source).
-PROMTOOL = Path(sh("bash", "-c", '. ci/lib.sh && echo "$IB_PROMETHEUS_DIR/promtool"').stdout.strip())
-LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # ci/platforms/monitoring/monitoring.sh LAB_PROM_ADDR
+# Where the suite builds it: under IB_CACHE, as bench/lib.sh says (one source).
+PROMTOOL = Path(sh("bash", "-c", '. bench/lib.sh && echo "$IB_PROMETHEUS_DIR/promtool"').stdout.strip())
+LAB_PROM = f"http://{LAB['LAB_HOST_IP']}:{LAB['LAB_PROMETHEUS_PORT']}"  # bench/platforms/monitoring/monitoring.sh LAB_PROM_ADDR
 LAB_MON_STATE = Path("/run/ingress-bench/monitoring-lab")
-CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # ci/platforms/monitoring/cgroups.sh, role loadgen
+CPU_CG = Path("/sys/fs/cgroup/cpu/ingress-bench/loadgen")  # bench/platforms/monitoring/cgroups.sh, role loadgen
 
 
 def rule_file(tmp_path, platform, *args):
@@ -36,7 +36,7 @@ def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
     """Each platform's rule file passes promtool's check, and its unit test
     (monitoring/tests/<platform>.test.yaml: an expectation for every signal, which
     monitoring/generate.py --check demands)."""
-    assert sh("bash", "ci/platforms/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
+    assert sh("bash", "bench/platforms/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
     files = {"cluster": rule_file(tmp_path, "cluster"), "lab": rule_file(tmp_path, "lab", "1e9")}
     r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files.values())], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -73,7 +73,7 @@ def lab_run(tmp_path_factory):
     """One monitored rps run on the lab, shared by the assertions below."""
     root = tmp_path_factory.mktemp("mon")
     from conftest import Run
-    r = Run(sh("bash", "ci/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "12s", "CONNECTIONS": "20"}), root)
+    r = Run(sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "DURATION": "12s", "CONNECTIONS": "20"}), root)
     assert r.rc == 0, r.err
     return r
 
@@ -93,7 +93,7 @@ def test_a_lab_run_is_correlated_with_every_signal(lab_run):
     assert "verdict" in (lab_run.dir / "summary.txt").read_text()
     # The report: rendered, its images present (the headless-browser checks are test_report's).
     assert (lab_run.dir / "report.html").exists() and (lab_run.dir / "timeseries.json").exists()
-    assert sh(sys.executable, "ci/report", "check", str(lab_run.dir / "report.html")).returncode == 0
+    assert sh(sys.executable, "bench/report", "check", str(lab_run.dir / "report.html")).returncode == 0
 
 
 def test_every_dashboard_query_answers_after_a_lab_run(lab_run):
@@ -106,7 +106,7 @@ def test_the_dashboards_run_stats_are_the_summarys_numbers(lab_run):
     Prometheus' estimate both lie in that bucket, so up to 9% apart: 6% failed once, 5.44
     against 5.82 ms), and its error ratio from the request counters, not a mean of
     per-interval or per-series values. The range ends after k6's last remote write: k6 pushes
-    every 2 s (ci/lib.sh k6_rw_env) and once more when it stops, after its summary's time, so a
+    every 2 s (bench/lib.sh k6_rw_env) and once more when it stops, after its summary's time, so a
     range ending there misses the last push (4.23 against 4.68 ms once: a bucket apart)."""
     dash = json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
     testid = json.loads((lab_run.dir / "meta.json").read_text())["testid"]
@@ -156,7 +156,7 @@ def test_starved_client_is_judged_client_bound_and_fails_its_validity_threshold(
     the validity threshold (REQUIRE_VALID, on by default) fails the run with exit 99.
     The lab first: bringing it up removes the suite's empty groups, the quota with them (it
     did when this test was the first to need the lab, and k6 ran unlimited)."""
-    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
     CPU_CG.mkdir(parents=True, exist_ok=True)
     try:
         (CPU_CG / "cpu.cfs_quota_us").write_text("10000")  # of cpu.cfs_period_us 100000
@@ -175,7 +175,7 @@ def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
     Kubernetes CPU limit does): it uses all it may, and the verdict names the ingress from
     its own share, k6 having headroom."""
     variant = "seed002-nginx-lb-default"
-    assert sh("bash", "ci/platforms/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
     quota = CPU_CG.parent / "ingress/cpu.cfs_quota_us"
     try:
         quota.write_text("25000")  # of cpu.cfs_period_us 100000
@@ -192,8 +192,8 @@ def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
 
 
 def test_rules_missing_are_named_in_the_summary(bench):
-    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
-    assert sh("bash", "ci/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+    assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0
     for f in (LAB_MON_STATE / "rules").glob("*.yaml"):
         f.unlink()
     pid = sh("pgrep", "-f", "prometheus --ingress-bench-lab-monitoring").stdout.split()[0]
@@ -203,12 +203,12 @@ def test_rules_missing_are_named_in_the_summary(bench):
     missing = run.summary["correlation"]["missing"]
     assert len(missing) == 15
     assert all("rules not loaded" in why for why in missing.values()), missing
-    sh("bash", "ci/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+    sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
 
 
 def test_monitoring_down_twice_leaves_nothing():
     for _ in range(2):
-        r = sh("bash", "ci/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+        r = sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
         assert r.returncode == 0, r.stderr
     assert not LAB_MON_STATE.exists()
     assert not sh("pgrep", "-f", "ingress-bench-lab-monitoring").stdout.strip()
@@ -218,8 +218,8 @@ def test_monitoring_down_twice_leaves_nothing():
 
 
 def test_lab_monitoring_refused_without_the_lab():
-    sh("bash", "ci/platforms/lab.sh", "down")
-    r = sh("bash", "ci/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"})
+    sh("bash", "bench/platforms/lab.sh", "down")
+    r = sh("bash", "bench/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"})
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("error: the lab is not up")
 
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import LAB, ROOT, Run, sh, within
 
 BACKEND = f"http://{LAB['LAB_BACKEND_NET']}.{int(LAB['LAB_BACKEND_OCTET0']) + 1}"
-BACKEND_NS = f"{LAB['LAB_NS_PREFIX']}be1"  # ci/platforms/lab.sh add_host be<i>
+BACKEND_NS = f"{LAB['LAB_NS_PREFIX']}be1"  # bench/platforms/lab.sh add_host be<i>
 
 
 @pytest.mark.parametrize("rate", [1000, 3000, 6000])  # the lab LB serves ~10k/s on its one CPU
@@ -74,13 +74,13 @@ def test_a_rate_that_cannot_be_sent_fails_on_dropped_sends(bench):
 
 @pytest.fixture
 def bench_async(tmp_path):
-    """bench_async(scenario, **env): ci/run/bench.sh started in the background; wait_for_load()
+    """bench_async(scenario, **env): bench/run/bench.sh started in the background; wait_for_load()
     returns once its k6 sends, result() waits for the run and reads its summary."""
     class Async:
         def __init__(self, scenario, env):
             self.root = tmp_path / "results"
             env = {"PLATFORM": "lab", "RESULTS_ROOT": str(self.root), "CONNECTIONS": "20", **env}
-            self.proc = subprocess.Popen(["bash", "ci/run/bench.sh", scenario], cwd=ROOT, env=dict(os.environ, **env),
+            self.proc = subprocess.Popen(["bash", "bench/run/bench.sh", scenario], cwd=ROOT, env=dict(os.environ, **env),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         def wait_for_load(self):

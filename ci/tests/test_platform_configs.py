@@ -1,7 +1,7 @@
 """Platform configurations that cannot run on the project's machines, validated offline: the
-k6-operator TestRun (k6/distributed/testrun.yaml, rendered by ci/run/render_distributed.sh and
+k6-operator TestRun (k6/distributed/testrun.yaml, rendered by bench/run/render_distributed.sh and
 checked with kubeconform against k6/distributed/testrun.schema.json) and the kind cluster
-config (ci/platforms/kind/cluster.yaml, checked by ci/platforms/kind/validate.sh on kind's own types). Each check
+config (bench/platforms/kind/cluster.yaml, checked by bench/platforms/kind/validate.sh on kind's own types). Each check
 is also shown to fail on a broken input, so a pass means something."""
 import re
 
@@ -18,7 +18,7 @@ ENV_LINE = re.compile(r"^\s*- \{ name: (\S+), value: (.*) \}$", re.M)
 
 
 def render(template, **env):
-    return sh("bash", "ci/run/render_distributed.sh", f"k6/distributed/{template}", env={**RUN, **env})
+    return sh("bash", "bench/run/render_distributed.sh", f"k6/distributed/{template}", env={**RUN, **env})
 
 
 def field(text, name):
@@ -38,8 +38,8 @@ def error_lines(r):
 
 
 def local_k6_image():
-    """The local k6 image: the pin plus the hash of the xk6/ extension's sources (ci/lib.sh)."""
-    image = sh("bash", "-c", ". ci/lib.sh && echo $K6_IMAGE_NAME:$K6_LOCAL_TAG").stdout.strip()
+    """The local k6 image: the pin plus the hash of the xk6/ extension's sources (bench/lib.sh)."""
+    image = sh("bash", "-c", ". bench/lib.sh && echo $K6_IMAGE_NAME:$K6_LOCAL_TAG").stdout.strip()
     pins = versions()
     assert re.fullmatch(rf"{re.escape(pins['K6_IMAGE_NAME'])}:{re.escape(pins['K6_VERSION'])}-xk6-[0-9a-f]{{12}}", image), image
     return image
@@ -83,7 +83,7 @@ def test_testrun_renders_valid_and_matches_the_job():
 
 def test_with_a_prometheus_both_stream_to_it():
     """PROMETHEUS_URL (an address the pods reach) adds k6's remote-write output to both, the
-    same entries as the host's k6 gets (ci/lib.sh k6_rw_env)."""
+    same entries as the host's k6 gets (bench/lib.sh k6_rw_env)."""
     url = "http://prometheus.monitoring.svc:9090"
     tr, job = render("testrun.yaml", PROMETHEUS_URL=url), render("job.yaml", PROMETHEUS_URL=url)
     assert tr.returncode == 0 and job.returncode == 0, tr.stderr + job.stderr
@@ -111,11 +111,11 @@ def test_render_checks_the_testrun_it_prints():
                               "pattern '^[a-z]([-a-z0-9]*[a-z0-9])?$'"], r.stderr
 
 
-@pytest.mark.parametrize("segments", ["0", "17", "two"])
-def test_render_refuses_a_bad_segment_count(segments):
+@pytest.mark.parametrize("segments, message", [("0", "at least 1, got 0"), ("17", "at most 16, got 17"), ("two", "a whole number, got 'two'")])
+def test_render_refuses_a_bad_segment_count(segments, message):
     r = render("job.yaml", SEGMENTS=segments)
     assert r.returncode != 0 and r.stdout == ""
-    assert error_lines(r) == [f"error: SEGMENTS must be a whole number from 1 to 16, got '{segments}'"]
+    assert error_lines(r) == [f"error: SEGMENTS must be {message}"]
 
 
 BROKEN_TESTRUNS = {
@@ -139,21 +139,21 @@ def test_testrun_schema_rejects(case, tmp_path):
     assert good.returncode == 0 and old in good.stdout, good.stderr
     path = tmp_path / "testrun.yaml"
     path.write_text(good.stdout.replace(old, new, 1))
-    r = sh("bash", "-c", '. ci/run/render_distributed.sh && validate_testrun "$1"', "_", str(path))
+    r = sh("bash", "-c", '. bench/run/render_distributed.sh && validate_testrun "$1"', "_", str(path))
     assert r.returncode != 0
     lines = error_lines(r)
     assert len(lines) == 1 and lines[0].startswith("error: testrun.yaml: ") and reason in lines[0], r.stderr
 
 
 def cluster_value(name):
-    """NAME=value in ci/platforms/local/cluster.sh, where the local cluster's addresses are set."""
-    m = re.search(rf"^{name}=(\S+)", (ROOT / "ci/platforms/local/cluster.sh").read_text(), re.M)
-    assert m, f"no {name}= in ci/platforms/local/cluster.sh"
+    """NAME=value in bench/platforms/local/cluster.sh, where the local cluster's addresses are set."""
+    m = re.search(rf"^{name}=(\S+)", (ROOT / "bench/platforms/local/cluster.sh").read_text(), re.M)
+    assert m, f"no {name}= in bench/platforms/local/cluster.sh"
     return m.group(1)
 
 
 def test_kind_config_has_the_local_clusters_shape():
-    r = sh("bash", "ci/platforms/kind/validate.sh", timeout=600)
+    r = sh("bash", "bench/platforms/kind/validate.sh", timeout=600)
     assert r.returncode == 0, r.stderr
     summary = r.stderr.strip().splitlines()[-1]
     assert f"pods {cluster_value('POD_CIDR')}, services {cluster_value('SERVICE_CIDR')}," in summary, summary
@@ -161,7 +161,7 @@ def test_kind_config_has_the_local_clusters_shape():
     assert f"kindest/node:{kube_minor}." in summary, summary
     assert "kube-proxy iptables" in summary and "cpuManagerPolicy static" in summary, summary
     # The same unsafe sysctls as the local cluster's kubelet allows (for the nginx-lb pod).
-    kubelet = (ROOT / "ci/platforms/local/kubelet.yaml").read_text()
+    kubelet = (ROOT / "bench/platforms/local/kubelet.yaml").read_text()
     local = re.search(r"^allowedUnsafeSysctls: \[(.*)\]$", kubelet, re.M).group(1)
     sysctls = ",".join(s.strip(' "') for s in local.split(","))
     assert f"unsafe sysctls {sysctls}," in summary, summary
@@ -186,11 +186,11 @@ BROKEN_KIND = {
 @pytest.mark.parametrize("case", BROKEN_KIND)
 def test_kind_validation_rejects(case, tmp_path):
     (old, new), reason = BROKEN_KIND[case]
-    text = (ROOT / "ci/platforms/kind/cluster.yaml").read_text()
+    text = (ROOT / "bench/platforms/kind/cluster.yaml").read_text()
     assert old in text
     path = tmp_path / "cluster.yaml"
     path.write_text(text.replace(old, new, 1))
-    r = sh("bash", "ci/platforms/kind/validate.sh", str(path), timeout=600)
+    r = sh("bash", "bench/platforms/kind/validate.sh", str(path), timeout=600)
     assert r.returncode != 0
     lines = error_lines(r)
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and reason in lines[0], r.stderr

@@ -1,4 +1,4 @@
-"""The report (the package ci/report): a real run's files (ci/tests/fixtures/report/, copied from results/)
+"""The report (the package bench/report): a real run's files (ci/tests/fixtures/report/, copied from results/)
 with the end-of-run correlation and verdict added as bench.sh writes them, rendered and then
 opened in a real browser (headless Chromium). No lab, cluster or Prometheus: fetch is tested
 against an address that refuses and against a stand-in speaking Prometheus' HTTP API.
@@ -32,7 +32,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def report(*args):
-    return subprocess.run([sys.executable, str(ROOT / "ci/report"), *map(str, args)],
+    return subprocess.run([sys.executable, str(ROOT / "bench/report"), *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=180)
 
 

@@ -5,7 +5,9 @@ the generated views of the registry fail CI when hand-edited; and `./task` exits
 codes the README documents. The in-cluster Job and the local platform's host k6: see
 test_cluster_e2e.py, which has the cluster."""
 import json
+import re
 import shutil
+import sys
 
 import pytest
 
@@ -42,6 +44,94 @@ def test_the_registry_is_complete_and_its_examples_valid():
         assert s["example"] != s["default"], s["name"]
 
 
+# An environment read, by language: bash's ${NAME:-...} (and -, =, ?, +: under `set -u` a
+# variable that may come from the environment is read only so), Python's os.environ and
+# env.get("NAME"), k6's __ENV.NAME (and env.NAME: k6/lib's config gets __ENV as env). Upper case only: lower case names are a script's own.
+ENV_READS = {
+    (".sh", ".env", ".yml"): re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?::?[-=?+])"),
+    (".py",): re.compile(r"(?:environ\.get|getenv|env\.get)\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']|environ\[[\"']([A-Z][A-Z0-9_]*)[\"']\]"),
+    (".js", ".mjs"): re.compile(r"(?:__ENV|\benv)\.([A-Z][A-Z0-9_]*)|__ENV\[[\"']([A-Z][A-Z0-9_]*)[\"']\]"),
+}
+
+
+def environment_reads():
+    """{NAME: [files]}: every environment variable the runtime (bench/, k6/, monitoring/,
+    dashboards/, the tools' installer and the Taskfile) reads."""
+    files = sh("git", "ls-files", "bench", "k6", "monitoring", "dashboards", "ci/tools", "Taskfile.yml", "task").stdout.split()
+    reads = {}
+    for f in files:
+        for suffixes, pattern in ENV_READS.items():
+            if f.endswith(suffixes) or (f == "task" and ".sh" in suffixes):
+                for m in pattern.finditer((ROOT / f).read_text()):
+                    reads.setdefault(next(g for g in m.groups() if g), []).append(f)
+    return reads
+
+
+def test_every_environment_variable_the_runtime_reads_is_declared():
+    """The registry is the whole of what the runtime reads from its environment: a variable
+    read by a script of bench/, k6/ (...) that is neither a setting (SETTINGS) nor declared in
+    ENVIRONMENT (set by our scripts, a test's hook, the system's, k6's own) fails, and so does a
+    declaration nothing reads. The scan is not vacuous: it finds the settings a run needs."""
+    js = "import('./k6/lib/settings.js').then(m => console.log(JSON.stringify(m.ENVIRONMENT)))"
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    declared = {e["name"]: e for e in json.loads(r.stdout)}
+    assert all(e["by"] in ("scripts", "test", "system", "k6") and e["meaning"] for e in declared.values()), declared
+    settings = {s["name"] for s in registry()}
+    assert not settings & set(declared), settings & set(declared)
+    reads = environment_reads()
+    assert {"DURATION", "VARIANT", "PLATFORM", "IB_CACHE", "TESTID"} <= set(reads), sorted(reads)
+    undeclared = {n: sorted(set(f)) for n, f in reads.items() if n not in settings | set(declared)}
+    assert undeclared == {}, f"read from the environment but declared nowhere (k6/lib/settings.js): {undeclared}"
+    assert set(declared) - set(reads) == set(), "declared in ENVIRONMENT but read by no script"
+
+
+# One table of durations for the three parsers (k6/lib/settings.js durationMs, bash's
+# duration_ms in bench/settings/settings.sh, bench/run/cases.py duration_s): milliseconds, or
+# None for a value each must refuse.
+DURATIONS = {"1s": 1000, "15s": 15000, "1m30s": 90000, "1500ms": 1500, "2h": 7200000, "1h1m1s": 3661000, "0s": 0,
+             "10": None, "": None, "1.5s": None, "s": None, "1d": None, "-1s": None, "1s ": None, "1S": None,
+             "1m 30s": None, "30s1": None}
+
+
+def test_the_three_duration_parsers_agree_on_one_table():
+    js = ("import('./k6/lib/settings.js').then(m => console.log(JSON.stringify(Object.fromEntries("
+          f"{json.dumps(list(DURATIONS))}.map(d => [d, Number.isNaN(m.durationMs(d)) ? null : m.durationMs(d)])))))")
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == DURATIONS
+    r = sh("bash", "-c", '. bench/lib.sh; for d in "$@"; do printf "%s\\t%s\\n" "$d" "$(duration_ms "$d" || echo none)"; done', "_", *DURATIONS)
+    assert r.returncode == 0, r.stderr
+    got = dict(l.split("\t") for l in r.stdout.split("\n")[:-1])
+    assert {d: None if v == "none" else int(v) for d, v in got.items()} == DURATIONS
+    sys.path.insert(0, str(ROOT / "bench/run"))
+    from cases import Bad, duration_s
+
+    def py(d):
+        try:
+            return round(duration_s(d) * 1000)
+        except Bad:
+            return None
+    assert {d: py(d) for d in DURATIONS} == DURATIONS
+
+
+def test_bash_reads_a_setting_as_the_registry_says():
+    """bash's `setting NAME [ENTRY]`: the environment's value, else the entry point's own
+    default, else the registry's; a bad value one line with k6's words, exit 1."""
+    def setting(*args, **env):
+        return sh("bash", "-c", '. bench/lib.sh && setting "$@"', "_", *args, env={"DURATION": "", "CONNECTIONS": "", "MONITORING": "", **env})
+    assert setting("DURATION").stdout == "15s\n" and setting("DURATION", "change").stdout == "30s\n"
+    assert setting("DURATION", "change", DURATION="7s").stdout == "7s\n"
+    assert setting("CONNECTIONS").stdout == "\n" and setting("CONNECTIONS", "calibrate").stdout == "50\n"
+    assert setting("MONITORING", MONITORING="true").stdout == "1\n"
+    for args, env, message in ((("DURATION",), {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
+                               (("CONNECTIONS",), {"CONNECTIONS": "0"}, "CONNECTIONS must be at least 1, got 0"),
+                               (("PLATFORM",), {"PLATFORM": "mars"}, "unknown PLATFORM 'mars' (known: local, external, lab)"),
+                               (("NO_SUCH",), {}, "NO_SUCH is not a setting of the registry")):
+        r = setting(*args, **env)
+        assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("form", ["line", "env"])
 def test_every_setting_reaches_the_lab_k6(form, tmp_path):
     """All the settings that reach the host's k6 at once, each a non-default value, through
@@ -66,10 +156,10 @@ def test_every_pod_setting_reaches_the_rendered_testrun(form):
     env = {**RUN, **{k: "" for k in given}, "LOADGEN_CPU_MAX": "5"}
     if form == "line":  # what the ./task wrapper exports from the task line, then the render
         line = " ".join(f"{k}={v}" for k, v in given.items())
-        r = sh("bash", "-c", f'. ci/lib.sh && settings_from_args {line} && ci/run/render_distributed.sh k6/distributed/testrun.yaml',
+        r = sh("bash", "-c", f'. bench/lib.sh && settings_from_args {line} && bench/run/render_distributed.sh k6/distributed/testrun.yaml',
                env=env)
     else:
-        r = sh("bash", "ci/run/render_distributed.sh", "k6/distributed/testrun.yaml", env={**env, **given})
+        r = sh("bash", "bench/run/render_distributed.sh", "k6/distributed/testrun.yaml", env={**env, **given})
     assert r.returncode == 0, r.stderr
     pod_env = {k: v.strip('"') for k, v in ENV_LINE.findall(r.stdout)}
     assert {k: v for k, v in pod_env.items() if k in given} == given
@@ -79,19 +169,19 @@ def test_every_pod_setting_reaches_the_rendered_testrun(form):
 def test_generated_views_fail_ci_when_hand_edited(tmp_path):
     """The check that `./task test` runs: clean now; a hand edit of either generated file, or
     a registry edit without regenerating, fails with a line naming the file."""
-    assert sh("node", "ci/settings/generate.mjs", "--check").returncode == 0
-    for rel in ("ci/settings/generate.mjs", "k6/lib/settings.js", "ci/settings/settings.tsv", "README.md"):
+    assert sh("node", "bench/settings/generate.mjs", "--check").returncode == 0
+    for rel in ("bench/settings/generate.mjs", "k6/lib/settings.js", "bench/settings/settings.tsv", "README.md"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
 
     def check():
-        return sh("node", str(tmp_path / "ci/settings/generate.mjs"), "--check")
+        return sh("node", str(tmp_path / "bench/settings/generate.mjs"), "--check")
     assert check().returncode == 0
-    tsv = tmp_path / "ci/settings/settings.tsv"
+    tsv = tmp_path / "bench/settings/settings.tsv"
     tsv.write_text(tsv.read_text().replace("ENGINE\tk6,pods", "ENGINE\tk6"))
     r = check()
-    assert r.returncode == 1 and r.stderr.startswith("error: ci/settings/settings.tsv differ"), r.stderr
-    tsv.write_text((ROOT / "ci/settings/settings.tsv").read_text())
+    assert r.returncode == 1 and r.stderr.startswith("error: bench/settings/settings.tsv differ"), r.stderr
+    tsv.write_text((ROOT / "bench/settings/settings.tsv").read_text())
     reg = tmp_path / "k6/lib/settings.js"
     reg.write_text(reg.read_text().replace("meaning: 'protocol to the LB'", "meaning: 'protocol to the load balancer'"))
     r = check()
@@ -135,13 +225,13 @@ def test_exit_codes_through_task(form, tmp_path):
 
 
 def test_the_lab_is_defined_once():
-    """k6's default target for a bare run is the lab's LB of ci/platforms/lab.env, and the lab
+    """k6's default target for a bare run is the lab's LB of bench/platforms/lab.env, and the lab
     serves every payload the PAYLOAD setting names, at its size (lab.sh sizes them by unit)."""
     js = "import('./k6/lib/config.js').then(m => console.log(JSON.stringify([m.LAB_LB_ADDRESS, m.PAYLOADS])))"
     r = sh("node", "--input-type=module", "-e", js)
     assert r.returncode == 0, r.stderr
     address, payloads = json.loads(r.stdout)
     assert address == LAB["LAB_LB_IP"]
-    assert sh("bash", "ci/platforms/lab.sh", "up").returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
     served = {p.stem: p.stat().st_size for p in (LAB_STATE / "payloads").glob("*.bin")}
     assert served == payloads

@@ -24,7 +24,7 @@ def test_knob_sets_exist():
 @pytest.mark.parametrize("variant", ["default"] + KNOBS + ["seed004-keepalive+access-log-off"])
 def test_variant_renders_to_valid_nginx_config(variant, tmp_path):
     """Every variant's LB config passes `nginx -t` with the real nginx."""
-    files = sh("bash", "-c", f'. ci/lib.sh && variant_knob_files "{variant}"').stdout.split()
+    files = sh("bash", "-c", f'. bench/lib.sh && variant_knob_files "{variant}"').stdout.split()
     lb = ROOT / "kustomize/components/nginx-lb"
     conf = sh("sh", str(lb / "render.sh"), str(lb / "nginx.conf.tmpl"), *files)
     assert conf.returncode == 0, conf.stderr

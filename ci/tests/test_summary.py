@@ -1,4 +1,4 @@
-"""summary.json's assembly (ci/report/summary.py, `python ci/report summary|segments`), as
+"""summary.json's assembly (bench/report/summary.py, `python bench/report summary|segments`), as
 bench.sh and distributed.sh call it, offline: the recorded runs of ci/tests/fixtures/report/
 (k6's summary plus what bench.sh's jq added) are taken apart into k6's own summary and the
 measurements behind .client and .server, and assembled again into the same bytes and the
@@ -20,7 +20,7 @@ for part in ("client", "server"):
 
 
 def report(*args):
-    return subprocess.run([sys.executable, str(ROOT / "ci/report"), *map(str, args)],
+    return subprocess.run([sys.executable, str(ROOT / "bench/report"), *map(str, args)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
@@ -46,7 +46,7 @@ def k6_run(tmp_path, result=None, name="run"):
 
 
 def summary(d, wall="10.000", user="2.000", sys_="0.500", cpus=1, before="100 1000", after=None, requests=None):
-    """`ci/report summary` as bench.sh calls it; after defaults to the run's requests served."""
+    """`bench/report summary` as bench.sh calls it; after defaults to the run's requests served."""
     if after is None:
         n = requests if requests is not None else json.loads((d / "summary.json").read_text())["result"]["requests"]
         after = f"{100 + 50 + 1} {1000 + n + 1}"

@@ -1,4 +1,4 @@
-"""Offline validation (ci/checks/validate.sh): every overlay in overlays/ passes, and each kind of
+"""Offline validation (bench/validate/validate.sh): every overlay in overlays/ passes, and each kind of
 broken overlay stops it with one line naming the overlay and the reason. The broken overlays
 are built in a temporary OVERLAYS_DIR on top of the real kustomize/base."""
 import os
@@ -15,7 +15,7 @@ ENV = {"KUBECONFIG": ""}
 
 
 def validate(overlays_dir):
-    return sh("bash", "ci/checks/validate.sh", env={**ENV, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
+    return sh("bash", "bench/validate/validate.sh", env={**ENV, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
 
 
 def overlay(root, name, kustomization, files=None):

@@ -7,7 +7,7 @@
 #   ci/tools/tools.sh apt PKG... install Debian packages the suite's way (no service started or
 #                                enabled at boot); the tests use it
 set -euo pipefail
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../../bench/lib.sh"
 
 # go_tool NAME VERSION DIR PACKAGE [LDFLAGS]: build PACKAGE@VERSION with the local Go into DIR/NAME
 # (-s: no symbol table nor DWARF, as release builds; the links are a third shorter).
@@ -158,6 +158,6 @@ say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFOR
 [ "${1:-all}" = cluster ] || exit 0
 # shellcheck disable=SC2086
 apt_tools $CLUSTER_APT_PACKAGES
-bash "$IB_ROOT/ci/platforms/local/build.sh"
-bash "$IB_ROOT/ci/platforms/local/images.sh"
+bash "$IB_ROOT/bench/platforms/local/build.sh"
+bash "$IB_ROOT/bench/platforms/local/images.sh"
 say tools "cluster: Kubernetes $KUBE_VERSION, etcd $(etcd --version 2>/dev/null | awk 'NR==1{print $3}'), containerd $(containerd --version | awk '{print $3}'), images ready"

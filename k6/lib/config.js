@@ -4,10 +4,10 @@
 import { PAYLOADS, PROFILES, durationMs, received, setting } from './settings.js';
 
 // The lab's load balancer: a bare k6 run's default target (the ci/ entry points pass their
-// own). LAB_LB_IP in ci/platforms/lab.env, checked by ci/tests/test_settings.py.
+// own). LAB_LB_IP in bench/platforms/lab.env, checked by ci/tests/test_settings.py.
 export const LAB_LB_ADDRESS = '198.18.0.2';
 
-// Payloads every backend serves as /<name>.bin (must match PAYLOADS in ci/platforms/lab.sh).
+// Payloads every backend serves as /<name>.bin (must match PAYLOADS in bench/platforms/lab.sh).
 export { PAYLOADS, PROFILES, durationMs };
 
 
@@ -74,7 +74,7 @@ export function vuFirstConnection(cfg, id) {
   return first;
 }
 
-// Where the run's correlation comes from (ci/run/bench.sh passes the platform's Prometheus):
+// Where the run's correlation comes from (bench/run/bench.sh passes the platform's Prometheus):
 // a base URL inside the lab unless ALLOW_EXTERNAL_TARGET, or '' (no Prometheus).
 function prometheusUrlOf(env, inside) {
   const url = (setting(env, 'PROMETHEUS_URL', '')).replace(/\/$/, '');
@@ -124,10 +124,10 @@ export function parseConfig(env, scenario) {
   if (ms <= 0) fail(`DURATION must be longer than zero, got '${duration}'`);
 
   // Like wrk -c: one keep-alive connection per VU. Default scales with the client's cores
-  // (the seed used 1000 connections from 44 cores). CLIENT_CPUS: set by ci/run/bench.sh.
+  // (the seed used 1000 connections from 44 cores). CLIENT_CPUS: set by bench/run/bench.sh.
   const clientCpus = /^[1-9]\d*$/.test(env.CLIENT_CPUS || '') ? Number(env.CLIENT_CPUS) : 2;
   const connections = setting(env, 'CONNECTIONS', Math.min(1000, 50 * clientCpus));
-  // In-cluster runs: the k6 pods sharing the load (ci/run/distributed.sh), each a segment.
+  // In-cluster runs: the k6 pods sharing the load (bench/run/distributed.sh), each a segment.
   const segments = setting(env, 'SEGMENTS', 1);
   if (connections < segments) fail(`CONNECTIONS ${connections} is fewer than SEGMENTS ${segments}: each k6 pod needs a connection of its own`);
   const rate = setting(env, 'RATE', 0); // 0: closed model

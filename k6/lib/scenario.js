@@ -46,7 +46,7 @@ export function scenario(name) {
       return { start: Date.now() / 1000 };
     },
     // The run's server side, from Prometheus: one query, tagged apart from the load
-    // (ci/run/bench.sh subtracts it from the client's count) and never a failed request, so a
+    // (bench/run/bench.sh subtracts it from the client's count) and never a failed request, so a
     // silent Prometheus costs the correlation, not the run's thresholds.
     teardown(data) {
       if (ib) ib.publishLatency(); // every request in: the latency thresholds' final values

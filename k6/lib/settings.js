@@ -1,20 +1,23 @@
 // The settings registry: every setting a user can give, as data, in one place.
-// `k6/lib/config.js` validates the k6 ones from it; `node ci/settings/generate.mjs` writes
-// from it the shell's view (ci/settings/settings.tsv: the ./task wrapper's forwarding and its
+// `k6/lib/config.js` validates the k6 ones from it; `node bench/settings/generate.mjs` writes
+// from it the shell's view (bench/settings/settings.tsv: the ./task wrapper's forwarding and its
 // unknown-name check, the in-cluster manifests' environment, the scripts' path checks) and
 // the README's settings table; `./task test` fails when either differs from this file.
 // Pure data and pure functions (no k6 imports): node loads this file too.
 //
 // Fields:
 //   name      the environment variable (and `./task ... NAME=value`)
-//   type      int (min, max), number (>= 0), flag (1/true, 0/false), enum (values),
+//   type      int (min, max), number (>= 0), flag (1/true, 0/false), enum (values), list (some
+//             of values, separated by spaces),
 //             duration (k6's 30s / 3m / 1m30s), text (pattern, rule: what it must look like)
 //   default   the value when unset (null: unset means "none" or is decided at run time,
 //             which defaultText says)
+//   defaults  an entry point's own default, where it differs ({ calibrate: '50' }): bash's
+//             `setting NAME ENTRY` and Python's registry() read it from here
 //   reaches   the paths the user's value is carried to:
 //               k6       the host's k6 (bench on the lab and the local cluster): config.js
 //               pods     the in-cluster k6 pods: the Indexed Job and the k6-operator TestRun
-//                        (ci/run/render_distributed.sh writes their environment from this list)
+//                        (bench/run/render_distributed.sh writes their environment from this list)
 //               lab, deploy, monitoring, distributed, calibrate, matrix, report:
 //                        the scripts of those tasks read it on the host
 //   example   a valid non-default value: the settings test gives it on every path the
@@ -37,15 +40,15 @@ export const SETTINGS = [
   { name: 'PLATFORM', type: 'enum', values: ['local', 'external', 'lab'], default: null,
     defaultText: '`local` (`lab` when `TARGET` is set)', reaches: ['k6', 'pods', 'deploy', 'monitoring', 'distributed', 'matrix'],
     example: 'lab', meaning: '`local`, `external`, `lab` (below)' },
-  { name: 'VARIANT', type: 'text', pattern: /^[a-z0-9-]+(\+[a-z0-9-]+)*$/, rule: 'an overlay name or knob names joined by +',
+  { name: 'VARIANT', defaults: { calibrate: 'seed002-nginx-lb-tuned' }, type: 'text', pattern: /^[a-z0-9-]+(\+[a-z0-9-]+)*$/, rule: 'an overlay name or knob names joined by +',
     default: 'seed002-nginx-lb-default', reaches: ['k6', 'pods', 'lab', 'deploy', 'distributed', 'calibrate', 'matrix'],
     example: 'seed002-nginx-lb-tuned', meaning: 'an overlay (`overlays/`); on the lab also knob names joined by `+` (below)' },
   { name: 'ENGINE', type: 'enum', values: ['js', 'native'], default: 'native',
     defaultText: '`native` (`js` in Grafana\'s stock k6 image, `IMAGE_SET=upstream`)', reaches: ['k6', 'pods', 'distributed'], example: 'js',
     meaning: 'the request loop: `native` (the project\'s Go extension `k6/x/ingressbench`, `xk6/`: ~13 µs of client CPU per keep-alive request, 1.14× wrk\'s (one epoll loop per VU), the open model paced in Go; latency thresholds on its bounded-histogram Gauges `bench_http_req_duration_p95/p99`; see `xk6/README.md`) or `js` (k6/http, the reference: 55–90 µs per request)' },
-  { name: 'DURATION', type: 'duration', default: '15s', reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '2s',
+  { name: 'DURATION', defaults: { change: '30s' }, type: 'duration', default: '15s', reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '2s',
     meaning: 'k6 duration (`30s`, `3m`, `1m30s`); the signals and the verdict average its steady part, from 8 s in to its end (a load under 10 s has none: README, "Monitoring and the verdict"); the seeds used `180s`' },
-  { name: 'CONNECTIONS', type: 'int', min: 1, max: 20000, default: null, defaultText: '50 per client CPU, at most 1000',
+  { name: 'CONNECTIONS', defaults: { calibrate: '50' }, type: 'int', min: 1, max: 20000, default: null, defaultText: '50 per client CPU, at most 1000',
     reaches: ['k6', 'pods', 'calibrate', 'matrix'], example: '7', meaning: 'VUs = connections (the seeds: 1000)' },
   { name: 'REQUEST_TIMEOUT', type: 'duration', default: '10s', reaches: ['k6', 'pods'], example: '2s',
     meaning: 'a request without a whole response by then is a timeout error (k6/http: its `timeout`; the native engine: dial to last byte)' },
@@ -108,16 +111,16 @@ export const SETTINGS = [
     meaning: 'where `task monitoring:chart-template` and `monitoring:chart-up` take kube-prometheus-stack from: its chart repository (a connected machine), or a directory holding the release with its subcharts (air-gapped); the version is pinned (`KPS_CHART_VERSION`, ci/tools/versions.env)' },
   { name: 'IMAGE_SET', type: 'enum', values: ['local', 'upstream'], default: null, defaultText: '`local` on the local platform, `upstream` elsewhere',
     reaches: ['deploy', 'distributed'], example: 'upstream', meaning: 'the images a cluster runs: this machine\'s builds or the pinned registry images' },
-  { name: 'SEGMENTS', type: 'int', min: 1, max: 16, default: null, defaultText: '2 (`bench:distributed`), 1 (`PLATFORM=external`)',
+  { name: 'SEGMENTS', defaults: { distributed: '2', external: '1' }, type: 'int', min: 1, max: 16, default: null,
     reaches: ['distributed', 'pods'], example: '3', meaning: 'in-cluster k6 pods, each an execution segment' },
   { name: 'INGRESS_CPU', type: 'text', pattern: /^(auto|overlay|(?![0.]*m?$)([0-9]+m|[0-9]+|[0-9]*\.[0-9]+))$/, rule: 'auto, overlay, or a CPU quantity above 0 like 2, 500m or 0.5', default: null,
-    defaultText: '`auto`: on the local platform the share a 3 s probe finds the client side can saturate (`ci/run/budget.py`); on the lab the LB\'s own cores, and a 3 s probe says before the load whether k6\'s CPUs can drive them; the overlay\'s elsewhere',
+    defaultText: '`auto`: on the local platform the share a 3 s probe finds the client side can saturate (`bench/run/budget.py`); on the lab the LB\'s own cores, and a 3 s probe says before the load whether k6\'s CPUs can drive them; the overlay\'s elsewhere',
     reaches: ['deploy', 'distributed'], example: '250m',
     meaning: 'the ingress container\'s CPU, request and limit alike: `auto`, `overlay` (the overlay\'s own), or a quantity (whole cores are pinned by the static CPU manager; a fraction is a CFS quota)' },
   { name: 'INGRESS_CPUS', type: 'text', pattern: /^(?:(?![0.]*m?(?:[ ,]|$))(?:[0-9]+m|[0-9]+|[0-9]*\.[0-9]+)(?:[ ,]+|$))+$/,
     rule: 'CPU quantities above 0 separated by spaces, like 500m 1 or 1 2 4 8 16 24', default: null, defaultText: '—', reaches: ['sweep'],
     example: '250m 500m', meaning: '`bench:sweep`: the ingress CPU amounts swept (each run deploys the variant with `INGRESS_CPU` set to one); seed 002: 1 2 4 8 16 24' },
-  { name: 'SCENARIOS', type: 'text', pattern: /^(rps|tps|throughput)( (rps|tps|throughput))*$/, rule: 'scenarios separated by spaces',
+  { name: 'SCENARIOS', type: 'list', values: Object.keys(PROFILES),
     default: 'rps tps throughput', reaches: ['sweep'], example: 'rps', meaning: '`bench:sweep`: the scenarios run at each CPU amount (seed 002\'s three tables)' },
   { name: 'RUNNER_CPU', type: 'text', pattern: /^(?![0.]*m?$)([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$/, rule: 'a CPU quantity above 0 like 2, 500m or 0.5', default: null, defaultText: 'none',
     reaches: ['distributed'], example: '500m',
@@ -135,7 +138,7 @@ export const SETTINGS = [
     defaultText: 'the first half of the CPUs', reaches: ['lab', 'calibrate'], example: '0', meaning: '`taskset` list for k6 on the lab' },
   { name: 'LAB_SERVER_CPUS', type: 'text', pattern: /^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$/, rule: 'a CPU list like 0 or 1-3', default: null,
     defaultText: 'the second half of the CPUs', reaches: ['lab', 'calibrate'], example: '1', meaning: '`taskset` list for all the lab\'s nginx processes' },
-  { name: 'ROUNDS', type: 'int', min: 1, max: 99, default: null, defaultText: '3 (`bench:overhead` and `bench:compare` 5)', reaches: ['calibrate', 'matrix', 'compare', 'sweep'],
+  { name: 'ROUNDS', defaults: { calibrate: '3' }, type: 'int', min: 1, max: 99, default: null, defaultText: '3 (`bench:overhead` and `bench:compare` 5)', reaches: ['calibrate', 'matrix', 'compare', 'sweep'],
     example: '2', meaning: 'rounds of a comparison, alternated; medians reported' },
   { name: 'RUN_HOOK', type: 'text', pattern: /^[^\n]+$/, rule: 'one line of shell', default: null, defaultText: 'none',
     reaches: ['matrix', 'compare', 'sweep', 'capacity', 'change'], example: 'true',
@@ -176,10 +179,10 @@ export const SETTINGS = [
     reaches: ['matrix'], example: '004',
     meaning: 'a matrix (`bench:seeds`): only the ratios whose title starts with one of these (`004`: seed 004\'s relations), and only the cases they compare (and those cases\' baselines)' },
   { name: 'MATRIX', type: 'text', pattern: /^\S+\.ya?ml$/, rule: 'a case list (.yaml)', default: null, defaultText: '—', reaches: ['matrix'],
-    example: 'ci/run/matrices/keepalive.yaml', meaning: '`bench:matrix`: the case list to run (format: `ci/run/cases.py`; the seeds\' lists: `ci/run/matrices/`)' },
-  { name: 'CASES', type: 'text', pattern: /^[a-z0-9 -]+$/, rule: 'case names separated by spaces', default: 'http-1kb https-1kb tls-handshakes throughput-1mb',
+    example: 'bench/run/matrices/keepalive.yaml', meaning: '`bench:matrix`: the case list to run (format: `bench/run/cases.py`; the seeds\' lists: `bench/run/matrices/`)' },
+  { name: 'CASES', type: 'list', values: ['http-1kb', 'https-1kb', 'tls-handshakes', 'throughput-1mb'], default: 'http-1kb https-1kb tls-handshakes throughput-1mb',
     reaches: ['calibrate'], example: 'http-1kb', meaning: '`calibrate`: the cases measured' },
-  { name: 'CLIENTS', type: 'text', pattern: /^[a-z -]+$/, rule: 'client names separated by spaces', default: 'wrk js native native-open', reaches: ['calibrate'],
+  { name: 'CLIENTS', type: 'list', values: ['wrk', 'js', 'native', 'native-open'], default: 'wrk js native native-open', reaches: ['calibrate'],
     example: 'wrk native', meaning: '`calibrate`: the clients compared (`native-open`: the native engine\'s open model at 90 % of its closed-model rate)' },
   { name: 'LONG', type: 'text', pattern: /^(0|[1-9][0-9]*s)$/, rule: 'whole seconds like 180s, or 0', default: '180s', reaches: ['calibrate'], example: '0',
     meaning: '`calibrate`: the native engine\'s long run (`0` skips the long runs)' },
@@ -191,8 +194,39 @@ export const SETTINGS = [
     meaning: '`task report`: several runs\' directories (tables)' },
 ];
 
-// Set by the scripts for k6, never by users: the wrapper refuses them on the task line.
-export const INTERNAL = ['CLIENT_CPUS', 'RESULTS_DIR', 'BENCH_META'];
+// Every other environment variable a script of the runtime reads (bench/, k6/, ci/tools):
+// the lint in ci/tests/test_settings.py fails on one that is neither here nor in SETTINGS.
+// None is a user setting: the wrapper refuses them on the task line.
+//   by  scripts: set by one script for another (k6, a driver's placement, a function's caller)
+//       test:    a test's hook into a script (failpoints, other state directories)
+//       system:  the machine's, the toolchain's or Kubernetes' own
+//       k6:      k6's own variables, passed on to it
+export const ENVIRONMENT = [
+  { name: 'CLIENT_CPUS', by: 'scripts', meaning: 'the CPUs k6 may use, for its connection default (bench.sh, drivers)' },
+  { name: 'RESULTS_DIR', by: 'scripts', meaning: 'the run directory k6 writes its summary into (bench.sh)' },
+  { name: 'BENCH_META', by: 'scripts', meaning: 'the run\'s meta.json path, for k6\'s summary (bench.sh)' },
+  { name: 'CLIENT_CPU_LIST', by: 'scripts', meaning: 'the CPU list k6 is pinned to (a platform driver\'s placement)' },
+  { name: 'SERVER_CPU_LIST', by: 'scripts', meaning: 'the CPU list the servers are pinned to (a platform driver\'s placement)' },
+  { name: 'INGRESS_CORES', by: 'scripts', meaning: 'a fractional ingress CPU amount, for the placement warning (local driver)' },
+  { name: 'PLACEMENT_SHARED', by: 'scripts', meaning: 'what shares k6\'s CPUs, for the placement warning (local driver)' },
+  { name: 'NAME', by: 'scripts', meaning: 'render_distributed.sh: the Job or TestRun\'s name (default from TESTID)' },
+  { name: 'IB_CACHE', by: 'test', meaning: 'where builds, the venv and images are cached (default ~/.cache/ingress-bench): a suite of its own' },
+  { name: 'IB_LAB_STATE', by: 'test', meaning: 'the lab\'s state directory (default /run/ingress-bench/lab)' },
+  { name: 'IB_CLUSTER_STATE', by: 'test', meaning: 'the local cluster\'s state directory (default /run/ingress-bench/cluster)' },
+  { name: 'IB_CGROUP_MOUNTS', by: 'test', meaning: 'the mount table cgroup.sh reads (default /proc/mounts): other layouts tried' },
+  { name: 'IB_BUILD_GOGC', by: 'test', meaning: 'the Go compiler\'s GOGC for builds (default 400)' },
+  { name: 'OVERLAYS_DIR', by: 'test', meaning: 'validate.sh: the overlays checked (default overlays/): broken ones tried' },
+  { name: 'BENCH_FAILPOINT', by: 'test', meaning: 'bench.sh: signal-at-fork, a signal between k6\'s fork and its job' },
+  { name: 'LAB_FAILPOINT', by: 'test', meaning: 'lab.sh: a step of up at which it fails, to prove its cleanup' },
+  { name: 'CLUSTER_KEEP_FAILED', by: 'test', meaning: 'cluster.sh: keep a failed up for inspection instead of taking it down' },
+  { name: 'TMPDIR', by: 'system', meaning: 'temporary files' },
+  { name: 'XDG_CACHE_HOME', by: 'system', meaning: 'the cache\'s parent (IB_CACHE)' },
+  { name: 'GOFLAGS', by: 'system', meaning: 'the go command\'s flags, kept beside ours' },
+  { name: 'KUBERNETES_SERVICE_HOST', by: 'system', meaning: 'set in a pod: distributed.sh run inside a cluster' },
+  { name: 'K6_OUT', by: 'k6', meaning: 'a user\'s own k6 output, passed on beside ours' },
+  { name: 'K6_HTTP_DEBUG', by: 'k6', meaning: 'k6/http\'s request dumps: refused with ENGINE=native, which has none' },
+  { name: 'K6_WEB_DASHBOARD_PORT', by: 'k6', meaning: 'the k6 web dashboard\'s port (default 5665)' },
+];
 
 export const BY_NAME = Object.fromEntries(SETTINGS.map((s) => [s.name, s]));
 
@@ -237,6 +271,12 @@ function check(s, raw) {
     case 'enum':
       if (!s.values.includes(text)) fail(`unknown ${s.name} '${raw}' (known: ${s.values.join(', ')})`);
       return text;
+    case 'list': {
+      const words = text.split(/ +/);
+      const bad = words.find((w) => !s.values.includes(w));
+      if (bad !== undefined) fail(`unknown ${s.name} '${bad}' (known: ${s.values.join(', ')})`);
+      return text;
+    }
     case 'duration': {
       const ms = durationMs(text);
       if (Number.isNaN(ms)) fail(`${s.name} must look like 30s, 3m or 1m30s, got '${raw}'`);

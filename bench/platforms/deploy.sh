@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# bench/platforms/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
+# cluster and wait until its ingress answers. Prints the ingress address (IP, or IP:PORT for
+# a NodePort; with --for-pods a Service DNS name) on stdout for bench/run/bench.sh.
+#   PLATFORM=local     the cluster of bench/platforms/local/cluster.sh
+#   PLATFORM=external  the cluster of $KUBECONFIG, only with ALLOW_EXTERNAL_CLUSTER=1
+#   IMAGE_SET          local (this machine's builds; the local platform's default) or upstream
+#                      (the pinned registry images; the external default), see bench/lib.sh
+# Switching overlays removes the previous one's objects first, so two controllers never
+# share the namespace, but for those the new one takes over as they are (most often the
+# backends); the same overlay again, deployed whole and ready, is not applied again.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+# --for-pods: the address is for the cluster's k6 pods (bench/run/distributed.sh), not this host.
+for_pods=0; [ "${1:-}" != --for-pods ] || for_pods=1
+OVERLAY=${VARIANT:-$DEFAULT_OVERLAY}
+PLATFORM=$(platform) || exit 1
+DEPLOY_TIMEOUT=$(setting DEPLOY_TIMEOUT)
+NS=ingress-bench                     # kustomize/base namespace
+HOST_HEADER=$(setting HOST)
+
+need_overlay "$OVERLAY"
+images=$(image_set) || exit 1
+MONITORING=$(setting MONITORING)
+[ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
+release=${PROMETHEUS_RELEASE:-}
+[ -z "$release" ] || [[ $release =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] ||
+  die "PROMETHEUS_RELEASE must be a Helm release name (lower-case letters, digits and '-'), got '$release'"
+[ "$MONITORING" = 1 ] || release=''
+ingress_cpu=${INGRESS_CPU:-}
+case $ingress_cpu in auto | overlay) ingress_cpu='' ;; esac # a probe's is bench.sh's to run (auto)
+[ -z "$ingress_cpu" ] || need_cpu_quantity INGRESS_CPU "$ingress_cpu"
+case "$PLATFORM" in
+  local)
+    export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+    bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
+  external)
+    need_external_cluster "deploys into" ;;
+  *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
+esac
+
+if [ "$MONITORING" = 1 ] && ! kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1; then
+  die "the cluster has no Prometheus Operator CRDs for the monitoring component: run './task monitoring:up' (local) or install kube-prometheus-stack, or set MONITORING=0"
+fi
+
+# Render: the overlay as it is, plus monitoring (its sidecars, PodMonitors, rules) and the
+# platform's image override, which must come last to see the sidecars' images.
+extra=()
+[ "$MONITORING" = 1 ] && extra+=("$IB_ROOT/kustomize/components/monitoring")
+[ "$images" = upstream ] || extra+=("$IB_ROOT/kustomize/components/images-local")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+render() { # [LINK_CAPACITY_BITS]
+  {
+    echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    echo "kind: Kustomization"
+    echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
+    [ ${#extra[@]} = 0 ] || echo "components: [$(for c in "${extra[@]}"; do realpath --relative-to="$work" "$c"; done | paste -sd,)]"
+    [ -n "${1:-}" ] || [ -n "$release" ] || [ -n "$ingress_cpu" ] && echo "patches:"
+    # INGRESS_CPU: the ingress container's CPU, request = limit (whole cores: pinned by the
+    # static CPU manager; a fraction: a CFS quota), the overlay's other settings as they are.
+    [ -z "$ingress_cpu" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%s" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$ingress_cpu" "$ingress_cpu"
+    # The link capacity NIC utilization is judged against (bench:link_capacity:bits).
+    [ -z "${1:-}" ] || printf '  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
+    # A kube-prometheus-stack with the chart's default selectors picks monitors and rules by
+    # its release's label only.
+    local kind; [ -z "$release" ] || for kind in PodMonitor PrometheusRule; do
+      printf '  - target: { kind: %s }\n    patch: |\n      - { op: add, path: /metadata/labels/release, value: "%s" }\n' "$kind" "$release"
+    done
+  } >"$work/kustomization.yaml"
+  kustomize build --load-restrictor LoadRestrictionsNone "$work" >"$work/manifest.yaml" 2>"$work/err" ||
+    die "overlay $OVERLAY does not build: $(head -n1 "$work/err")"
+}
+render
+# The overlay's bandwidth emulation (components/link-1g), if any.
+shaped=$(awk '$1 == "kubernetes.io/egress-bandwidth:" {print $2; exit}' "$work/manifest.yaml" | tr -d '"')
+if [ "$MONITORING" = 1 ]; then
+  # Declared: LINK_CAPACITY, else the overlay's bandwidth emulation, else the rule's default.
+  capacity=${LINK_CAPACITY:-$shaped}
+  [ -z "$capacity" ] || render "$(link_capacity_bits "$capacity")"
+fi
+
+# No registry here: every image must already be in the node's containerd, or the pods would
+# sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
+if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
+  have=$(local_images)
+  for img in $(awk '$1 == "image:" || $1 == "-" && $2 == "image:" {print $NF}' "$work/manifest.yaml" | tr -d '"' | sort -u); do
+    grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
+      die "image $img of overlay $OVERLAY is not on the local node and no registry is reachable: it validates ('./task lint') but cannot run here"
+  done
+fi
+
+# A previous overlay's objects go first (its controller would otherwise serve too), but for
+# those the new one takes over (bench/platforms/stale_objects.py), most often the backends.
+# (With or without monitoring counts as another overlay: the sidecars come and go. So does
+# another INGRESS_CPU: a rolling update would schedule the new pod beside the old one, and
+# on a small node a whole core more does not fit.) Its PodMonitors and PrometheusRules stay
+# until the new overlay is applied (prune_monitoring): every overlay has the same ones, and a
+# deleted and re-created monitor is a new scrape configuration for the operator to write and
+# Prometheus to reload (18 s here, per switch of overlay), where a kept one finds the new pods
+# by service discovery alone.
+deployed=$OVERLAY; [ "$MONITORING" = 1 ] && deployed+=" +monitoring"; [ -z "$ingress_cpu" ] || deployed+=" +cpu=$ingress_cpu"
+# What is deployed: the overlay (as above) and a stamp of the manifest a deploy last completed
+# with and of its objects as that deploy left them. The stamp is removed when an apply starts
+# and written once it has succeeded: it names a manifest applied whole, and a scale, a
+# restart or an edit of ours since (bench:change makes them) changes what it reads.
+digest=$(sha256sum "$work/manifest.yaml" | cut -c1-32)
+IFS=$'\t' read -r current stamp < <(kubectl get ns "$NS" -o jsonpath='{.metadata.annotations.ingress-bench/variant}{"\t"}{.metadata.annotations.ingress-bench/manifest}{"\n"}' 2>/dev/null) || true
+# objects: the stamp's second half (Deployments by generation, which their status does not
+# move, the rest by resourceVersion) and whether every Deployment is ready and up to date.
+objects() {
+  local json; json=$(kubectl -n "$NS" get deploy,svc,configmap,ingress -l app.kubernetes.io/part-of=ingress-bench -o json) || return 1
+  jq -r '.items[] | "\(.kind)/\(.metadata.name)@\(if .kind == "Deployment" then .metadata.generation else .metadata.resourceVersion end)"' <<<"$json" |
+    sort | sha256sum | cut -c1-32
+  jq -r '[.items[] | select(.kind == "Deployment")] | length > 0 and all(.[]; .status.observedGeneration == .metadata.generation
+    and ([.spec.replicas, .status.replicas, .status.updatedReplicas, .status.readyReplicas, .status.availableReplicas] | unique | length) == 1)' <<<"$json"
+}
+# The same manifest, its objects as the last deploy left them and ready: nothing to apply.
+# Applying it again would change nothing and cost two applies and a rollout wait per
+# Deployment (3 s a run here, on each run of a matrix's rounds).
+unchanged() {
+  [ -n "$stamp" ] && [ "$current" = "$deployed" ] && [ "${stamp%% *}" = "$digest" ] || return 1
+  local seen; seen=$(objects 2>/dev/null | paste -sd' ') || return 1
+  [ "$seen" = "${stamp#* } true" ]
+}
+same=0; unchanged && same=1
+if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
+  # Only what the new manifest cannot take over as it is (bench/platforms/stale_objects.py): the
+  # backends most overlays share keep running, or roll.
+  stale=$(kubectl get all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -o json |
+    "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
+  say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
+  # shellcheck disable=SC2086 # one name a word
+  [ -z "$stale" ] || kubectl -n "$NS" delete $stale --ignore-not-found --wait --timeout=60s >/dev/null
+  kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
+fi
+# prune_monitoring: the PodMonitors and PrometheusRules of ours that the applied overlay has not.
+prune_monitoring() {
+  kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 || return 0
+  local ours mine
+  ours=$(kubectl -n "$NS" get podmonitor,prometheusrule -l app.kubernetes.io/part-of=ingress-bench -o name)
+  mine=$(kubectl get -f "$work/manifest.yaml" -o name 2>/dev/null)
+  ours=$(grep -vxF -f <(printf '%s\n' "$mine") <<<"$ours" || true)
+  # shellcheck disable=SC2086 # one name a word
+  [ -z "$ours" ] || kubectl -n "$NS" delete $ours --wait --timeout=60s >/dev/null
+}
+
+# The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
+# generated here for each new namespace, never committed.
+[ "$same" = 1 ] || kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
+if ! kubectl -n "$NS" get secret ingress-tls >/dev/null 2>&1; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=$HOST_HEADER" -addext "subjectAltName=DNS:$HOST_HEADER" \
+    -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+  kubectl -n "$NS" create secret tls ingress-tls --cert="$work/tls.crt" --key="$work/tls.key" >/dev/null
+fi
+if [ "$same" = 1 ]; then say deploy "overlay $OVERLAY → $PLATFORM: deployed already, ready"; else say deploy "overlay $OVERLAY → $PLATFORM"; fi
+# Ready, or the reason a pod is not: one line.
+rollout() { # SELECTOR: wait for the matching Deployments
+  local d; for d in $(kubectl -n "$NS" get deploy -l "$1" -o name); do
+    kubectl -n "$NS" rollout status "$d" --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1 ||
+      die "$d not ready after ${DEPLOY_TIMEOUT}s: $(pod_problem "$NS" "${d#*/}")"
+  done
+}
+apply() { # [SELECTOR]
+  kubectl apply ${1:+-l "$1"} -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
+}
+# Backends first, the ingress once they serve: an LB that resolves its upstreams when it
+# starts (components/path-lb-pods) then sees every backend pod.
+if [ "$same" = 0 ]; then
+  kubectl annotate ns "$NS" --overwrite "ingress-bench/variant=$deployed" ingress-bench/manifest- >/dev/null
+  apply 'app.kubernetes.io/component!=ingress' # (also every object without the label)
+  rollout 'app.kubernetes.io/component!=ingress'
+  # An ingress that reads its backends' addresses as it starts (components/path-lb-pods) and
+  # that this apply did not roll (its revision, once the rollout settled, is the one before)
+  # would keep the old ones: its pods are replaced (deleted: a rolling restart would schedule
+  # the new pod beside the old, and a second whole core does not fit a small node).
+  revisions() { kubectl -n "$NS" get deploy -l app.kubernetes.io/component=ingress -o jsonpath='{range .items[?(@.metadata.annotations.ingress-bench/upstreams=="resolved-at-start")]}{.metadata.name}={.metadata.annotations.deployment\.kubernetes\.io/revision}{" "}{end}' 2>/dev/null; }
+  before=$(revisions)
+  apply app.kubernetes.io/component=ingress
+  prune_monitoring
+  rollout app.kubernetes.io/component=ingress
+  for d in $before; do
+    grep -qw -- "$d" <<<"$(revisions)" || continue
+    kubectl -n "$NS" delete pod -l "$(kubectl -n "$NS" get deploy "${d%=*}" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' | sed 's/,$//')" --wait=false >/dev/null
+    rollout app.kubernetes.io/component=ingress
+  done
+  kubectl annotate ns "$NS" --overwrite "ingress-bench/manifest=$digest $(objects | head -n1)" >/dev/null
+fi
+
+# The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
+# (512 MiB): after 4 s idle the first 512 MB pass at full speed, and a 20 s run read 1.16
+# Gbit/s through a "1 Gbit/s" link. A NIC has no such allowance: on our own node the burst
+# becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only our pods' host
+# devices (cluster.sh pod-links), never another tbf on the host. (On users' clusters the
+# burst stays: see components/link-1g.)
+if [ "$PLATFORM" = local ] && [ -n "$shaped" ]; then
+  for dev in $(bash "$IB_ROOT/bench/platforms/local/cluster.sh" pod-links); do
+    rate=$(tc qdisc show dev "$dev" root | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1)}')
+    [ -z "$rate" ] || tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
+      die "could not set the link emulation's burst on $dev"
+  done
+fi
+
+# The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,
+# nginx-lb's, or a NodePort of an exposure path). Its address for the load: ClusterIP, or
+# node address:nodePort for a NodePort Service.
+svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.name}')
+[ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress"
+if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort ]; then
+  addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].nodePort}')
+elif [ "$for_pods" = 1 ]; then
+  # The pods' own name for it: a user's service range is unknown here, and may not be reachable.
+  addr=$svc.$NS.svc
+else
+  addr=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
+fi
+if [ "$for_pods" = 1 ]; then
+  # This host may reach none of the cluster's addresses: ready when the Service has a ready
+  # endpoint (the k6 pods' setup() then waits for the first 200 themselves).
+  ready_endpoint() { [ -n "$(kubectl -n "$NS" get endpointslices -l "kubernetes.io/service-name=$svc" -o jsonpath='{.items[*].endpoints[?(@.conditions.ready==true)].addresses[0]}')" ]; }
+  poll "$DEPLOY_TIMEOUT" ready_endpoint || die "ingress $svc has no ready endpoint after ${DEPLOY_TIMEOUT}s"
+  say deploy "ingress $svc ready, for pods at http://$addr/"
+else
+  # ?deploy: the access log tells this request from a run's (bench:change counts the run's).
+  # Ready pods are not yet a path: kube-proxy programs a new Service's address (the LB's, and
+  # the backends' it forwards to) in its own time, over 10 s on a busy 2-CPU node. On our node
+  # nothing is sent to a Service before kube-proxy's rule for it is there: this host routes
+  # the service range onto the bridge, and a SYN sent before (ours, or the LB's to a backend
+  # Service) leaves a conntrack entry without the DNAT for 120 s; a new connection of a run
+  # that drew the same source port then went to no one ("no route to host" after 3 s). A run
+  # with a new connection per request goes through every source port in seconds.
+  if [ "$PLATFORM" = local ]; then
+    # The namespace's Services with a ready endpoint: their ClusterIP and their NodePorts.
+    rules=$(kubectl -n "$NS" get svc,endpointslices -o json | jq -r '
+      (.items | map(select(.kind == "EndpointSlice" and any(.endpoints[]?; .conditions.ready))
+        | .metadata.labels["kubernetes.io/service-name"])) as $ready
+      | .items[] | select(.kind == "Service" and .spec.clusterIP != "None" and (.metadata.name as $n | $ready | index($n)))
+      | "-d \(.spec.clusterIP)/32 ", (.spec.ports[] | select(.nodePort) | "--dport \(.nodePort) ")')
+    programmed() {
+      local nat r; nat=$(iptables -w -t nat -S)
+      while IFS= read -r r; do [ -z "$r" ] || grep -qF -- "$r" <<<"$nat" || return 1; done <<<"$rules"
+    }
+    poll "$DEPLOY_TIMEOUT" programmed ||
+      die "kube-proxy has not programmed the Services of $OVERLAY after ${DEPLOY_TIMEOUT}s (iptables -t nat -S lacks one of: $(paste -sd, <<<"$rules"))"
+  fi
+  poll "$DEPLOY_TIMEOUT" http_ok "http://$addr/1kb.bin?deploy" -H "Host: $HOST_HEADER" ||
+    die "ingress $svc ($addr) does not answer 200 for /1kb.bin after ${DEPLOY_TIMEOUT}s (last: $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Host: $HOST_HEADER" "http://$addr/1kb.bin?deploy"))"
+  say deploy "ingress $svc answering at http://$addr/"
+fi
+echo "$addr"

@@ -1,0 +1,49 @@
+# The local platform's driver (interface: bench/platforms/driver.sh): a real single-node
+# Kubernetes on this host (bench/platforms/local/), the overlay deployed by bench/platforms/deploy.sh,
+# k6 on the host, pinned to the CPUs the ingress does not have.
+
+pf_check() {
+  export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
+  need_overlay "$VARIANT"
+  [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
+  image_set >/dev/null
+  # The kubelet keeps one CPU out of exclusive use (bench/platforms/local/kubelet.yaml) and pins
+  # the ingress to others: k6 goes on the CPUs the ingress does not have (known after deploy).
+  export CLIENT_CPUS=${CLIENT_CPUS:-$(($(nproc) - 1))}
+}
+
+# pf_cluster_up: the cluster and its monitoring stack (what deploy's monitoring component needs).
+pf_cluster_up() {
+  need_root "a run on the local cluster"
+  bash "$IB_ROOT/ci/tools/tools.sh" cluster >/dev/null
+  bash "$IB_ROOT/bench/platforms/local/cluster.sh" up || exit 1
+  export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
+  if own_monitoring; then bash "$IB_ROOT/bench/platforms/monitoring/monitoring.sh" up || exit 1; fi
+}
+
+pf_up() {
+  pf_cluster_up
+  local addr scheme
+  addr=$(bash "$IB_ROOT/bench/platforms/deploy.sh") || exit 1
+  # The pods its monitors scrape: the ingress's, or a NodePort straight to the backends' (no
+  # ingress pod: waiting for one took the whole timeout).
+  if own_monitoring; then bash "$IB_ROOT/bench/platforms/monitoring/monitoring.sh" wait "$([[ $addr == *:* ]] && echo backend || echo ingress)"; fi
+  scheme=$(scenario_scheme "$1")
+  if [[ $addr == *:* ]]; then
+    # A NodePort straight to the backends: plain HTTP, counted by the backend's stub_status.
+    [ "$scheme" = http ] || die "overlay $VARIANT exposes plain HTTP only (no TLS without an ingress): use rps or throughput"
+    STUB=http://$addr/stub_status
+  else
+    STUB=http://$addr:8080/stub_status # nginx-lb's status port; one replica, so exact counts
+  fi
+  export TARGET=$scheme://$addr
+  SERVER_CPU_LIST=$(ingress_cpuset)
+  # A CPU amount that is not whole cores is a CFS quota in the shared pool, beside k6.
+  INGRESS_CORES=''
+  [ -z "${INGRESS_CPU:-}" ] || INGRESS_CORES=$(cpu_cores "$INGRESS_CPU" | awk '$1 != int($1)')
+  CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
+  PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
+  RUN=(taskset -c "$CLIENT_CPU_LIST")
+}
+
+pf_cpu_groups() { pod_groups; }

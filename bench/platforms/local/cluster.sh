@@ -1,0 +1,402 @@
+#!/usr/bin/env bash
+# The local platform: a real single-node Kubernetes from upstream binaries on this host.
+#   bench/platforms/local/cluster.sh up       etcd, containerd, API server, controller manager, scheduler,
+#                                  kubelet, kube-proxy (iptables), CoreDNS; waits for Ready
+#   bench/platforms/local/cluster.sh down     stops all of it and removes every process, network namespace,
+#                                  bridge, device, route, iptables rule, mount, cgroup and file it
+#                                  made, and restores the sysctls it changed; nothing it did not
+#                                  make, and nothing at all without a cluster of ours (idempotent)
+#   bench/platforms/local/cluster.sh status   exit 0 when the API answers and the node is Ready
+#   bench/platforms/local/cluster.sh procs    the pids of every live process of it, containers included
+#   bench/platforms/local/cluster.sh pod-links  our pods' host devices: the veths on our bridge and
+#                                  the CNI bandwidth plugin's ifb devices of those (deploy.sh)
+# Ownership: up records the host's iptables rules before it starts anything ($S/before); down
+# removes only KUBE-/CNI- chains and rules that appeared since, and ours (IBENCH-*). up refuses
+# next to another Kubernetes (its KUBE-* chains, or its ports). Pods' network namespaces are
+# pinned under the state dir, never in /run/netns (containerd.toml).
+# Addresses (all in the project's 198.18.0.0/15; the lab uses 198.18.0.0/24):
+#   node and pod bridge 198.18.64.1 on ibench-cni0, pods 198.18.64.0/18, services 198.18.128.0/20.
+# Nothing is routed off the host: ip_forward stays as found (0 here; pods share one bridge
+# with the node), no masquerade, and a FORWARD rule drops the range toward other interfaces.
+set -euo pipefail
+. "$(dirname "$0")/../../lib.sh"
+# shellcheck source=bench/platforms/cgroup.sh
+. "$IB_ROOT/bench/platforms/cgroup.sh"
+cg_detect # v1, hybrid or unified v2, from the mount table
+
+S=$IB_CLUSTER_STATE
+CONF=$IB_ROOT/bench/platforms/local
+BRIDGE=ibench-cni0
+NODE_IP=198.18.64.1                 # must match kubeconfig/cni/kubelet below
+POD_CIDR=198.18.64.0/18
+SERVICE_CIDR=198.18.128.0/20
+DNS_IP=198.18.128.10
+NODE_NAME=ibench-node
+CGROUP_ROOT=/$IB_KUBELET_CGROUP     # kubelet's cgroupRoot: every pod cgroup lives below it (bench/lib.sh)
+FWD_CHAIN=IBENCH-FORWARD
+OUT_CHAIN=IBENCH-OUTPUT
+# Chains kube-proxy, the kubelet, the CNI plugins (portmap, bandwidth) and we create.
+OWN_CHAINS='KUBE-|CNI-|IBENCH-'
+IPT_TABLES="filter nat mangle raw"
+# A Kubernetes's ports: API server, etcd client and peer, kubelet, controller manager,
+# scheduler, kube-proxy metrics and healthz.
+KUBE_PORTS="6443 2379 2380 10250 10257 10259 10249 10256"
+# kube-proxy's metrics and healthz speak plain HTTP without authentication: only root may
+# connect ($OUT_CHAIN); nothing else can reach 127.0.0.1 from outside the host.
+ROOT_ONLY_PORTS=10249,10256
+# Sysctls changed while the cluster runs, found by diffing `sysctl -a` across an up and a
+# deploy: the CNI bridge plugin (isGateway) turns net.ipv4.ip_forward on, which turns every
+# interface's forwarding on and conf.all.accept_redirects off (the kernel's
+# inet_forward_change); saved at up, restored at down in this order (forwarding first: setting
+# it resets accept_redirects). kube-proxy sets bridge-nf-call-iptables when it is off (on
+# here already). The kubelet's own (kernel.panic=10, panic_on_oops=1, ...) are never written:
+# see kubelet_ns.
+SYSCTLS="net.ipv4.ip_forward net.ipv4.conf.*.forwarding net.ipv4.conf.all.accept_redirects net.bridge.bridge-nf-call-iptables"
+# setupKernelTunables (pkg/kubelet/cm/container_manager_linux.go, v1.34): the values the kubelet
+# wants; it writes them to the host unless protectKernelDefaults, where it refuses to start.
+KUBELET_TUNABLES="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000"
+export KUBECONFIG=$S/pki/admin.kubeconfig
+LOCAL_IMAGES="pause-$PAUSE_TAG nginx-$NGINX_IMAGE_TAG coredns-$COREDNS_VERSION k6-$K6_LOCAL_TAG" # bench/platforms/local/images.sh
+
+# Logs outlive the cluster (a failed up removes everything else): the last run's are here.
+LOGS=$IB_CACHE/logs/cluster
+log() { echo "$LOGS/$1.log"; }
+
+# start NAME CMD...: a daemon of the cluster, its pid in $S/pids/NAME, its log in $S/logs.
+start() {
+  local name=$1; shift
+  setsid "$@" >"$(log "$name")" 2>&1 </dev/null &
+  echo $! >"$S/pids/$name"
+  disown
+}
+
+wait_for() { # SECONDS WHAT CMD...: poll CMD until it succeeds
+  local secs=$1 what=$2; shift 2
+  poll "$secs" "$@" || die "$what not ready after ${secs}s (logs: $LOGS/)"
+}
+
+our_pids() { # every live process this cluster started, containers included
+  local pid
+  # Zombies are dead already (this machine's PID 1 reaps them late) but stay listed in
+  # cgroup.procs: skip them.
+  for pid in $(our_pids_all | sort -u); do
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] || [ ! -e "/proc/$pid" ] || echo "$pid"
+  done
+}
+
+our_pids_all() {
+  local f pid
+  for f in "$S"/pids/*; do [ -f "$f" ] && pid=$(cat "$f") && kill -0 "$pid" 2>/dev/null && echo "$pid"; done
+  # Container processes: everything in a cgroup anywhere below the kubelet's cgroup root.
+  cg_procs "$(cg_path pids "$CGROUP_ROOT")"
+  pgrep -f "containerd-shim-runc-v2 .*-address $S/" || true
+}
+
+pki() {
+  local d=$S/pki
+  mkdir -p "$d" && cd "$d"
+  # EC keys: quick to make at every up; nothing here is kept or committed.
+  # Only root may read the keys (the state dir is root's too).
+  umask 077
+  ca() { # NAME CN
+    openssl ecparam -name prime256v1 -genkey -noout -out "$1.key"
+    openssl req -x509 -new -key "$1.key" -subj "/CN=$2" -days 30 -out "$1.crt" 2>/dev/null
+  }
+  cert() { # NAME SUBJECT [SAN], signed by $signer (default: ca)
+    openssl ecparam -name prime256v1 -genkey -noout -out "$1.key"
+    openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
+    local ext=; [ -n "${3:-}" ] && { printf 'subjectAltName=%s\n' "$3" >"$1.ext"; ext="-extfile $1.ext"; }
+    # shellcheck disable=SC2086
+    openssl x509 -req -in "$1.csr" -CA "${signer:-ca}.crt" -CAkey "${signer:-ca}.key" -CAcreateserial -days 30 -out "$1.crt" $ext 2>/dev/null
+  }
+  ca ca ingress-bench-ca
+  # etcd trusts its own CA only: a certificate of the cluster's (the admin's, the kubelet's)
+  # is no key to etcd; only the API server's etcd client certificate is.
+  ca etcd-ca ingress-bench-etcd-ca
+  signer=etcd-ca cert etcd /CN=etcd IP:127.0.0.1
+  signer=etcd-ca cert etcd-client /CN=kube-apiserver-etcd-client
+  cert apiserver /CN=kube-apiserver "IP:$NODE_IP,IP:${SERVICE_CIDR%.0/*}.1,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert kubelet "/CN=$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"
+  # One cluster-admin identity for the control plane, kubelet and kube-proxy: a single-user
+  # benchmark cluster; the Node and RBAC authorizers are still on for workloads.
+  cert admin "/O=system:masters/CN=ingress-bench-admin"
+  openssl ecparam -name prime256v1 -genkey -noout -out sa.key
+  openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
+  kubectl config set-cluster local --server="https://$NODE_IP:6443" --certificate-authority=ca.crt --embed-certs --kubeconfig=admin.kubeconfig >/dev/null
+  kubectl config set-credentials admin --client-certificate=admin.crt --client-key=admin.key --embed-certs --kubeconfig=admin.kubeconfig >/dev/null
+  kubectl config set-context local --cluster=local --user=admin --kubeconfig=admin.kubeconfig >/dev/null
+  kubectl config use-context local --kubeconfig=admin.kubeconfig >/dev/null
+  umask 022
+  cd - >/dev/null
+}
+
+render() { # TEMPLATE -> stdout, with the cluster's variables filled in
+  sed -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
+      -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
+      -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \
+      "$1"
+}
+
+network_up() {
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  # Service IPs are translated by kube-proxy after routing: give them a route that stays on
+  # the bridge, so without a rule a packet goes nowhere rather than to the default gateway.
+  ip route add "$SERVICE_CIDR" dev "$BRIDGE"
+  iptables -N "$FWD_CHAIN"
+  # ibench+: every bridge of the project (this one, the lab's ibench0): bridged frames pass
+  # FORWARD too (br_netfilter), and traffic between project hosts must.
+  iptables -A "$FWD_CHAIN" -s 198.18.0.0/15 ! -o ibench+ -j DROP
+  iptables -I FORWARD 1 -j "$FWD_CHAIN"
+  iptables -N "$OUT_CHAIN"
+  iptables -A "$OUT_CHAIN" -d 127.0.0.1 -p tcp -m multiport --dports "$ROOT_ONLY_PORTS" -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset
+  iptables -I OUTPUT 1 -j "$OUT_CHAIN"
+}
+
+save_sysctls() {
+  local k re all keys
+  all=$(sysctl -a 2>/dev/null)
+  read -ra keys <<<"$SYSCTLS" # read, not a loop over $SYSCTLS: no glob expansion of the *
+  # A pattern (conf.*.forwarding) stands for every interface there is now.
+  for k in "${keys[@]}"; do
+    re="^${k//./[.]}\$"; re=${re//\*/[^.]+}
+    awk -v re="$re" '$1 ~ re {print $1 "=" $3}' <<<"$all"
+  done >"$S/sysctls.saved"
+}
+
+# record_host: the host's iptables rules before up, so down removes only what appeared since.
+record_host() {
+  local fam t
+  mkdir -p "$S/before"
+  for fam in iptables ip6tables; do
+    for t in $IPT_TABLES; do "$fam" -t "$t" -S >"$S/before/$fam-$t" 2>/dev/null || : >"$S/before/$fam-$t"; done
+  done
+}
+
+# refuse_foreign: one line and exit when another Kubernetes is on this host: its chains
+# (kube-proxy's and the kubelet's are all KUBE-*, and down could not tell ours from its) or
+# one of its ports.
+refuse_foreign() {
+  local fam chains used
+  for fam in iptables ip6tables; do
+    chains=$("$fam-save" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}' | sort -u | paste -sd' ')
+    [ -z "$chains" ] || die "another Kubernetes is on this host ($fam chains $chains): the local cluster's rules would mix with its own; take it down first"
+  done
+  used=$(ss -Hltnp | awk -v ports=" $KUBE_PORTS " '{n = split($4, a, ":"); if (index(ports, " " a[n] " ")) {print a[n], $4, $6; exit}}')
+  [ -z "$used" ] || die "port ${used%% *} is in use (${used#* }): another Kubernetes on this host? the local cluster needs ports $KUBE_PORTS"
+}
+
+# pod_links: our pods' host devices: the veths on our bridge and the ifb devices the CNI
+# bandwidth plugin redirects their ingress to (egress shaping of the pod).
+pod_links() {
+  local dev
+  for dev in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    echo "$dev"
+    tc filter show dev "$dev" parent ffff: 2>/dev/null | sed -n 's/.*Redirect to device \([^)]*\)).*/\1/p'
+  done | awk '!seen[$0]++'
+}
+
+# kubelet_ns KUBELET_ARGS...: the kubelet in a mount namespace of its own where the files of
+# KUBELET_TUNABLES read as the values it wants, so with protectKernelDefaults it checks them,
+# finds them, and never writes the host's (a kernel oops would otherwise reboot the user's
+# machine 10 s later: kernel.panic=10, panic_on_oops=1). Its volume mounts must still reach
+# containerd: $S/kubelet is a shared mount, so they propagate back to the host.
+kubelet_ns() {
+  local kv k f
+  # A host whose / is shared (systemd) must not see the binds below.
+  mount --make-rprivate /proc
+  mkdir -p "$S/kubelet-view"
+  for kv in $KUBELET_TUNABLES; do
+    k=${kv%%=*} f=/proc/sys/${k//.//}
+    [ "$(cat "$f")" = "${kv#*=}" ] && continue
+    echo "${kv#*=}" >"$S/kubelet-view/$k"
+    mount --bind -o ro "$S/kubelet-view/$k" "$f"
+  done
+  # Its symlinks to the pods' logs go to /var/log/containers, a fixed path, which it would
+  # make on the host: the state's directory as /var/log, in this namespace only (the pods'
+  # logs themselves are in podLogsDir, kubelet.yaml).
+  mkdir -p "$S/var-log"
+  mount --bind "$S/var-log" /var/log
+  exec kubelet "$@"
+}
+
+# control_plane: etcd, containerd and the API server started (up waits for them).
+control_plane() {
+  local p=$S/pki
+  # TLS both ways, on loopback: only the API server's client certificate opens etcd.
+  start etcd etcd --data-dir "$S/etcd" --listen-client-urls https://127.0.0.1:2379 \
+    --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 \
+    --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster default=https://127.0.0.1:2380 \
+    --cert-file="$p/etcd.crt" --key-file="$p/etcd.key" --client-cert-auth --trusted-ca-file="$p/etcd-ca.crt" \
+    --peer-cert-file="$p/etcd.crt" --peer-key-file="$p/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file="$p/etcd-ca.crt"
+  start containerd containerd --config "$S/containerd.toml"
+  start kube-apiserver kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
+    --etcd-cafile="$p/etcd-ca.crt" --etcd-certfile="$p/etcd-client.crt" --etcd-keyfile="$p/etcd-client.key" --anonymous-auth=false \
+    --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 \
+    --service-cluster-ip-range="$SERVICE_CIDR" --client-ca-file="$p/ca.crt" \
+    --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
+    --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$p/sa.pub" \
+    --service-account-signing-key-file="$p/sa.key" --authorization-mode=Node,RBAC \
+    --kubelet-client-certificate="$p/admin.crt" --kubelet-client-key="$p/admin.key" \
+    --kubelet-certificate-authority="$p/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP,Hostname --allow-privileged=true
+}
+
+# node_up: the controller manager, the scheduler, the kubelet and kube-proxy started.
+node_up() {
+  local p=$S/pki
+  # Loopback only; every path authenticated and authorized (no always-allowed /healthz).
+  local guarded=(--bind-address=127.0.0.1 --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
+    --authorization-always-allow-paths=)
+  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
+    --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
+    --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam'
+  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
+  # kubelet_ns's volume mounts reach the host through this shared mount (see there).
+  mount --bind "$S/kubelet" "$S/kubelet" && mount --make-shared "$S/kubelet"
+  # --housekeeping-interval: cAdvisor refreshes container stats every 10 s by default, too
+  # coarse for the 2 s scrape the bench:* rules expect (monitoring/README.md).
+  start kubelet unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
+    --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
+    --hostname-override="$NODE_NAME" --root-dir="$S/kubelet" --containerd="$S/containerd/containerd.sock" \
+    --housekeeping-interval=1s
+  start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
+}
+
+up() {
+  need_root "cluster:up"
+  local b; for b in kube-apiserver kubelet kube-proxy kubectl; do
+    command -v "$b" >/dev/null || die "$b is not built: run './task cluster:tools'"
+  done
+  for b in etcd containerd runc; do command -v "$b" >/dev/null || die "$b is missing: run './task cluster:tools'"; done
+  for b in $LOCAL_IMAGES; do [ -f "$IB_CACHE/images/$b.tar" ] || die "image $b is not built: run './task cluster:tools'"; done
+  if status >/dev/null 2>&1; then say cluster "up (Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP)"; return 0; fi
+  [ -d "$S" ] && down
+  if ip link show "$BRIDGE" >/dev/null 2>&1 || iptables -nL "$FWD_CHAIN" >/dev/null 2>&1 || iptables -nL "$OUT_CHAIN" >/dev/null 2>&1 ||
+     [ -d "$(cg_path cpu "$CGROUP_ROOT")" ]; then
+    die "leftovers of another cluster ($BRIDGE, $FWD_CHAIN, $OUT_CHAIN or cgroup $CGROUP_ROOT exist, no state in $S): remove them by hand"
+  fi
+  refuse_foreign
+  local t0=$SECONDS
+  # CLUSTER_KEEP_FAILED=1 keeps a failed cluster for inspection (then run down).
+  trap 'rc=$?; [ $rc = 0 ] || [ -n "${CLUSTER_KEEP_FAILED:-}" ] || down; exit $rc' EXIT
+  trap 'exit 130' INT TERM
+  rm -rf "$LOGS" && mkdir -p "$LOGS" "$S"/{pids,etcd,cni/net.d,kubelet}
+  # The kubelet's cgroup root: in every v1 hierarchy with its cpuset filled; on v2 once, with
+  # the kubelet's controllers enabled above it (the root's subtree_control recorded for down).
+  cg_kubelet_root_prepare "$CGROUP_ROOT" "$S/cgroup.subtree_control.saved"
+  record_host
+  save_sysctls
+  pki
+  network_up
+  render "$CONF/cni.conflist" >"$S/cni/net.d/10-ibench.conflist"
+  render "$CONF/containerd.toml" >"$S/containerd.toml"
+  render "$CONF/kubelet.yaml" >"$S/kubelet.yaml"
+  render "$CONF/kube-proxy.yaml" >"$S/kube-proxy.yaml"
+  # A resolv.conf without a nameserver: pods that follow the node (CoreDNS) get no upstream.
+  echo "search cluster.local" >"$S/resolv.conf"
+
+  control_plane
+  wait_for 20 containerd test -S "$S/containerd/containerd.sock"
+  say cluster "importing images"
+  # shellcheck disable=SC2086 # one name a word
+  import_images $LOCAL_IMAGES
+  wait_for 60 "kube-apiserver" kubectl get --raw /readyz
+  # No anonymous access: the API server has none, and the controller manager and scheduler
+  # ask it (SubjectAccessReview) about anonymous requests, which RBAC's bootstrap binding
+  # system:public-info-viewer grants /healthz, /livez, /readyz and /version: keep it to
+  # authenticated users (autoupdate off, or the API server restores it at its next start).
+  kubectl patch clusterrolebinding system:public-info-viewer --type=merge >/dev/null -p \
+    '{"metadata":{"annotations":{"rbac.authorization.kubernetes.io/autoupdate":"false"}},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:authenticated"}]}'
+  node_up
+  wait_for 60 "node $NODE_NAME" kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+  render "$CONF/coredns.yaml" | kubectl apply -f - >/dev/null
+  kubectl -n kube-system rollout status deploy/coredns --timeout=90s >/dev/null 2>&1 ||
+    die "CoreDNS not ready after 90s: $(pod_problem kube-system coredns)"
+  trap - EXIT INT TERM
+  say cluster "up: Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP ready in $((SECONDS - t0)) s (KUBECONFIG=$KUBECONFIG)"
+}
+
+down() {
+  local pid name i m
+  # No state dir: no cluster of ours is up, and nothing on this host is ours to touch.
+  [ -d "$S" ] || return 0
+  # The host k6's cgroup sampler writes into the state directory (bench/platforms/monitoring/monitoring.sh).
+  [ -f "$S/textfile/.sampler.pid" ] && kill "$(cat "$S/textfile/.sampler.pid")" 2>/dev/null || true
+  bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" remove # the host k6's cgroup
+  # Our pods' host devices, while the bridge still tells them (a down cut short keeps the list).
+  pod_links >>"$S/pod-links"
+  # Control plane and node agents first, so nothing restarts the containers killed next.
+  for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver; do
+    [ -f "$S/pids/$name" ] && kill -TERM "$(cat "$S/pids/$name")" 2>/dev/null || true
+  done
+  for i in $(seq 20); do
+    pid=$(our_pids); [ -z "$pid" ] && break
+    kill -KILL $pid 2>/dev/null || true
+    sleep 0.25
+  done
+  [ -z "$(our_pids)" ] || die "processes of the cluster survive SIGKILL: $(our_pids | tr '\n' ' ')"
+  # Mounts: container root filesystems, pod volumes, the pods' network namespaces (pinned
+  # under the state dir), the kubelet's shared mount.
+  for m in $(awk -v s="$S/" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  cleanup_iptables
+  ip route del "$SERVICE_CIDR" dev "$BRIDGE" 2>/dev/null || true
+  # Pods' veths (deleting the host end removes the pair at once, whatever the kernel's pace in
+  # freeing the pod's network namespace) and the bandwidth plugin's ifb devices: the pods were
+  # killed, so no CNI DEL removed them.
+  for m in $(sort -u "$S/pod-links"); do ip link del "$m" 2>/dev/null || true; done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  # cgroups below the kubelet's root, deepest first, in every hierarchy; then (v2) the
+  # subtree_control up had changed, and the kubelet's runc after it, as up found it.
+  cg_remove_tree "$CGROUP_ROOT"
+  cg_kubelet_root_restore "$S/cgroup.subtree_control.saved"
+  if [ -f "$S/sysctls.saved" ]; then
+    while IFS='=' read -r k v; do [ -n "$v" ] && sysctl -qw "$k=$v" 2>/dev/null || true; done <"$S/sysctls.saved"
+  fi
+  rm_state "$S"
+}
+
+# cleanup_iptables: removes the rules and chains that appeared since up (against $S/before)
+# and belong to KUBE-/CNI- chains or ours: a new chain of those names, a new rule in such a
+# chain or jumping to one. The host's own rules, and everything there before up, stay.
+cleanup_iptables() {
+  local fam t script line
+  for fam in iptables ip6tables; do
+    for t in $IPT_TABLES; do
+      [ -f "$S/before/$fam-$t" ] || continue
+      script=$({ "$fam" -t "$t" -S 2>/dev/null || true; } | { grep -vxFf "$S/before/$fam-$t" || true; } | awk -v own="^($OWN_CHAINS)" '
+        $1 == "-N" && $2 ~ own { new[$2] = 1; chains[++n] = $2; next }
+        $1 == "-A" { rule[++m] = $0; chain[m] = $2; target[m] = ""
+                     for (i = 3; i < NF; i++) if ($i == "-j" || $i == "-g") target[m] = $(i + 1) }
+        END {
+          for (i = 1; i <= m; i++)
+            if (!(chain[i] in new) && (chain[i] ~ own || target[i] ~ own)) { r = rule[i]; sub(/^-A/, "-D", r); print r }
+          for (i = 1; i <= n; i++) print "-F " chains[i]
+          for (i = 1; i <= n; i++) print "-X " chains[i]
+        }')
+      [ -n "$script" ] || continue
+      # iptables-restore reads -S's quoting (comments with spaces); one transaction, else
+      # line by line so one vanished rule does not keep the others.
+      printf '*%s\n%s\nCOMMIT\n' "$t" "$script" | "$fam-restore" --noflush 2>/dev/null && continue
+      while read -r line; do printf '*%s\n%s\nCOMMIT\n' "$t" "$line" | "$fam-restore" --noflush 2>/dev/null || true; done <<<"$script"
+    done
+  done
+}
+
+status() {
+  [ -f "$KUBECONFIG" ] || { echo "cluster: down"; return 1; }
+  kubectl get --raw /readyz >/dev/null 2>&1 || { echo "cluster: API server not answering"; return 1; }
+  kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s >/dev/null 2>&1 || { echo "cluster: node not Ready"; return 1; }
+  echo "cluster: up, Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP, KUBECONFIG=$KUBECONFIG"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) need_root "cluster:down"; down; say cluster down ;;
+  status) status ;;
+  procs) our_pids ;;
+  pod-links) pod_links ;;
+  kubelet-ns) shift; kubelet_ns "$@" ;;
+  *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links" ;;
+esac

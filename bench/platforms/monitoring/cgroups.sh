@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# CPU accounting for what the suite runs outside Kubernetes (the lab's nginx, k6 on a host):
+# one cgroup per role (v1: in the cpuacct and cpu hierarchies; v2: one group in the unified
+# tree; bench/platforms/cgroup.sh), and a sampler that serves their counters to
+# node-exporter's textfile collector, where the bench:* rules read them
+# (bench_cgroup_cpu_seconds_total, bench_cgroup_cpus: monitoring/lab/rules.yaml,
+# kustomize/components/monitoring/rules.yaml).
+#   bench/platforms/monitoring/cgroups.sh run ROLE CMD...   run CMD (and its children) in ROLE's group
+#   bench/platforms/monitoring/cgroups.sh sample DIR        write DIR/bench-cgroups.prom every second
+#   bench/platforms/monitoring/cgroups.sh remove            remove the (empty) groups
+#   bench/platforms/monitoring/cgroups.sh usage < GROUPS    CPU used so far by each role, and the host's
+#                                                        (GROUPS: lines "ROLE REL": a group's path in
+#                                                        every hierarchy, globs allowed; bench.sh reads
+#                                                        it before and after the load)
+set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/../../lib.sh"
+# shellcheck source=bench/platforms/cgroup.sh
+. "$IB_ROOT/bench/platforms/cgroup.sh"
+GROUP=ingress-bench # every role's group lives below it
+case "${1:-}" in
+  run|sample|usage)
+    cg_detect
+    ACCT=$(cg_path cpuacct $GROUP); CPU=$(cg_path cpu $GROUP) ;; # one directory on v2
+esac
+
+# The sampler runs beside every monitored run, once a second: bash builtins only, results in
+# variables rather than $(...) (each a fork), so its own CPU stays out of the measurement.
+# It waits with read -t on a pipe nobody writes instead of forking sleep; mv, which keeps the
+# collector from reading a half-written file, is its one fork a second: 0.8% of a core, with
+# three groups (1.5% with sleep and a read per line of /proc/PID/status).
+
+# cpus_of ACCT_DIR: CPUS, the CPUs the group's first process may run on (taskset), one
+# entry per CPU; empty for a group without processes.
+# mapfile: read line by line, bash re-reads /proc/PID/status from its start for each line
+# (1.9 ms a call here, against 0.4 ms).
+cpus_of() {
+  local pid l v='' r c
+  CPUS=()
+  read -r pid <"$1/cgroup.procs" 2>/dev/null || return 0
+  mapfile -t STATUS <"/proc/$pid/status" 2>/dev/null || return 0
+  for l in "${STATUS[@]}"; do [[ $l == Cpus_allowed_list:* ]] && { v=${l#*:}; break; }; done
+  for r in ${v//,/ }; do for ((c = ${r%-*}; c <= ${r#*-}; c++)); do CPUS+=("$c"); done; done
+}
+
+sample() {
+  local dir=$1 d role c tick
+  mkdir -p "$dir"
+  exec {tick}<> <(:) # a pipe nobody writes: read -t on it is a sleep without a fork
+  while :; do
+    {
+      echo "# HELP bench_cgroup_cpu_seconds_total CPU time of the suite's processes of a role (cgroup cpuacct or cpu.stat)."
+      echo "# TYPE bench_cgroup_cpu_seconds_total counter"
+      for d in "$ACCT"/*/; do
+        [ -d "$d" ] || continue
+        role=${d%/}; role=${role##*/}; cg_usage_ns "$d"
+        printf 'bench_cgroup_cpu_seconds_total{role="%s"} %d.%09d\n' "$role" $((CG_NS / 1000000000)) $((CG_NS % 1000000000))
+        # What the group may use: its CFS quota if it has one, else its CPUs (taskset). A
+        # starved group reaches 1.0 of this, a free one does not.
+        cg_quota "$CPU/$role"; cpus_of "$d"
+        if [ "$CG_QUOTA" -gt 0 ]; then
+          printf 'bench_cgroup_cpus{role="%s"} %d.%03d\n' "$role" $((CG_QUOTA / CG_PERIOD)) $((CG_QUOTA * 1000 / CG_PERIOD % 1000))
+        elif [ "${#CPUS[@]}" -gt 0 ]; then
+          echo "bench_cgroup_cpus{role=\"$role\"} ${#CPUS[@]}"
+        fi
+        # The rules judge how busy those CPUs are: a client starved by its neighbours is a
+        # limit too.
+        for c in "${CPUS[@]}"; do echo "bench_cgroup_cpu_allowed{role=\"$role\",cpu=\"$c\"} 1"; done
+      done
+    } >"$dir/.bench-cgroups.prom.tmp"
+    mv "$dir/.bench-cgroups.prom.tmp" "$dir/bench-cgroups.prom" # never a half-written file
+    read -r -t 1 -u "$tick" || true
+  done
+}
+
+# usage: "ROLE NS" per role (the groups' CPU time summed), "host NS" (every CPU's busy time,
+# /proc/stat, jiffies of 10 ms), "cpus ROLE N" (what the first group of a role may use: its CFS
+# quota in cores, else the CPUs its first process may run on), "period ROLE US" (its CFS period) and "at NS" (the
+# reading's time, ns since the epoch). A role whose
+# groups are all gone (a pod replaced) prints nothing: its count is unknown, never 0.
+usage() {
+  local role rel d seen=() busy
+  declare -A ns=()
+  while read -r role rel; do
+    for d in $(cg_path cpuacct "$rel"); do # the glob expands here
+      [ -d "$d" ] || continue
+      cg_usage_ns "$d"; ns[$role]=$(( ${ns[$role]:-0} + CG_NS ))
+      [[ " ${seen[*]} " == *" $role "* ]] && continue
+      seen+=("$role")
+      cg_quota "$(cg_path cpu "${d#"$(cg_path cpuacct /)"}")"
+      if [ "$CG_QUOTA" -gt 0 ]; then
+        printf 'cpus %s %d.%03d\nperiod %s %d\n' "$role" $((CG_QUOTA / CG_PERIOD)) $((CG_QUOTA * 1000 / CG_PERIOD % 1000)) "$role" "$CG_PERIOD"
+      else
+        cpus_of "$d" # its processes' CPUs: the pod's cpuset, the lab's taskset
+        [ "${#CPUS[@]}" = 0 ] || echo "cpus $role ${#CPUS[@]}"
+      fi
+    done
+  done
+  for role in "${!ns[@]}"; do echo "$role ${ns[$role]}"; done
+  read -r _ u n s _ _ i si st _ </proc/stat
+  busy=$((u + n + s + i + si + st)); echo "host $((busy * 10000000))"
+  echo "at ${EPOCHREALTIME/./}000"
+}
+
+case "${1:-}" in
+  usage) usage ;;
+  run) cg_join "$GROUP/$2" $$; shift 2; exec "$@" ;;
+  sample) sample "$2" ;;
+  remove) cg_detect; cg_remove_tree $GROUP ;;
+  *) echo "usage: bench/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR | remove | usage" >&2; exit 2 ;;
+esac

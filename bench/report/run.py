@@ -1,0 +1,121 @@
+"""A run as its directory holds it: meta.json and summary.json (k6/lib/summary.js, completed by
+summary.py), and the time series fetched into timeseries.json (prometheus.py)."""
+import json
+import re
+import sys
+import urllib.parse
+from datetime import datetime
+from pathlib import Path
+
+from .fmt import num
+
+# The signal contract (monitoring/signals.yaml, read by monitoring/signals.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "monitoring"))
+import signals as contract  # noqa: E402
+
+# summary.json .correlation.signals: name -> (unit, recording rule, meaning), in the contract's order.
+SIGNALS = contract.report_signals()
+# The rules' rate window: the client's series are rated over the same, so the two line up.
+RULE_WINDOW = contract.load()["window"]
+# verdict.limit -> the utilization that names it (the bar drawn in red).
+LIMIT_SIGNAL = {s["verdict"]["limit"]: s["key"] for s in contract.limits(contract.load())}
+
+
+class Bad(Exception):
+    """Bad input: main() prints it as one line and exits 2."""
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise Bad(f"{path} is not readable JSON: {e}")
+
+
+class Run:
+    def __init__(self, path):
+        d = Path(path)
+        if not d.is_dir():
+            raise Bad(f"{d}: no such run directory")
+        for f in ("meta.json", "summary.json"):
+            if not (d / f).is_file():
+                raise Bad(f"{d} is not a run directory: it has no {f}")
+        self.dir, self.meta, self.summary = d, read_json(d / "meta.json"), read_json(d / "summary.json")
+        if not isinstance(self.meta, dict) or not isinstance(self.summary, dict) \
+                or not isinstance(self.summary.get("result"), dict) or not num(self.summary["result"].get("rps")):
+            raise Bad(f"{d}/summary.json has no .result.rps: not a finished run")
+
+    def _part(self, key):
+        v = self.summary.get(key)
+        return v if isinstance(v, dict) else {}
+
+    result = property(lambda s: s.summary["result"])
+    client = property(lambda s: s._part("client"))
+    server = property(lambda s: s._part("server"))
+    correlation = property(lambda s: s._part("correlation"))
+    verdict = property(lambda s: s._part("verdict"))
+    testid = property(lambda s: str(s.meta.get("testid") or s.dir.name))
+    scenario = property(lambda s: str(s.meta.get("scenario") or s.result.get("scenario") or "?"))
+    variant = property(lambda s: str(s.meta.get("variant") or "?"))
+    platform = property(lambda s: str(s.meta.get("platform") or "?"))
+    target = property(lambda s: str(s.meta.get("target") or ""))
+    scheme = property(lambda s: urllib.parse.urlsplit(s.target).scheme or "?")
+    path = property(lambda s: urllib.parse.urlsplit(s.target).path or "/")
+    invalid = property(lambda s: s.verdict.get("valid") is False)
+
+    def value(self):
+        """The scenario's headline number: Gbit/s for throughput, requests (or handshakes) per second."""
+        return self.result.get("gbit_per_s") if self.scenario == "throughput" else self.result.get("rps")
+
+    def window(self):
+        """The run's time range: the correlation's window, else meta's end minus its length."""
+        w = self.correlation.get("window")
+        if isinstance(w, dict) and num(w.get("start")) and num(w.get("end")) and w["end"] > w["start"]:
+            return float(w["start"]), float(w["end"])
+        try:
+            end = datetime.fromisoformat(str(self.meta["finished_at"]).replace("Z", "+00:00")).timestamp()
+            seconds = float(self.meta["run_seconds"])
+        except (KeyError, TypeError, ValueError):
+            raise Bad(f"{self.dir}: no time window (summary.json has no .correlation.window, "
+                      f"meta.json no finished_at and run_seconds)")
+        return end - seconds, end
+
+    def cpus(self):
+        """(variant without its CPU part, ingress CPUs): an overlay named -<N>cpu, the lab's
+        workers-<N> knob, else the CPUs in placement.server_cpus (the ingress's cpuset)."""
+        v = self.variant
+        m = re.search(r"-(\d+)cpus?$", v)
+        if m:
+            return v[:m.start()], int(m.group(1))
+        m = re.search(r"(?:^|\+)workers-(\d+)(?=\+|$)", v)
+        if m:
+            return (v[:m.start()] + v[m.end():]).strip("+") or "default", int(m.group(1))
+        return v, cpu_count(str((self.meta.get("placement") or {}).get("server_cpus") or ""))
+
+
+def cpu_count(cpu_list):  # taskset/cpuset list "0-1,3" -> 3
+    n = 0
+    for part in filter(None, cpu_list.split(",")):
+        a, _, b = part.partition("-")
+        if not a.isdigit() or (b and not b.isdigit()):
+            return None
+        n += int(b) - int(a) + 1 if b else 1
+    return n or None
+
+
+def load_timeseries(run):
+    """(timeseries or None, why there is none). A broken file is a reason, not an error: a
+    report must still be possible."""
+    path = run.dir / "timeseries.json"
+    if not path.exists():
+        return None, f"this run has no timeseries.json (`python bench/report fetch {run.dir} --prometheus URL` writes it)"
+    try:
+        ts = json.loads(path.read_text())
+        assert isinstance(ts.get("series"), dict) and num(ts.get("start")) and num(ts.get("end"))
+        ts.setdefault("missing", {})
+    except (OSError, ValueError, AssertionError, AttributeError) as e:
+        return None, f"timeseries.json is unreadable ({e or 'not the expected shape'})"
+    if not any(ts["series"].values()):
+        reasons = sorted(set(ts["missing"].values()))
+        return ts, "Prometheus returned no series: " + ("; ".join(reasons) if reasons else "no reason recorded")
+    return ts, None

@@ -1,0 +1,342 @@
+"""summary.json, assembled in one place. k6's handleSummary (k6/lib/summary.js) writes the run's
+summary.json with what k6 knows (result, settings, correlation, verdict, k6); what only the
+runner measures is added here, and a distributed run's segments are merged here:
+
+  assemble  (bench.sh)        .client from k6's CPU times, .server from nginx's stub_status
+                              before and after the load; the lines bench.sh prints
+  segments  (distributed.sh)  the segments' k6 summaries summed, .server from stub_status
+
+The schema is what every reader (report, matrices, calibrate, tests) reads; numbers are written
+as jq wrote them (a whole float as an integer, two-space indent), so a file is byte-for-byte
+what bench.sh's jq made. summary.json is replaced whole, never left half-written."""
+import json
+import re
+from bisect import bisect_right
+from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
+from itertools import accumulate
+
+from .fmt import num
+from .run import Bad, contract, read_json
+
+
+def stub_reading(text):
+    """`accepts requests` (bench/lib.sh stub_counts) -> (accepts, requests); empty -> None."""
+    if not text.strip():
+        return None
+    if not re.fullmatch(r"\s*\d+\s+\d+\s*", text):
+        raise Bad(f"a stub_status reading is 'ACCEPTS REQUESTS', got '{text}'")
+    accepts, requests = map(int, text.split())
+    return accepts, requests
+
+
+def served(before, after):
+    """(requests, connections accepted) between two stub_status readings. The second read is
+    itself a request on a new connection (the first one is inside `before`): minus one each."""
+    return after[1] - before[1] - 1, after[0] - before[0] - 1
+
+
+def per(a, b):
+    """a / b, or None (JSON null) when there is nothing to divide by."""
+    return a / b if num(a) and num(b) and b > 0 else None
+
+
+def client(result, wall, user, sys_, cpus):
+    """The load generator's own CPU: user + system of k6 over the wall time and its CPUs."""
+    cpu = user + sys_
+    requests = result.get("requests")
+    return {"cpu_seconds": cpu, "wall_seconds": wall, "cpus": cpus,
+            "cpu_us_per_request": per(cpu * 1e6, requests), "utilization": per(cpu, wall * cpus)}
+
+
+def usage_reading(text):
+    """`bench/platforms/monitoring/cgroups.sh usage`'s lines -> {"at": s, "roles": {role: CPU-s},
+    "host": CPU-s, "cpus": {role: cores}, "period": {role: µs}}; empty -> None."""
+    if not text.strip():
+        return None
+    out = {"roles": {}, "cpus": {}, "period": {}}
+    for line in text.strip().splitlines():
+        f = line.split()
+        try:
+            if f[0] in ("cpus", "period") and len(f) == 3:
+                out[f[0]][f[1]] = float(f[2])
+            elif len(f) == 2 and f[0] in ("at", "host"):
+                out[f[0]] = int(f[1]) / 1e9
+            elif len(f) == 2:
+                out["roles"][f[0]] = int(f[1]) / 1e9
+            else:
+                raise ValueError
+        except ValueError:
+            raise Bad(f"a CPU usage reading is 'ROLE NS', 'cpus ROLE N', 'period ROLE US', 'host NS' or 'at NS', got '{line}'") from None
+    if "at" not in out or "host" not in out:
+        raise Bad("a CPU usage reading needs its 'at' and 'host' lines")
+    return out
+
+
+# What a run's headline counts, per scenario, and its name per second (the per-CPU figure's unit).
+UNITS = {"rps": "req/s", "tps": "handshakes/s", "throughput": "Gbit/s"}
+
+
+def cpu(result, scenario, before, after, client_cpu_s, server_requests):
+    """The CPU time each role used between the two readings around the load (their cgroups:
+    the ingress's containers without the metrics sidecar, the backends', the host's every CPU),
+    and the seeds' unit: what the ingress served per CPU-second of its own (requests: the
+    server's count where there is one; throughput: the bits k6 received). None without both
+    readings; a role missing from either (a pod replaced) has no figure."""
+    if not (before and after):
+        return None
+    secs = after["at"] - before["at"]
+    used = {r: after["roles"][r] - before["roles"][r] for r in after["roles"] if r in before["roles"]}
+    ingress = used.get("ingress")
+    out = {"source": "cgroups", "seconds": secs, "ingress_cpu_seconds": ingress,
+           "ingress_cpus": after["cpus"].get("ingress"), "ingress_cfs_period_us": after["period"].get("ingress"),
+           "backend_cpu_seconds": used.get("backend"), "host_cpu_seconds": after["host"] - before["host"]}
+    out["other_cpu_seconds"] = out["host_cpu_seconds"] - sum(v for v in (ingress, used.get("backend"), client_cpu_s) if v)
+    unit = UNITS.get(scenario, "req/s")
+    served_ = result.get("gbit_per_s", 0) * result.get("seconds", 0) if unit == "Gbit/s" else \
+        server_requests if server_requests is not None else result.get("requests")
+    out["per_ingress_cpu"] = {"value": per(served_, ingress), "unit": unit}
+    return out
+
+
+def cpu_lines(c, s, host_cpus):
+    """The run's CPU line and its answer: what limited it, at how much ingress CPU, the headline
+    and the headline per ingress CPU."""
+    f = c["per_ingress_cpu"]
+    if c["ingress_cpu_seconds"] is None:
+        return [f"{'cpu':<14}no ingress CPU count (no ingress group, or its pod was replaced during the run); "
+                f"host {c['host_cpu_seconds'] / c['seconds']:.2f} of {host_cpus} CPUs"]
+    limit = c["ingress_cpus"]
+    used = c["ingress_cpu_seconds"] / c["seconds"]
+    of = f" of {limit:g}" if limit else ""
+    def amount(v):
+        return "n/a" if v is None else f"{v:.2f}" if f["unit"] == "Gbit/s" else f"{jq_round(v):,}"
+    lines = [f"{'cpu':<14}ingress {used:.2f}{of} CPU, backends "
+             + ("n/a" if c["backend_cpu_seconds"] is None else f"{c['backend_cpu_seconds'] / c['seconds']:.2f}")
+             + f", host {c['host_cpu_seconds'] / c['seconds']:.2f} of {host_cpus} CPUs (cgroups): "
+             f"{amount(f['value'])} {f['unit']} per ingress CPU"]
+    v = s.get("verdict") or {}
+    head = s["result"].get("gbit_per_s") if f["unit"] == "Gbit/s" else s["result"].get("rps")
+    if v.get("limit") and head is not None:
+        bound = {"unknown": "limit unknown", "none": "nothing saturated"}.get(v["limit"], f"{v['limit']}-bound") + \
+            ("" if v.get("valid", True) else " (NOT VALID for the ingress)")
+        lines.append(f"{'answer':<14}{bound} at {limit:g} ingress CPU: {amount(head)} {f['unit']}, "
+                     f"{amount(f['value'])} {f['unit']} per ingress CPU" if limit else
+                     f"{'answer':<14}{bound}: {amount(head)} {f['unit']}, {amount(f['value'])} {f['unit']} per ingress CPU")
+    return lines
+
+
+def server(client_requests, before, after):
+    requests, accepted = served(before, after)
+    return {"source": "nginx stub_status", "requests": requests, "connections_accepted": accepted,
+            "client_over_server": per(client_requests, requests)}
+
+
+# ---------------------------------------------------------------- jq's numbers
+
+def jq_round(v):  # C's round(): halves away from zero
+    return int(Decimal(v).to_integral_value(ROUND_HALF_UP))
+
+
+def as_jq(v):
+    """Numbers as jq writes them: a whole value without a fraction (the rest: the shortest repr,
+    as both print it)."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e17:
+        return int(v)
+    if isinstance(v, dict):
+        return {k: as_jq(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [as_jq(x) for x in v]
+    return v
+
+
+def write(path, summary):
+    tmp = path.with_suffix(".json.new")
+    tmp.write_text(json.dumps(as_jq(summary), indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def agreement(client_over_server):  # as the lines print it: three decimals, "–" for null
+    return "–" if client_over_server is None else json.dumps(as_jq(jq_round(client_over_server * 1000) / 1000))
+
+
+# ---------------------------------------------------------------- the two assemblies
+
+def k6_summary(path):
+    s = read_json(path)
+    if not isinstance(s, dict) or not isinstance(s.get("result"), dict):
+        raise Bad(f"{path} has no .result: k6 did not write its summary")
+    return s
+
+
+RESULT_LINE = re.compile(r"^result( +)(PASS|FAIL) \(.*$", re.M)
+
+
+def mark_aborted(run_dir, s, after_seconds, signal):
+    """A run cut short by a signal: never passed, whatever its thresholds said of the part
+    that ran. `aborted` at the top and in `result` (absent: the run finished); summary.txt's
+    result line says so. Without k6's summary (k6 had to be killed) a bare result stands."""
+    s.setdefault("result", {"requests": None})
+    s["aborted"] = s["result"]["aborted"] = True
+    s["result"]["passed"] = False
+    s["interrupted"] = {"signal": signal, "after_seconds": after_seconds, "k6_summary": "k6" in s}
+    txt = run_dir / "summary.txt"
+    text = txt.read_text() if txt.is_file() else ""
+    line = f"ABORTED (interrupted after {after_seconds} s by {signal})"
+    text, n = RESULT_LINE.subn(lambda m: f"result{m.group(1)}{line}", text)
+    txt.write_text(text if n else text + f"{'result':<14}{line}\n")
+
+
+def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None, usage=(None, None), host_cpus=None):
+    """bench.sh's run: RUN_DIR/summary.json (k6's) + .client + .server (when both readings
+    exist) + .cpu (when both USAGE readings exist) -> RUN_DIR/summary.json; the client, server
+    and CPU lines, also added to summary.txt. ABORTED: the seconds after which SIGNAL cut the
+    run short (mark_aborted)."""
+    path = run_dir / "summary.json"
+    try:
+        s = k6_summary(path)
+    except Bad:
+        if aborted is None:
+            raise
+        s = {}  # stopped before k6 wrote one
+    if aborted is not None:
+        mark_aborted(run_dir, s, aborted, signal or "a signal")
+    wall, user, sys_ = times
+    c = s["client"] = client(s["result"], wall, user, sys_, cpus)
+    util = "–" if c["utilization"] is None else jq_round(c["utilization"] * 100)
+    lines = [f"client        k6 used {json.dumps(as_jq(jq_round(c['cpu_seconds'] * 100) / 100))} CPU-s: "
+             f"{jq_round(c['cpu_us_per_request'] or 0)} µs per request, {util}% of {cpus} CPU"]
+    if before and after:
+        srv = s["server"] = server(s["result"].get("requests"), before, after)
+        lines.append(f"server        {srv['requests']} requests, {srv['connections_accepted']} connections counted "
+                     f"by nginx (client/server {agreement(srv['client_over_server'])})")
+    else:
+        lines.append("server        no server-side count (no stub_status for this target)")
+    c = cpu(s["result"], s.get("settings", {}).get("SCENARIO") or s["result"].get("scenario"), *usage,
+            c["cpu_seconds"], s.get("server", {}).get("requests"))
+    if c:
+        s["cpu"] = c
+        lines += cpu_lines(c, s, host_cpus)
+    write(path, s)
+    with (run_dir / "summary.txt").open("a") as txt:
+        txt.write("".join(f"{line}\n" for line in lines))
+    return lines
+
+
+# The latency thresholds (k6/lib/options.js): the native engine's histogram Gauges, or the
+# Trend on the JS path. A distributed run judges them on all segments' requests together.
+LATENCY_THRESHOLD = re.compile(r"^(?:value|p\((\d+)\))<([\d.]+)$")
+LATENCY_METRICS = {"bench_http_req_duration_p95": 95, "bench_http_req_duration_p99": 99, "http_req_duration": None}
+
+
+def percentiles(histograms, qs=(0.5, 0.95, 0.99)):
+    """The percentiles of every request of HISTOGRAMS together (each the native engine's export,
+    xk6/latency.go: [[bucket value ms, count], ...] of one binary, so equal buckets have equal
+    values), by k6's Trend rule: rank q*(n-1), interpolated between its two neighbours. None
+    when there is nothing to merge."""
+    counts = Counter()
+    for h in histograms:
+        for value, n in h["buckets"]:
+            counts[value] += n
+    if not counts:
+        return None
+    values = sorted(counts)
+    cum = list(accumulate(counts[v] for v in values))
+
+    def at(rank):
+        return values[bisect_right(cum, rank)]
+    out = {}
+    for q in qs:
+        r = q * (cum[-1] - 1)
+        lo = int(r)
+        v = at(lo)
+        if r > lo:
+            v += (at(lo + 1) - v) * (r - lo)
+        out[f"p{round(q * 100)}_ms"] = v
+    return out
+
+
+def run_thresholds(results, merged):
+    """The run's thresholds: the latency ones on the merged percentiles, every other one as the
+    segments judged it (a rate or a count is the segment's own)."""
+    out = []
+    for r in results:
+        for t in r.get("thresholds", []):
+            m = LATENCY_THRESHOLD.match(t["expr"])
+            if merged and t["metric"] in LATENCY_METRICS and m:
+                p = LATENCY_METRICS[t["metric"]] or int(m[1])
+                t = {**t, "ok": merged[f"p{p}_ms"] < float(m[2]), "value": merged[f"p{p}_ms"], "merged": True}
+                if t in out:
+                    continue
+            out.append(t)
+    return out
+
+
+def run_verdict(verdicts):
+    """The run's verdict from its segments' (each from its own pod's correlation): the first
+    limit in the contract's verdict order that any segment reached (one client-bound runner
+    makes the run NOT VALID), else "unknown" if any segment could not tell, else "none"."""
+    order = [s["verdict"]["limit"] for s in sorted((s for s in contract.load()["signals"] if s.get("verdict")),
+                                                    key=lambda s: s["verdict"]["order"])] + ["unknown", "none"]
+    known = [v for v in verdicts if isinstance(v, dict) and v.get("limit") in order]
+    if not known:
+        return None
+    worst = min(known, key=lambda v: order.index(v["limit"]))
+    return {**worst, "segments": [v.get("limit") if isinstance(v, dict) else None for v in verdicts]}
+
+
+def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None):
+    # A segment's own verdict stands, except on latency when the merged percentiles judge it.
+    def segment_ok(r):
+        return r["passed"] or bool(merged) and all(
+            t["ok"] or (t["metric"] in LATENCY_METRICS and LATENCY_THRESHOLD.match(t["expr"])) for t in r.get("thresholds", []))
+
+    """distributed.sh's run: RUN_DIR/segment-<i>.json (each pod's k6 summary) summed, with the
+    ingress's count -> RUN_DIR/summary.json; returns the lines it prints. ABORTED: the
+    seconds after which SIGNAL cut the run short (never passed then)."""
+    files = sorted(run_dir.glob("segment-*.json"), key=lambda p: int(re.sub(r"\D", "", p.name) or 0))
+    if not files:
+        raise Bad(f"{run_dir} has no segment-<i>.json")
+    if not (before and after):
+        raise Bad(f"no stub_status from the ingress of {variant}: the request count cannot be checked (results in {run_dir}/)")
+    full = [k6_summary(f) for f in files]
+    results = [f["result"] for f in full]
+    requests, _ = served(before, after)
+    # Percentiles of all the segments' requests together, from the native engine's histograms
+    # (each within their relative error); the JS path's segments have none to merge.
+    hists = [r.get("latency_histogram") for r in results]
+    merged = percentiles(hists) if all(hists) else None
+    thresholds = run_thresholds(results, merged)
+    s = {"testid": testid, "variant": variant, "platform": platform, "segments": len(results),
+         "requests": sum(r["requests"] for r in results), "rps": sum(r["rps"] for r in results),
+         "errors": sum(r["errors"] for r in results),
+         **(merged or {}),
+         "latency": ({"merged": True, "relative_error": max(h["relative_error"] for h in hists),
+                      "source": "the segments' native-engine histograms, merged"} if merged else
+                     {"merged": False, "source": "none: ENGINE=js segments carry no mergeable histogram; each segment judged its own latency"}),
+         "thresholds": thresholds, "passed": all(t["ok"] for t in thresholds) and all(map(segment_ok, results)),
+         "per_segment": [{"requests": r["requests"], "rps": r["rps"], "connections": r["connections"],
+                          "p50_ms": r.get("p50_ms"), "p95_ms": r.get("p95_ms"), "p99_ms": r.get("p99_ms")} for r in results],
+         "server": {"requests": requests}}
+    verdict = run_verdict([f.get("verdict") for f in full])
+    if verdict:
+        s["verdict"] = verdict
+    s["server"]["client_over_server"] = per(s["requests"], requests)
+    if aborted is not None:
+        s["aborted"], s["passed"] = True, False
+        s["interrupted"] = {"signal": signal or "a signal", "after_seconds": aborted}
+    write(run_dir / "summary.json", s)
+    parts = " + ".join(str(jq_round(p["rps"])) for p in s["per_segment"])
+    lines = [f"k6 {s['segments']} segments → {jq_round(s['rps'])} req/s in all ({parts}), {s['requests']} requests, "
+             f"errors {s['errors']}"]
+    if merged:
+        each = ", ".join(f"{p['p99_ms']:.2f}" for p in s["per_segment"])
+        lines.append(f"latency       all segments: p50 {merged['p50_ms']:.2f} ms  p95 {merged['p95_ms']:.2f} ms  "
+                     f"p99 {merged['p99_ms']:.2f} ms (merged histograms, ±{s['latency']['relative_error'] * 100:.1f}%); "
+                     f"per segment p99 {each} ms")
+    if aborted is not None:
+        lines.append(f"{'result':<14}ABORTED (interrupted after {aborted} s by {s['interrupted']['signal']})")
+    if verdict:
+        lines.append(f"verdict       {verdict['text']} (segments: {', '.join(map(str, verdict['segments']))})")
+    return lines + [f"server        {requests} requests counted by nginx "
+                    f"(client/server {agreement(s['server']['client_over_server'])})"]

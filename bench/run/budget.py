@@ -1,0 +1,133 @@
+"""bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS: the ingress's CPU budget on a host the
+client shares (the local platform), from a short probe run (bench/run/bench.sh runs it first when
+INGRESS_CPU=auto, the default).
+bench/run/budget.py PROBE_RUN_DIR lab: the lab's placement, from the same probe: its LB keeps its
+pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
+(the LB and the backends share theirs) with the same headroom, and when not, what this host
+would need.
+
+The probe measures, per request, what the ingress, k6 and the backends cost in CPU time (their
+cgroups, bench/report/summary.py cpu), and the rest of the host's busy time (control plane,
+kubelet, Prometheus) per second. The ingress then gets the share S at which the client side,
+k6 and the backends on the CPUs the ingress leaves, has at least HEADROOM times the CPU the
+ingress's rate at S needs from it:
+
+    HOST - S - others  >=  HEADROOM * (S / ingress per request) * (k6 + backends per request)
+
+so S = (HOST - others) / (1 + HEADROOM * (k6 + backends) / ingress), rounded down to 50m; a
+whole core or more is given as whole cores (the static CPU manager pins them). At least one CPU
+stays the client's. A share within 10 % of the probe's is the probe's (its pod stays: no
+redeploy for a difference the noise makes).
+
+Prints three lines: the share (a Kubernetes CPU quantity), the sentence bench.sh says before
+the load, and the JSON meta.json records. Bad input: one line on stderr, exit 2."""
+import json
+import math
+import sys
+from pathlib import Path
+
+HEADROOM = 1.5  # the client side's CPU against what the ingress's rate needs from it
+STEP = 0.05     # shares in 50m steps
+MIN_SHARE = 0.1
+
+
+def quantity(cores):
+    return str(int(cores)) if cores >= 1 and cores == int(cores) else f"{round(cores * 1000)}m"
+
+
+def cores_of(q):
+    return int(q[:-1]) / 1000 if q.endswith("m") else float(q)
+
+
+def per_request(summary, refused):
+    """The probe's CPU per request of the ingress, k6 and the backends (seconds), its cpu block
+    and its figures for meta.json; REFUSED is the error when it measured too little."""
+    c, client = summary.get("cpu") or {}, summary.get("client") or {}
+    n = (summary.get("server") or {}).get("requests") or summary["result"].get("requests")
+    if not n or not c.get("ingress_cpu_seconds") or client.get("cpu_seconds") is None:
+        raise ValueError(refused)
+    ingress, k6 = c["ingress_cpu_seconds"] / n, client["cpu_seconds"] / n
+    backends = (c.get("backend_cpu_seconds") or 0) / n
+    figures = {"probe_seconds": round(c["seconds"], 2), "requests": n, "ingress_us_per_request": round(ingress * 1e6, 1),
+               "k6_us_per_request": round(k6 * 1e6, 1), "backend_us_per_request": round(backends * 1e6, 1)}
+    return ingress, k6, backends, c, figures
+
+
+def budget(summary, probe_share, host_cpus):
+    ingress, k6, backends, c, measured = per_request(
+        summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
+    others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
+    raw = (host_cpus - others) / (1 + HEADROOM * (k6 + backends) / ingress)
+    share = math.floor(raw / STEP + 1e-9) * STEP
+    if share >= 1:
+        share = float(math.floor(share))
+    share = max(MIN_SHARE, min(share, host_cpus - 1))
+    probed = cores_of(probe_share)
+    if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1):
+        share = probed
+    figures = {"probe_share": probe_share, **measured, "other_cores": round(others, 3),
+               "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3)}
+    q = quantity(share)
+    text = (f"ingress CPU {q}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
+            f"{backends * 1e6:.0f} µs, and the rest of the host {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
+            f"{probe_share}); at {q} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it "
+            f"(INGRESS_CPU=<quantity> sets another)")
+    return q, text, {"ingress_cpu": q, "source": "probe", **figures}
+
+
+def cpu_count(cpu_list):
+    """The CPUs of a list like 0,2-3."""
+    return sum(int(b) - int(a) + 1 for a, _, b in (r.partition("-") if "-" in r else (r, "", r) for r in cpu_list.split(",")))
+
+
+def cpus(n):
+    return f"{n} CPU" + ("s" if n != 1 else "")
+
+
+def lab_placement(summary, meta, host_cpus):
+    """"overlay" (the LB's own cores), the placement line and the JSON: k6's capacity on its
+    CPUs against the servers' on theirs, per request as the probe measured them."""
+    refused = "the probe measured no LB CPU, no k6 CPU or no requests"
+    ingress, k6, backends, c, measured = per_request(summary, refused)
+    if not k6:
+        raise ValueError(refused)
+    where = meta["placement"]
+    kc, sc = cpu_count(where["client_cpus"]), cpu_count(where["server_cpus"])
+    sends, serves = kc / k6, sc / (ingress + backends)
+    ratio = sends / serves
+    need = math.ceil(HEADROOM * serves * k6 - 1e-9)
+    figures = {"source": "probe", "ingress_cpu": "overlay", **measured, "k6_can_send": round(sends), "servers_can_serve": round(serves),
+               "client_over_servers": round(ratio, 2), "headroom": HEADROOM, "client_cpus_needed": need}
+    text = (f"per request k6 used {k6 * 1e6:.0f} µs, the LB {ingress * 1e6:.0f} µs and the backends {backends * 1e6:.0f} µs "
+            f"(a {c['seconds']:.0f} s probe): k6's {cpus(kc)} ({where['client_cpus']}) can send {sends:,.0f} req/s, "
+            f"{ratio:.1f}x what the servers' {cpus(sc)} ({where['server_cpus']}) serve at most ({serves:,.0f})")
+    if ratio >= HEADROOM:
+        return "overlay", f"placement: {text}: the run can saturate the LB", {**figures, "valid": True}
+    more = (f"k6 needs {need} CPUs for {HEADROOM}x (LAB_CLIENT_CPUS), and this host's {host_cpus} leave it {host_cpus - sc}"
+            if need + sc > host_cpus else f"give k6 {need} CPUs (LAB_CLIENT_CPUS)")
+    return "overlay", (f"warning: placement: {text}, under the {HEADROOM}x the load generator needs: the run will likely "
+                       f"measure k6 (NOT VALID, exit 99); {more}"), {**figures, "valid": False}
+
+
+def main(argv):
+    if len(argv) != 4 and argv[2:] != ["lab"]:
+        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS | PROBE_RUN_DIR lab", file=sys.stderr)
+        return 2
+    try:
+        summary = json.loads((Path(argv[1]) / "summary.json").read_text())
+        if argv[2] == "lab":
+            meta = json.loads((Path(argv[1]) / "meta.json").read_text())
+            q, text, meta = lab_placement(summary, meta, meta["host"]["cpus"])
+        else:
+            q, text, meta = budget(summary, argv[2], int(argv[3]))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: the ingress CPU probe ({argv[1]}): {e}", file=sys.stderr)
+        return 2
+    print(q)
+    print(text)
+    print(json.dumps(meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# bench/run/calibrate.sh: k6's two engines against wrk, the client the seeds trusted.
+# The same lab target, the same connections, each client in turn on the same single CPU
+# (the servers on the others); per client: req/s, client CPU per request (user + system
+# of the whole process), peak RSS, the ratios to wrk and the client/server count. Then the
+# the native engine's open model (client native-open: RATE at OPEN_SHARE, 90 %, of the same
+# round's native closed-model rate; the share of the slots it sent). Then the
+# long-run checks of the native engine: CPU per request in minute 3 against minute 1 of a
+# LONG run with the default thresholds, and peak RSS at LONG_CONNECTIONS.
+# A benchmark: it prints what it measured (a Markdown table) and fails only when a run does.
+# Settings: DURATION (15s), CONNECTIONS (50), VARIANT (seed002-nginx-lb-tuned),
+# CASES (http-1kb https-1kb tls-handshakes throughput-1mb), CLIENTS (wrk js native native-open), ROUNDS (3),
+# LONG (180s; 0 skips the long runs), LONG_CONNECTIONS (1000).
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+need_root "the calibration"
+# The registry's values and calibrate's own defaults (k6/lib/settings.js), checked there.
+D=$(setting DURATION calibrate)
+C=$(setting CONNECTIONS calibrate)
+V=$(setting VARIANT calibrate)
+CASES=$(setting CASES)
+CLIENTS=$(setting CLIENTS)
+LONG=$(setting LONG)
+LC=$(setting LONG_CONNECTIONS)
+R=$(setting ROUNDS calibrate)
+OPEN_SHARE=0.9 # the issue's bound: the open model's cost at up to 90 % of the closed model's rate
+[[ " $CLIENTS " != *" native-open "* ]] || [[ " ${CLIENTS%% native-open*} " == *" native "* ]] ||
+  die "CLIENTS: native-open paces a share of the native closed model's rate: list native before it"
+# calibrate's own rule: whole seconds (its Gbit/s and the long run's minutes are counted so)
+secs() { [[ $1 =~ ^([1-9][0-9]*)s$ ]] || die "$2 must be whole seconds like 15s, got '$1'"; echo "${BASH_REMATCH[1]}"; }
+dsecs=$(secs "$D" DURATION)
+[ "$LONG" = 0 ] || { lsecs=$(secs "$LONG" LONG); [ "$lsecs" -ge 150 ] || die "LONG must be at least 150s (minute 1 against minute 3), got '$LONG'"; }
+variant_knob_files "$V" >/dev/null
+command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
+k6 version | grep -q 'k6/x/ingressbench' || die "this k6 lacks the native engine (k6/x/ingressbench): run './task tools'"
+
+export RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results/calibrate-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$RESULTS_ROOT"
+# The lab through its driver (bench/platforms/drivers/lab.sh), without monitoring: the
+# calibration measures the clients alone. Its own targets, never a TARGET given.
+# shellcheck disable=SC2034 # read by the driver sourced below
+PLATFORM=lab VARIANT=$V MONITORING=0
+unset TARGET
+. "$IB_ROOT/bench/platforms/drivers/lab.sh"
+pf_check rps
+pf_up rps
+CPU=${CLIENT_CPU_LIST%%[-,]*} # one core: a per-request cost, not how well a client spreads
+# The target: plain HTTP goes to a backend itself (nginx serving from memory, no proxy hop),
+# so the client, not the server's core, is the limit; TLS to the LB, the lab's TLS endpoint.
+# Each is counted by its own stub_status (bench/platforms/lab.env).
+BACKEND=http://$(lab_backend_ip 1) BACKEND_STUB=http://$(lab_backend_ip 1)/stub_status
+LB=https://$LAB_LB_IP LB_STUB=$LAB_STUB
+served() { stub_counts "$STUB" | cut -d' ' -f2; }
+CLIENT=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CPU")
+
+# wrk speaks what OpenSSL offers (TLS 1.3 here); held to the seed's TLS 1.2 and cipher, as
+# k6 is (k6/lib/options.js), so both pay for the same handshake.
+cat >"$RESULTS_ROOT/wrk-openssl.cnf" <<'EOF'
+openssl_conf = ib
+[ib]
+ssl_conf = ib_ssl
+[ib_ssl]
+system_default = ib_tls
+[ib_tls]
+MaxProtocol = TLSv1.2
+CipherString = ECDHE-RSA-AES256-GCM-SHA384
+# wrk keeps each connection's session and resumes it with nginx's tickets (on by default):
+# without them every request pays a full handshake, as the tps scenario asserts for k6.
+Options = -SessionTicket
+EOF
+
+# measure ID CMD...: runs CMD as the pinned client under GNU time; sets CPU_S RSS_KB and
+# SERVED (requests nginx counted meanwhile, minus the second stub read itself).
+measure() {
+  local id=$1 s0 s1 rc=0; shift
+  s0=$(served)
+  /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" "${CLIENT[@]}" "$@" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" || rc=$?
+  s1=$(served)
+  [ $rc = 0 ] || [ $rc = 99 ] || die "$id failed (exit $rc): $(tail -n1 "$RESULTS_ROOT/$id.log")"
+  local user sys; read -r _ user sys RSS_KB < <(tail -n1 "$RESULTS_ROOT/$id.time")
+  CPU_S=$(calc %.3f "$user + $sys") SERVED=$((s1 - s0 - 1))
+}
+
+# Each run's figures, by "CASE/CLIENT": the table shows the median of the ROUNDS runs.
+declare -A RPS US RSS AGREE GBIT SENT
+record() { # CASE CLIENT REQUESTS RPS [GBIT]
+  local k=$1/$2 us; us=$(calc %.2f "$CPU_S * 1000000 / $3")
+  RPS[$k]+="$4 " US[$k]+="$us " RSS[$k]+="$((RSS_KB / 1024)) " AGREE[$k]+="$(calc %.4f "$3 / $SERVED") " GBIT[$k]+="${5:-} "
+  echo "$1 / $2: $(calc %.0f "$4") req/s, $us µs CPU/request, $((RSS_KB / 1024)) MiB peak, client/server $(calc %.4f "$3 / $SERVED")" >&2
+}
+
+wrk_case() { # CASE ROUND URL [wrk args]
+  local case=$1 id=$1-wrk-$2 url=$3; shift 3
+  measure "$id" env OPENSSL_CONF="$RESULTS_ROOT/wrk-openssl.cnf" wrk -t1 -c"$C" -d"$D" -H 'Host: bench.ingress.test' "$@" "$url"
+  local f=$RESULTS_ROOT/$id.out n
+  n=$(awk '/requests in/ {print $1}' "$f")
+  ! grep -q 'Non-2xx\|Socket errors' "$f" || die "wrk saw errors in $id: $(grep 'Non-2xx\|Socket errors' "$f")"
+  record "$case" wrk "$n" "$(awk '/Requests\/sec/ {print $2}' "$f")" \
+    "$([ "$case" = throughput-1mb ] && calc %.2f "$n * 1048576 * 8 / ($dsecs * 1e9)")"
+}
+
+k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
+  local case=$1 client=$3 scenario=$4 id=$1-$3-$2 rate=''; shift 4
+  if [ "$client" = native-open ]; then # this round's native closed-model rate, the last recorded
+    local closed=${RPS[$case/k6 native]% }
+    rate=$(calc %.0f "$OPEN_SHARE * ${closed##* }")
+  fi
+  mkdir "$RESULTS_ROOT/$id"
+  measure "$id" env "$@" ${rate:+RATE=$rate} TARGET="$BASE" ENGINE="${client%-open}" DURATION="$D" CONNECTIONS="$C" TESTID="$id" \
+    RESULTS_DIR="$RESULTS_ROOT/$id" k6 run --quiet --no-color "$IB_ROOT/k6/$scenario.js"
+  local s=$RESULTS_ROOT/$id/summary.json
+  [ "$(jq '.result.errors' "$s")" = 0 ] || die "$id had $(jq '.result.errors' "$s") failed requests"
+  # The open model's slots sent (setup's readiness GET aside), of RATE x DURATION.
+  [ -z "$rate" ] || SENT[$case/k6 $client]+="$(calc %.4f "($(jq '.result.requests' "$s") - 1) / ($rate * $dsecs)") "
+  record "$case" "k6 $client" "$(jq '.result.requests' "$s")" "$(jq '.result.rps' "$s")" \
+    "$([ "$scenario" = throughput ] && jq '.result.gbit_per_s * 100 | round / 100' "$s")"
+}
+
+# Rounds outside, clients inside: a drift of this shared machine falls on every client.
+for round in $(seq "$R"); do
+  for case in $CASES; do
+    case "$case" in
+      http-1kb|throughput-1mb) BASE=$BACKEND STUB=$BACKEND_STUB ;;
+      *) BASE=$LB STUB=$LB_STUB ;;
+    esac
+    for client in $CLIENTS; do
+      case "$case/$client" in
+        http-1kb/wrk|https-1kb/wrk) wrk_case "$case" "$round" "$BASE/1kb.bin" ;;
+        tls-handshakes/wrk) wrk_case "$case" "$round" "$BASE/0kb.bin" -H 'Connection: close' ;;
+        throughput-1mb/wrk) wrk_case "$case" "$round" "$BASE/1mb.bin" ;;
+        http-1kb/*) k6_case "$case" "$round" "$client" rps ;;
+        https-1kb/*) k6_case "$case" "$round" "$client" rps SCHEME=https ;;
+        tls-handshakes/*) k6_case "$case" "$round" "$client" tps ;;
+        throughput-1mb/*) k6_case "$case" "$round" "$client" throughput ;;
+      esac
+    done
+  done
+done
+
+rows=()
+for case in $CASES; do
+  for client in $CLIENTS; do
+    k=$case/$client; [ "$client" = wrk ] || k="$case/k6 $client"
+    rps=$(median "${RPS[$k]}") us=$(median "${US[$k]}") vs_cpu=- vs_rps=-
+    if [ "$client" != wrk ] && [[ " $CLIENTS " == *" wrk "* ]]; then
+      vs_cpu=$(calc %.2f× "$us / $(median "${US[$case/wrk]}")") vs_rps=$(calc %.0f%% "100 * $rps / $(median "${RPS[$case/wrk]}")")
+    fi
+    g=$(median "${GBIT[$k]}" || true) # only throughput has one
+    sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
+    [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $(calc %.0f%% "100 * $OPEN_SHARE") of native closed"
+    rows+=("| $case | ${k#*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
+  done
+done
+
+# The long runs (native engine, rps): k6's CPU per request in minute 1 and in minute 3, from
+# its /proc counters and nginx's, with the default latency thresholds evaluated all along.
+long=()
+if [ "$LONG" != 0 ]; then
+  STUB=$BACKEND_STUB tick=$(getconf CLK_TCK)
+  k6_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  window() { # PID SECONDS: k6's CPU µs per request nginx served over the next SECONDS
+    local a b r0 r1; a=$(k6_ticks "$1"); r0=$(served); sleep "$2"; b=$(k6_ticks "$1"); r1=$(served)
+    calc %.2f "($b - $a) * 1000000 / $tick / ($r1 - $r0 - 1)"
+  }
+  long_run() { # CONNECTIONS: one run, one row of the long-run table
+    local id=long-$1 pid='' m1 m3 rss reqs
+    mkdir "$RESULTS_ROOT/$id"
+    "${CLIENT[@]}" /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" \
+      env TARGET="$BACKEND" ENGINE=native DURATION="$LONG" CONNECTIONS="$1" TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
+      k6 run --quiet --no-color "$IB_ROOT/k6/rps.js" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" &
+    local job=$!
+    # This k6: the child of the job's GNU time (ip netns exec and taskset exec into it), never
+    # the newest k6 on the host, which may be anyone's.
+    poll 10 pgrep -P "$job" -x k6 || true
+    pid=$(pgrep -P "$job" -x k6) || die "$id: k6 did not start: $(tail -n1 "$RESULTS_ROOT/$id.log")"
+    sleep 5 # setup and the first connections
+    m1=$(window "$pid" 60)
+    sleep $((lsecs - 5 - 60 - 60 - 5))
+    m3=$(window "$pid" 60)
+    wait "$job" || [ $? = 99 ] || die "$id failed: $(tail -n1 "$RESULTS_ROOT/$id.log")"
+    read -r _ _ _ rss < <(tail -n1 "$RESULTS_ROOT/$id.time")
+    reqs=$(jq '.result.requests' "$RESULTS_ROOT/$id/summary.json")
+    long+=("| native, $1 connections, $LONG | $(calc %.0f "$reqs / $lsecs") | $m1 | $m3 | $(calc %+.1f%% "100 * ($m3 - $m1) / $m1") | $(calc %.0f "$rss / 1024") |")
+  }
+  long_run "$C"
+  long_run "$LC"
+fi
+
+echo
+echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_CPU_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); $C connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk)"
+echo
+echo "| case | client | req/s | client CPU µs/request | CPU vs wrk | req/s vs wrk | peak RSS MiB | client/server count | |"
+echo "|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
+if [ ${#long[@]} -gt 0 ]; then
+  echo
+  echo "| long run (rps, default thresholds) | req/s | minute 1 µs/request | minute 3 µs/request | change | peak RSS MiB |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s\n' "${long[@]}"
+fi
+echo "Results: $RESULTS_ROOT"

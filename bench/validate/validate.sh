@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Offline validation of every overlay (design.md, "Validation"), one line per overlay:
+#   kustomize build -> kubeconform -strict against the JSON schemas of several Kubernetes
+#   versions (no network: schemas from the kubernetes-validate package, converted once into a
+#   cache) -> the project's policy (bench/validate/policy.py) -> server-side dry-run when a cluster is at
+#   hand (dry_run_server).
+# Stops at the first failure with "error: <overlay>: <reason>".
+#   OVERLAYS_DIR   where the overlays are (default: overlays/); every directory in it with a
+#                  kustomization.yaml is one.
+# The server-side dry-run runs when the local cluster is up (./task cluster:up).
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+# kubernetes-validate ships the OpenAPI schemas of Kubernetes 1.25-1.37 as JSON per version;
+# kubeconform reads them once bench/validate/k8s_schemas.py has made their refs local. The cache is
+# keyed by the package version, outside the checkout.
+KUBERNETES_VALIDATE_VERSION=1.37.0
+# The versions every overlay must be valid for: the local platform's (v1.34) and the one before.
+K8S_VERSIONS="1.33.0 1.34.0"
+K8S_SHORT=$(echo "$K8S_VERSIONS" | sed -E 's/\.0( |$)/\1/g; s/ /, /g') # "1.33, 1.34" for the report
+KV_DIR=$IB_CACHE/kubernetes-validate-$KUBERNETES_VALIDATE_VERSION
+SCHEMAS=$KV_DIR/schemas
+OVERLAYS_DIR=${OVERLAYS_DIR:-$IB_ROOT/overlays}
+
+# ensure_schemas: the venv with kubernetes-validate (also PyYAML for policy.py), then the
+# converted schemas; both no-ops once present. The console script arrives with the package
+# itself, after its dependencies, so its presence means a complete install.
+ensure_schemas() {
+  if [ ! -x "$KV_DIR/venv/bin/kubernetes-validate" ]; then
+    say validate "python venv with kubernetes-validate $KUBERNETES_VALIDATE_VERSION (Kubernetes JSON schemas)"
+    rm -rf "$KV_DIR/venv"
+    python3 -m venv "$KV_DIR/venv" >/dev/null || die "python3 -m venv failed: install python3-venv"
+    "$KV_DIR/venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" ||
+      die "pip install kubernetes-validate==$KUBERNETES_VALIDATE_VERSION failed"
+  fi
+  # shellcheck disable=SC2086 # one argument per version
+  "$KV_DIR/venv/bin/python" "$IB_ROOT/bench/validate/k8s_schemas.py" "$SCHEMAS" $K8S_VERSIONS ||
+    die "converting the Kubernetes schemas into $SCHEMAS failed"
+}
+
+# first_error FILE: the line of a tool's output that says what went wrong, without the
+# tools' boilerplate (kubeconform's schema URL), so the failure stays one readable line.
+first_error() {
+  { grep -m1 -iE 'error|invalid|fail|not found|could not' "$1" || head -n1 "$1"; } |
+    sed -E "s/^Error: //; s/^stdin - //; s/problem validating schema\. Check JSON formatting: jsonschema validation failed with '[^']*' - //"
+}
+
+# dry_run_server OVERLAY BUILT: the last step of the validation, on a real API server: the
+# local cluster's when it is up (never whatever cluster a shell's KUBECONFIG names). The
+# namespace is created for real first: namespaced objects fail a dry-run in a namespace that
+# does not exist yet, even when the same apply would create it.
+dry_run_server() {
+  [ -n "$dry_run" ] || return 0
+  awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$2" | KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply -f - >/dev/null 2>&1 || true
+  KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f - <"$2" >/dev/null 2>"$TMP/dry-run.err" ||
+    die "$1: server-side dry-run: $(first_error "$TMP/dry-run.err")"
+}
+
+validate_overlay() {
+  local dir=$1 name v n
+  name=$(basename "$dir")
+  kustomize build "$dir" >"$TMP/built.yaml" 2>"$TMP/build.err" ||
+    die "$name: kustomize build: $(first_error "$TMP/build.err")"
+  for v in $K8S_VERSIONS; do
+    kubeconform -strict -kubernetes-version "$v" \
+      -schema-location "$SCHEMAS/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
+      <"$TMP/built.yaml" >"$TMP/kubeconform.out" 2>&1 ||
+      die "$name: kubeconform (Kubernetes $v): $(first_error "$TMP/kubeconform.out")"
+  done
+  n=$("$KV_DIR/venv/bin/python" "$IB_ROOT/bench/validate/policy.py" "$dir" <"$TMP/built.yaml" 2>"$TMP/policy.err") ||
+    die "$name: $(first_error "$TMP/policy.err")"
+  dry_run_server "$name" "$TMP/built.yaml"
+  say validate "$name: $n objects ok (k8s $K8S_SHORT${dry_run:+, server dry-run on the local cluster})"
+}
+
+[ -d "$OVERLAYS_DIR" ] || die "no overlays directory at $OVERLAYS_DIR (OVERLAYS_DIR)"
+mkdir -p "$KV_DIR"
+ensure_schemas
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+dry_run=
+if bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then dry_run=1
+else say validate "local cluster not up: no server-side dry-run (./task cluster:up adds it)"; fi
+found=0
+for dir in "$OVERLAYS_DIR"/*/; do
+  [ -f "$dir/kustomization.yaml" ] || continue
+  validate_overlay "${dir%/}"
+  found=$((found + 1))
+done
+[ "$found" -gt 0 ] || die "no overlay (a directory with a kustomization.yaml) in $OVERLAYS_DIR"
