@@ -1,5 +1,6 @@
 """A run as its directory holds it: meta.json and summary.json (k6/lib/summary.js, completed by
 summary.py), and the time series fetched into timeseries.json (prometheus.py)."""
+import functools
 import json
 import re
 import sys
@@ -23,6 +24,28 @@ LIMIT_SIGNAL = {s["verdict"]["limit"]: s["key"] for s in contract.limits(contrac
 
 class Bad(Exception):
     """Bad input: main() prints it as one line and exits 2."""
+
+
+PROFILE = re.compile(r"^export const profile = (\{.*?\n\});$", re.M | re.S)
+
+
+@functools.lru_cache(maxsize=None)
+def profile(scenario):
+    """A scenario's profile as its file k6/SCENARIO.js holds it (its defaults and its headline
+    figure: key, title, path in summary.json, unit, format), the JSON after
+    `export const profile =` (k6/lib/profiles.mjs reads it the same way for node)."""
+    path = Path(__file__).resolve().parents[2] / "k6" / f"{scenario}.js"
+    m = PROFILE.search(path.read_text()) if path.exists() else None
+    if not m:
+        raise Bad(f"no scenario {scenario!r} with a profile (k6/{scenario}.js: export const profile = {{...}};)")
+    return json.loads(m.group(1))
+
+
+def dig(doc, path):
+    """doc's value at a dotted path (result.rps), or None."""
+    for k in path.split("."):
+        doc = doc.get(k) if isinstance(doc, dict) else None
+    return doc
 
 
 def read_json(path):
@@ -64,8 +87,9 @@ class Run:
     invalid = property(lambda s: s.verdict.get("valid") is False)
 
     def value(self):
-        """The scenario's headline number: Gbit/s for throughput, requests (or handshakes) per second."""
-        return self.result.get("gbit_per_s") if self.scenario == "throughput" else self.result.get("rps")
+        """The scenario's headline number (its profile's: Gbit/s for throughput, requests or
+        handshakes per second)."""
+        return dig({"result": self.result}, profile(self.scenario)["headline"]["path"])
 
     def window(self):
         """The run's time range: the correlation's window, else meta's end minus its length."""

@@ -17,7 +17,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from itertools import accumulate
 
 from .fmt import num
-from .run import Bad, contract, read_json
+from .run import Bad, contract, profile, read_json
 
 
 def stub_reading(text):
@@ -73,8 +73,6 @@ def usage_reading(text):
     return out
 
 
-# What a run's headline counts, per scenario, and its name per second (the per-CPU figure's unit).
-UNITS = {"rps": "req/s", "tps": "handshakes/s", "throughput": "Gbit/s"}
 
 
 def cpu(result, scenario, before, after, client_cpu_s, server_requests):
@@ -92,7 +90,7 @@ def cpu(result, scenario, before, after, client_cpu_s, server_requests):
            "ingress_cpus": after["cpus"].get("ingress"), "ingress_cfs_period_us": after["period"].get("ingress"),
            "backend_cpu_seconds": used.get("backend"), "host_cpu_seconds": after["host"] - before["host"]}
     out["other_cpu_seconds"] = out["host_cpu_seconds"] - sum(v for v in (ingress, used.get("backend"), client_cpu_s) if v)
-    unit = UNITS.get(scenario, "req/s")
+    unit = profile(scenario)["headline"]["unit"]  # what the headline counts, per second
     served_ = result.get("gbit_per_s", 0) * result.get("seconds", 0) if unit == "Gbit/s" else \
         server_requests if server_requests is not None else result.get("requests")
     out["per_ingress_cpu"] = {"value": per(served_, ingress), "unit": unit}

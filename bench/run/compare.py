@@ -39,12 +39,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, rounds, runs, medians)
+from report.run import profile  # noqa: E402
 from report.stats import ratio_interval, paired_ratio_interval, stats  # noqa: E402
 
 SIDES = ("base", "head")
-# What a side is measured by: the scenario's rate (higher is better) and two latencies.
-RATE = {"rps": ("result.rps", "req/s", ",.0f"), "tps": ("result.rps", "req/s", ",.0f"),
-        "throughput": ("result.gbit_per_s", "Gbit/s", ".3f")}
+# What a side is measured by: the scenario's headline (its profile: higher is better) and two latencies.
 LATENCIES = [("p95", "result.p95_ms", "GATE_P95_RISE"), ("p99", "result.p99_ms", "GATE_P99_RISE")]
 EXIT = {"pass": 0, "regression": 99, "unstable": 98, "undecided": 98}
 MIN_ROUNDS = 3  # a median and an interval of fewer say nothing
@@ -55,7 +54,8 @@ def number_setting(env, name, reg):
 
 
 def metrics(scenario):
-    path, unit, fmt = RATE[scenario]
+    h = profile(scenario)["headline"]
+    path, unit, fmt = h["path"], h["unit"], h["format"]
     out = [{"key": "rate", "title": unit, "value": path, "format": fmt, "better": "higher", "gate": "GATE_RATE_DROP"},
            {"key": "per_cpu", "title": f"{unit} per ingress CPU", "value": "cpu.per_ingress_cpu.value", "format": fmt,
             "better": "higher", "gate": "GATE_RATE_DROP"}]

@@ -21,10 +21,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner)
+from report.run import profile  # noqa: E402
 
-# Each scenario's figure in seed 002's tables.
-FIGURE = {"rps": ("result.rps", "RPS", ",.0f"), "tps": ("result.rps", "TPS", ",.0f"),
-          "throughput": ("result.gbit_per_s", "Gbit/s", ".3f")}
+
+def figure(scenario):
+    """A scenario's figure in seed 002's tables: its profile's headline."""
+    return profile(scenario)["headline"]
 
 
 def cores(quantity):
@@ -38,7 +40,7 @@ def slug(quantity):
 
 def table(amounts, scenarios, by):
     """Seed 002's shape: CPUs | each scenario's median | its efficiency against linear."""
-    head = ["CPUs"] + [x for s in scenarios for x in (f"{FIGURE[s][1]} (median)", "CV", "vs linear")]
+    head = ["CPUs"] + [x for s in scenarios for x in (f"{figure(s)['title']} (median)", "CV", "vs linear")]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     rows = []
     first = {s: by.get((amounts[0], s), {}).get("median") for s in scenarios}
@@ -46,7 +48,7 @@ def table(amounts, scenarios, by):
         row, doc = [q], {"cpu": q, "cores": cores(q)}
         for s in scenarios:
             st = by.get((q, s), {})
-            v, f = st.get("median"), FIGURE[s][2]
+            v, f = st.get("median"), figure(s)["format"]
             eff = v / first[s] / (cores(q) / cores(amounts[0])) if v is not None and first[s] else None
             row += ["—" if v is None else format(v, f), "—" if st.get("cv_percent") is None else f"{st['cv_percent']:.1f} %",
                     "—" if eff is None else f"{eff * 100:.0f} %"]
@@ -86,7 +88,7 @@ def main(argv):
     by = {}
     for q in amounts:
         for s in scenarios:
-            key = "gbit" if s == "throughput" else "rps"
+            key = figure(s)["key"]
             by[(q, s)] = next(c for c in mdoc["cases"] if c["name"] == f"cpu-{slug(q)}-{s}")["stats"].get(key, {})
     lines, rows = table(amounts, scenarios, by)
     variant = m["cases"][0]["variant"]

@@ -115,6 +115,28 @@ def test_the_three_duration_parsers_agree_on_one_table():
     assert {d: py(d) for d in DURATIONS} == DURATIONS
 
 
+def test_each_scenario_file_holds_its_profile_and_every_reader_reads_the_same():
+    """A scenario is one file, k6/<name>.js, opening with the question it answers and holding
+    its profile; the registry's scenario list is those files, and node's reader (the unit tests,
+    k6/lib/profiles.mjs) and Python's (bench/report/run.py profile: report, compare, sweep)
+    read the same profile from it."""
+    files = sorted(p.stem for p in (ROOT / "k6").glob("*.js") if "export const profile = {" in p.read_text())
+    js = ("Promise.all([import('./k6/lib/settings.js'), import('./k6/lib/profiles.mjs')])"
+          ".then(([s, p]) => console.log(JSON.stringify({names: s.SCENARIO_NAMES, profiles: p.PROFILES})))")
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert sorted(got["names"]) == files == ["rps", "throughput", "tps"]
+    sys.path.insert(0, str(ROOT / "bench"))
+    from report.run import profile
+    for name in files:
+        assert (ROOT / f"k6/{name}.js").read_text().startswith(f"// How many"), name  # its question first
+        p = profile(name)
+        assert p == got["profiles"][name], name
+        assert {"payload", "scheme", "reuse", "headline"} <= set(p) and {"key", "title", "path", "unit", "format"} <= set(p["headline"])
+    assert profile("throughput")["headline"]["unit"] == "Gbit/s"
+
+
 def test_bash_reads_a_setting_as_the_registry_says():
     """bash's `setting NAME [ENTRY]`: the environment's value, else the entry point's own
     default, else the registry's; a bad value one line with k6's words, exit 1."""

@@ -1,14 +1,14 @@
 // Every setting a scenario reads: its type, default and rule come from the registry
 // (settings.js); the rules between settings (tps needs TLS, a target outside the lab needs
 // the opt-in) are here. Pure functions only (no k6 imports): node's test runner loads this file too.
-import { PAYLOADS, PROFILES, durationMs, received, setting } from './settings.js';
+import { PAYLOADS, SCENARIO_NAMES, durationMs, received, setting } from './settings.js';
 
 // The lab's load balancer: a bare k6 run's default target (the ci/ entry points pass their
 // own). LAB_LB_IP in bench/platforms/lab.env, checked by ci/tests/test_settings.py.
 export const LAB_LB_ADDRESS = '198.18.0.2';
 
 // Payloads every backend serves as /<name>.bin (must match PAYLOADS in bench/platforms/lab.sh).
-export { PAYLOADS, PROFILES, durationMs };
+export { PAYLOADS, durationMs };
 
 
 // The seed's TLS client settings (seed 002: RSA-2048, PFS, ECDHE-RSA-AES256-GCM-SHA384).
@@ -102,10 +102,11 @@ function thresholdsOf(env, profile) {
   };
 }
 
-// Turns the environment into a validated config; throws one readable Error on bad input.
-export function parseConfig(env, scenario) {
-  const profile = PROFILES[scenario];
-  if (!profile) fail(`unknown scenario '${scenario}' (known: ${Object.keys(PROFILES).join(', ')})`);
+// Turns the environment into a validated config for SCENARIO, whose file's PROFILE gives the
+// defaults (k6/<scenario>.js); throws one readable Error on bad input.
+export function parseConfig(env, scenario, profile) {
+  if (!SCENARIO_NAMES.includes(scenario)) fail(`unknown scenario '${scenario}' (known: ${SCENARIO_NAMES.join(', ')})`);
+  if (!profile || !profile.payload || !profile.headline) fail(`scenario '${scenario}' has no profile (k6/${scenario}.js exports it)`);
 
   const payload = setting(env, 'PAYLOAD', profile.payload);
   const scheme = setting(env, 'SCHEME', profile.scheme);

@@ -1,27 +1,31 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseConfig, durationMs, isClusterService, isLabHost, parseTarget, PROFILES } from './config.js';
+import { parseConfig, durationMs, isClusterService, isLabHost, parseTarget } from './config.js';
+import { PROFILES } from './profiles.mjs';
 
-const bad = (env, scenario, re) => assert.throws(() => parseConfig(env, scenario), re);
+// parseConfig as a scenario file calls it: with its profile.
+const config = (env, scenario) => parseConfig(env, scenario, PROFILES[scenario]);
+
+const bad = (env, scenario, re) => assert.throws(() => config(env, scenario), re);
 
 test('defaults per scenario follow the seed measurements', () => {
-  const rps = parseConfig({}, 'rps');
+  const rps = config({}, 'rps');
   assert.equal(rps.url, 'http://198.18.0.2/1kb.bin');
   assert.equal(rps.bodyBytes, 1024);
   assert.equal(rps.reuse, true);
   assert.equal(rps.connections, 100); // 50 per client core, 2 cores assumed
-  const tps = parseConfig({}, 'tps');
+  const tps = config({}, 'tps');
   assert.equal(tps.url, 'https://198.18.0.2/0kb.bin');
   assert.equal(tps.reuse, false);
-  const tp = parseConfig({}, 'throughput');
+  const tp = config({}, 'throughput');
   assert.equal(tp.bodyBytes, 1048576);
   assert.equal(tp.discardBodies, true);
 });
 
 test('connections scale with client cores and cap at the seed 1000', () => {
-  assert.equal(parseConfig({ CLIENT_CPUS: '8' }, 'rps').connections, 400);
-  assert.equal(parseConfig({ CLIENT_CPUS: '88' }, 'rps').connections, 1000);
-  assert.equal(parseConfig({ CONNECTIONS: '7' }, 'rps').connections, 7);
+  assert.equal(config({ CLIENT_CPUS: '8' }, 'rps').connections, 400);
+  assert.equal(config({ CLIENT_CPUS: '88' }, 'rps').connections, 1000);
+  assert.equal(config({ CONNECTIONS: '7' }, 'rps').connections, 7);
 });
 
 test('numbers are validated with the variable name in the message', () => {
@@ -32,7 +36,7 @@ test('numbers are validated with the variable name in the message', () => {
   bad({ P95_MS: 'fast' }, 'rps', /P95_MS must be a number/);
   bad({ P95_MS: '-1' }, 'rps', /P95_MS must be a number/);
   bad({ ERROR_RATE_MAX: '1e' }, 'rps', /ERROR_RATE_MAX must be a number/);
-  assert.equal(parseConfig({ ERROR_RATE_MAX: '1e-3' }, 'rps').thresholds.errorRate, 0.001);
+  assert.equal(config({ ERROR_RATE_MAX: '1e-3' }, 'rps').thresholds.errorRate, 0.001);
 });
 
 test('durations: k6 syntax, never zero', () => {
@@ -43,8 +47,8 @@ test('durations: k6 syntax, never zero', () => {
   bad({ DURATION: '0s' }, 'rps', /DURATION must be longer than zero/);
   bad({ DURATION: 'ten' }, 'rps', /DURATION must look like/);
   // A request's timeout: k6's syntax, 10 s unless given, never zero.
-  assert.equal(parseConfig({}, 'rps').timeoutMs, 10000);
-  assert.equal(parseConfig({ REQUEST_TIMEOUT: '1500ms' }, 'rps').timeout, '1500ms');
+  assert.equal(config({}, 'rps').timeoutMs, 10000);
+  assert.equal(config({ REQUEST_TIMEOUT: '1500ms' }, 'rps').timeout, '1500ms');
   bad({ REQUEST_TIMEOUT: '0s' }, 'rps', /REQUEST_TIMEOUT must be longer than zero/);
   bad({ REQUEST_TIMEOUT: '2' }, 'rps', /REQUEST_TIMEOUT must look like/);
 });
@@ -59,7 +63,7 @@ test('targets outside the lab need the explicit opt-in', () => {
   assert.ok(!isLabHost('example.com'));
   assert.ok(!isLabHost('198.18.0.256'));
   bad({ TARGET: 'http://198.51.100.3' }, 'rps', /outside the lab .* ALLOW_EXTERNAL_TARGET=1/);
-  const ok = parseConfig({ TARGET: 'https://ingress.example.com:8443', ALLOW_EXTERNAL_TARGET: '1' }, 'rps');
+  const ok = config({ TARGET: 'https://ingress.example.com:8443', ALLOW_EXTERNAL_TARGET: '1' }, 'rps');
   assert.equal(ok.url, 'https://ingress.example.com:8443/1kb.bin');
   assert.equal(ok.scheme, 'https');
 });
@@ -71,7 +75,7 @@ test('target syntax and scheme rules', () => {
   bad({ TARGET: 'http://198.18.0.2' }, 'tps', /TARGET must be https/);
   bad({ SCHEME: 'http' }, 'tps', /SCHEME must be https/);
   bad({ SCHEME: 'quic' }, 'rps', /unknown SCHEME 'quic' \(known: http, https\)/);
-  assert.equal(parseConfig({ SCHEME: 'https' }, 'rps').url, 'https://198.18.0.2/1kb.bin');
+  assert.equal(config({ SCHEME: 'https' }, 'rps').url, 'https://198.18.0.2/1kb.bin');
 });
 
 test('unknown names are refused and listed', () => {
@@ -86,23 +90,23 @@ test('unknown names are refused and listed', () => {
 });
 
 test('NO_REUSE turns keep-alive off (ab without -k); tps never reuses', () => {
-  assert.equal(parseConfig({ NO_REUSE: '1' }, 'rps').reuse, false);
-  assert.equal(parseConfig({ NO_REUSE: '0' }, 'tps').reuse, false);
+  assert.equal(config({ NO_REUSE: '1' }, 'rps').reuse, false);
+  assert.equal(config({ NO_REUSE: '0' }, 'tps').reuse, false);
   assert.deepEqual(Object.keys(PROFILES), ['rps', 'tps', 'throughput']);
 });
 
 test('tags carry testid, variant, platform, scenario', () => {
-  const c = parseConfig({ TESTID: 'run-1', VARIANT: 'seed004-keepalive', PLATFORM: 'lab' }, 'rps');
+  const c = config({ TESTID: 'run-1', VARIANT: 'seed004-keepalive', PLATFORM: 'lab' }, 'rps');
   assert.deepEqual(c.tags, { testid: 'run-1', variant: 'seed004-keepalive', platform: 'lab', scenario: 'rps' });
   assert.equal(c.resultsDir, 'results/run-1');
 });
 
 test('the engine: native unless ENGINE=js, anything else refused', () => {
-  assert.equal(parseConfig({}, 'rps').engine, 'native');
-  assert.equal(parseConfig({ ENGINE: 'js' }, 'tps').engine, 'js');
+  assert.equal(config({}, 'rps').engine, 'native');
+  assert.equal(config({ ENGINE: 'js' }, 'tps').engine, 'js');
   bad({ ENGINE: 'turbo' }, 'rps', /unknown ENGINE 'turbo' \(known: js, native\)/);
   bad({ K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
-  assert.equal(parseConfig({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
+  assert.equal(config({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
 });
 
 test('a Service DNS name is inside only from a pod', () => {
@@ -112,7 +116,7 @@ test('a Service DNS name is inside only from a pod', () => {
   assert.ok(!isClusterService('prometheus.monitoring.svc', {}));
   assert.ok(!isClusterService('example.com', pod));
   assert.ok(!isClusterService('svc', pod));
-  const cfg = parseConfig({ ...pod, PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090', TARGET: 'http://nginx-lb.ingress-bench.svc' }, 'rps');
+  const cfg = config({ ...pod, PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090', TARGET: 'http://nginx-lb.ingress-bench.svc' }, 'rps');
   assert.equal(cfg.prometheusUrl, 'http://prometheus.monitoring.svc:9090');
-  assert.throws(() => parseConfig({ PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090' }, 'rps'), /outside the lab/);
+  assert.throws(() => config({ PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090' }, 'rps'), /outside the lab/);
 });

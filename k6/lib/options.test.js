@@ -2,9 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
+import { PROFILES } from './profiles.mjs';
+
+// parseConfig as a scenario file calls it: with its profile.
+const config = (env, scenario) => parseConfig(env, scenario, PROFILES[scenario]);
 
 test('closed model: constant VUs = connections, one threshold array per metric', () => {
-  const o = buildOptions(parseConfig({ ENGINE: 'js', CONNECTIONS: '50', DURATION: '30s' }, 'rps'));
+  const o = buildOptions(config({ ENGINE: 'js', CONNECTIONS: '50', DURATION: '30s' }, 'rps'));
   // The run's tags on the scenario as well as globally: a --tag on the command line replaces the latter.
   assert.deepEqual(o.scenarios.rps, { executor: 'constant-vus', vus: 50, duration: '30s', gracefulStop: '5s', tags: o.tags });
   assert.deepEqual(Object.keys(o.tags).sort(), ['platform', 'scenario', 'testid', 'variant']);
@@ -16,7 +20,7 @@ test('closed model: constant VUs = connections, one threshold array per metric',
 });
 
 test('k6/http open model gates on dropped iterations; RPS floor is optional', () => {
-  const o = buildOptions(parseConfig({ ENGINE: 'js', RATE: '5000', CONNECTIONS: '20', RPS_MIN: '4000', DROPPED_MAX: '3' }, 'rps'));
+  const o = buildOptions(config({ ENGINE: 'js', RATE: '5000', CONNECTIONS: '20', RPS_MIN: '4000', DROPPED_MAX: '3' }, 'rps'));
   assert.equal(o.scenarios.rps.executor, 'constant-arrival-rate');
   assert.equal(o.scenarios.rps.rate, 5000);
   assert.equal(o.scenarios.rps.maxVUs, 20);
@@ -25,21 +29,21 @@ test('k6/http open model gates on dropped iterations; RPS floor is optional', ()
 });
 
 test('tps: the seed TLS 1.2 cipher, no connection reuse', () => {
-  const o = buildOptions(parseConfig({}, 'tps'));
+  const o = buildOptions(config({}, 'tps'));
   assert.deepEqual(o.tlsVersion, { min: 'tls1.2', max: 'tls1.2' });
   assert.deepEqual(o.tlsCipherSuites, ['TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384']);
   assert.equal(o.noConnectionReuse, true);
 });
 
 test('throughput discards bodies; http has no TLS options', () => {
-  const o = buildOptions(parseConfig({}, 'throughput'));
+  const o = buildOptions(config({}, 'throughput'));
   assert.equal(o.discardResponseBodies, true);
   assert.equal(o.tlsVersion, undefined);
   assert.deepEqual(o.tags.scenario, 'throughput');
 });
 
 test('native engine: latency thresholds on its bounded-histogram Gauges, not the Trend', () => {
-  const o = buildOptions(parseConfig({ ENGINE: 'native', P95_MS: '20' }, 'rps'));
+  const o = buildOptions(config({ ENGINE: 'native', P95_MS: '20' }, 'rps'));
   assert.deepEqual(o.thresholds.bench_http_req_duration_p95, ['value<20']);
   assert.deepEqual(o.thresholds.bench_http_req_duration_p99, ['value<500']);
   assert.equal(o.thresholds.http_req_duration, undefined);
@@ -48,7 +52,7 @@ test('native engine: latency thresholds on its bounded-histogram Gauges, not the
 
 test('native closed model: connections in groups of VUs, exactly CONNECTIONS in all', () => {
   for (const n of [1, 24, 25, 26, 50, 999, 1000]) {
-    const cfg = parseConfig({ ENGINE: 'native', CONNECTIONS: String(n) }, 'rps');
+    const cfg = config({ ENGINE: 'native', CONNECTIONS: String(n) }, 'rps');
     const vus = buildOptions(cfg).scenarios.rps.vus;
     assert.equal(vus, Math.ceil(n / 25));
     let total = 0;
@@ -56,19 +60,19 @@ test('native closed model: connections in groups of VUs, exactly CONNECTIONS in 
     assert.equal(total, n);
   }
   // k6/http's open model keeps a VU per in-flight request.
-  assert.equal(buildOptions(parseConfig({ ENGINE: 'js', RATE: '100', CONNECTIONS: '40' }, 'rps')).scenarios.rps.maxVUs, 40);
+  assert.equal(buildOptions(config({ ENGINE: 'js', RATE: '100', CONNECTIONS: '40' }, 'rps')).scenarios.rps.maxVUs, 40);
 });
 
 test('in-cluster segments: a VU for each pod, and a connection for each', () => {
   // 10 connections fit one VU; two pods each need one (the second pod once ran nothing).
-  const cfg = parseConfig({ ENGINE: 'native', CONNECTIONS: '10', SEGMENTS: '2' }, 'throughput');
+  const cfg = config({ ENGINE: 'native', CONNECTIONS: '10', SEGMENTS: '2' }, 'throughput');
   assert.equal(buildOptions(cfg).scenarios.throughput.vus, 2);
   assert.deepEqual([1, 2].map((id) => vuConnections(cfg, id)), [5, 5]);
-  assert.throws(() => parseConfig({ CONNECTIONS: '2', SEGMENTS: '3' }, 'rps'), /CONNECTIONS 2 is fewer than SEGMENTS 3: each k6 pod needs a connection of its own/);
+  assert.throws(() => config({ CONNECTIONS: '2', SEGMENTS: '3' }, 'rps'), /CONNECTIONS 2 is fewer than SEGMENTS 3: each k6 pod needs a connection of its own/);
 });
 
 test('native open model: the engine paces the connections; every connection has its own index', () => {
-  const cfg = parseConfig({ ENGINE: 'native', RATE: '2000', CONNECTIONS: '60', DURATION: '10s', LATE_MAX: '0.02' }, 'rps');
+  const cfg = config({ ENGINE: 'native', RATE: '2000', CONNECTIONS: '60', DURATION: '10s', LATE_MAX: '0.02' }, 'rps');
   const o = buildOptions(cfg);
   assert.equal(o.scenarios.rps.executor, 'constant-vus');
   assert.equal(o.scenarios.rps.vus, 3);
@@ -82,8 +86,8 @@ test('native open model: the engine paces the connections; every connection has 
 
 test('validity: the load generator\'s saturation is a threshold by default, REQUIRE_VALID=0 drops it', () => {
   const prom = { PROMETHEUS_URL: 'http://198.18.0.1:9090' };
-  assert.deepEqual(buildOptions(parseConfig(prom, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.9']);
-  assert.equal(buildOptions(parseConfig({}, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined); // cannot be judged
-  assert.equal(buildOptions(parseConfig({ REQUIRE_VALID: '0' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined);
-  assert.deepEqual(buildOptions(parseConfig({ REQUIRE_VALID: '0', LOADGEN_CPU_MAX: '0.5' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.5']);
+  assert.deepEqual(buildOptions(config(prom, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.9']);
+  assert.equal(buildOptions(config({}, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined); // cannot be judged
+  assert.equal(buildOptions(config({ REQUIRE_VALID: '0' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, undefined);
+  assert.deepEqual(buildOptions(config({ REQUIRE_VALID: '0', LOADGEN_CPU_MAX: '0.5' }, 'rps')).thresholds.bench_loadgen_cpu_utilization, ['value<0.5']);
 });

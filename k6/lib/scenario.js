@@ -1,4 +1,4 @@
-// The one request loop every scenario shares; a scenario file only names its profile.
+// The one request loop every scenario shares; a scenario file holds its question and profile.
 import http from 'k6/http';
 import { check } from 'k6';
 import exec from 'k6/execution';
@@ -15,8 +15,8 @@ const gauges = Object.fromEntries(Object.keys(SIGNALS).map((k) => [k, new Gauge(
 const answered = new Gauge('bench_prometheus_answered');
 const evaluations = new Gauge('bench_signal_evaluations');
 
-export function scenario(name) {
-  const cfg = parseConfig(__ENV, name);
+export function scenario(name, profile) {
+  const cfg = parseConfig(__ENV, name, profile);
   // The native engine (xk6/) only when asked for: stock k6 (Grafana's image on a user's
   // cluster) still runs the k6/http path, and says it lacks k6/x/ingressbench otherwise.
   const ib = cfg.engine === 'native' ? require('k6/x/ingressbench') : null; // eslint-disable-line no-undef

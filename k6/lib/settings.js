@@ -25,16 +25,9 @@
 //   meaning   the README's text
 export const PAYLOADS = { '0kb': 0, '1kb': 1024, '4kb': 4096, '100kb': 102400, '1mb': 1048576 };
 
-// The scenarios, each k6/<name>.js, and their defaults: what each of the seeds' three
-// measurements means. The SCENARIO setting's values, and so every script's list, are its keys.
-export const PROFILES = {
-  // Seed 002 RPS: 1 KB over keep-alive connections (wrk -c N).
-  rps: { payload: '1kb', scheme: 'http', reuse: true, discardBodies: false, p95: 250, p99: 500 },
-  // Seed 002 TPS: a new TLS connection per request, Connection: close, 0 KB response.
-  tps: { payload: '0kb', scheme: 'https', reuse: false, discardBodies: false, p95: 250, p99: 500 },
-  // Seed 002 throughput: 1 MB responses; bodies discarded so 1000 VUs do not hold 1000 MB.
-  throughput: { payload: '1mb', scheme: 'http', reuse: true, discardBodies: true, p95: 2000, p99: 4000 },
-};
+// The scenarios: each k6/<name>.js, which holds its own profile (defaults, headline figure).
+// The SCENARIO setting's values, and so every script's list; a test holds it to the files.
+export const SCENARIO_NAMES = ['rps', 'tps', 'throughput'];
 
 export const SETTINGS = [
   { name: 'PLATFORM', type: 'enum', values: ['local', 'external', 'lab'], default: null,
@@ -120,12 +113,12 @@ export const SETTINGS = [
   { name: 'INGRESS_CPUS', type: 'text', pattern: /^(?:(?![0.]*m?(?:[ ,]|$))(?:[0-9]+m|[0-9]+|[0-9]*\.[0-9]+)(?:[ ,]+|$))+$/,
     rule: 'CPU quantities above 0 separated by spaces, like 500m 1 or 1 2 4 8 16 24', default: null, defaultText: '—', reaches: ['sweep'],
     example: '250m 500m', meaning: '`bench:sweep`: the ingress CPU amounts swept (each run deploys the variant with `INGRESS_CPU` set to one); seed 002: 1 2 4 8 16 24' },
-  { name: 'SCENARIOS', type: 'list', values: Object.keys(PROFILES),
+  { name: 'SCENARIOS', type: 'list', values: SCENARIO_NAMES,
     default: 'rps tps throughput', reaches: ['sweep'], example: 'rps', meaning: '`bench:sweep`: the scenarios run at each CPU amount (seed 002\'s three tables)' },
   { name: 'RUNNER_CPU', type: 'text', pattern: /^(?![0.]*m?$)([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$/, rule: 'a CPU quantity above 0 like 2, 500m or 0.5', default: null, defaultText: 'none',
     reaches: ['distributed'], example: '500m',
     meaning: 'each in-cluster k6 pod\'s CPU request and limit: a share of a busy cluster that holds, or (a small one) to prove the load-generator verdict' },
-  { name: 'SCENARIO', type: 'enum', values: Object.keys(PROFILES), default: 'rps', reaches: ['distributed', 'capacity', 'compare'], example: 'tps',
+  { name: 'SCENARIO', type: 'enum', values: SCENARIO_NAMES, default: 'rps', reaches: ['distributed', 'capacity', 'compare'], example: 'tps',
     meaning: '`bench:distributed`: the scenario the pods run; `bench:capacity`: the scenario searched; `bench:compare`: the scenario both sides run' },
   { name: 'SLO_P99_MS', type: 'number', default: '50', reaches: ['capacity'], example: '20',
     meaning: '`bench:capacity`: the SLO a rate must hold, p99 latency from each request\'s due time in ms (each step\'s `P99_MS`)' },

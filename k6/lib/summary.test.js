@@ -3,6 +3,10 @@ import assert from 'node:assert/strict';
 import { parseConfig } from './config.js';
 import { correlation, headline, textSummary, summaryFiles, fmtInt, gbits } from './summary.js';
 import { verdict } from './correlation.js';
+import { PROFILES } from './profiles.mjs';
+
+// parseConfig as a scenario file calls it: with its profile.
+const config = (env, scenario) => parseConfig(env, scenario, PROFILES[scenario]);
 
 // The shape k6 hands to handleSummary, trimmed to what the summary reads.
 const data = (failedRate = 0, ok = true) => ({
@@ -25,7 +29,7 @@ test('formatting helpers', () => {
 });
 
 test('headline: pass when every threshold passed', () => {
-  const h = headline(data(), parseConfig({}, 'rps'));
+  const h = headline(data(), config({}, 'rps'));
   assert.equal(h.requests, 184220);
   assert.equal(h.gbit_per_s, 1);
   assert.equal(h.thresholds.length, 3);
@@ -33,7 +37,7 @@ test('headline: pass when every threshold passed', () => {
 });
 
 test('headline and text name the crossed threshold', () => {
-  const cfg = parseConfig({}, 'rps');
+  const cfg = config({}, 'rps');
   const h = headline(data(0.01, false), cfg);
   assert.equal(h.passed, false);
   assert.equal(h.errors, 1842);
@@ -44,7 +48,7 @@ test('headline and text name the crossed threshold', () => {
 });
 
 test('files: summary.json, summary.txt, meta.json in the run directory', () => {
-  const cfg = parseConfig({ TESTID: 't1', RESULTS_DIR: 'out/t1', BENCH_META: '{"git_revision":"abc"}' }, 'rps');
+  const cfg = config({ TESTID: 't1', RESULTS_DIR: 'out/t1', BENCH_META: '{"git_revision":"abc"}' }, 'rps');
   const files = summaryFiles(data(), cfg, new Date('2026-11-21T00:00:00Z'));
   assert.deepEqual(Object.keys(files).sort(), ['out/t1/meta.json', 'out/t1/summary.json', 'out/t1/summary.txt', 'stdout']);
   const meta = JSON.parse(files['out/t1/meta.json']);
@@ -60,17 +64,17 @@ test('native open model: the asked and achieved rates, late and dropped sends, t
     bench_sends_late: { values: { count: 12 } }, bench_sends_client_late: { values: { count: 2 } }, bench_sends_dropped: { values: { count: 0 } },
     bench_http_req_service_p95: { values: { value: 0.21 } }, bench_http_req_service_p99: { values: { value: 0.35 } },
   });
-  const cfg = parseConfig({ ENGINE: 'native', RATE: '18500' }, 'rps');
+  const cfg = config({ ENGINE: 'native', RATE: '18500' }, 'rps');
   const h = headline(d, cfg);
   assert.deepEqual([h.sends_late, h.sends_dropped, h.service_p99_ms], [12, 0, 0.35]);
   assert.match(textSummary(h, cfg), /open model {4}18,422 of 18,500 req\/s asked \(99\.58%\), late 12 \(the client's own 2\), dropped 0; .*service time p95 0\.21 ms {2}p99 0\.35 ms/);
-  assert.equal(headline(d, parseConfig({ ENGINE: 'native' }, 'rps')).sends_late, undefined);
+  assert.equal(headline(d, config({ ENGINE: 'native' }, 'rps')).sends_late, undefined);
 });
 
 test('a load-generator-bound run fails its validity threshold, and the result line says why', () => {
   const d = data();
   d.metrics.bench_loadgen_cpu_utilization = { values: { value: 0.97 }, thresholds: { 'value<0.9': { ok: false } } };
-  const cfg = parseConfig({}, 'rps');
+  const cfg = config({}, 'rps');
   const h = headline(d, cfg);
   const v = verdict({ loadgen_cpu_utilization: 0.97 });
   assert.equal(h.passed, false);
@@ -81,7 +85,7 @@ test('a load-generator-bound run fails its validity threshold, and the result li
 test('correlation: only the signals the teardown set from an answer; -1 is a signal without data', () => {
   const d = data();
   d.metrics.bench_loadgen_cpu_utilization = { values: { value: 0 }, thresholds: { 'value<0.9': { ok: true } } }; // never set
-  const cfg = parseConfig({ PROMETHEUS_URL: 'http://198.18.0.1:9090' }, 'rps');
+  const cfg = config({ PROMETHEUS_URL: 'http://198.18.0.1:9090' }, 'rps');
   assert.deepEqual(correlation(d, cfg, new Date()).signals, {});
   d.metrics.bench_prometheus_answered = { values: { value: 1 } };
   d.metrics.bench_ingress_cpu_cores = { values: { value: -1 } };
@@ -95,7 +99,7 @@ test('correlation: the window the teardown averaged, from setup\'s end for DURAT
   const d = { ...data(), setup_data: { start: 1000 } };
   d.metrics.bench_prometheus_answered = { values: { value: 1 } };
   d.metrics.bench_signal_evaluations = { values: { value: 7 } };
-  const cfg = parseConfig({ PROMETHEUS_URL: 'http://198.18.0.1:9090', DURATION: '20s' }, 'rps');
+  const cfg = config({ PROMETHEUS_URL: 'http://198.18.0.1:9090', DURATION: '20s' }, 'rps');
   const w = correlation(d, cfg, new Date(1021.5 * 1000)).window;
   assert.deepEqual(w, { start: 1011.5, end: 1021.5, load_start: 1000, from: 1008, to: 1020, steady: true, evaluations: 7 });
   // No answer: no averaging window.
