@@ -16,6 +16,12 @@
 #                       none: the platform cannot see them (a user's cluster or host)
 #   pf_prometheus       the platform's Prometheus URL (fails when it has none up)
 #   pf_prometheus_in_cluster   the address in-cluster k6 reaches it at; empty: none of its own
+# And its traits, one line of the driver (PF_TRAITS='root=1 k6=host cluster=own ...'), which
+# bash (pf_trait) and Python (bench/run/cases.py traits) read without loading it:
+#   root        1: its runs need root
+#   k6          host: k6 runs on this machine; pods: in the cluster (bench/run/distributed.sh)
+#   cluster     none, own (this machine's, bench/platforms/local/), user (KUBECONFIG's)
+#   monitoring  host (the lab's Prometheus), operator (ours, in our cluster), user (theirs)
 # Taking a platform down stays with its own task (lab:down, cluster:down, monitoring:down):
 # what they remove is what the platform's scripts made, whoever started them.
 # Sourced after bench/lib.sh.
@@ -27,6 +33,12 @@ load_platform() {
   pf_cpu_groups() { :; }
   . "$IB_ROOT/bench/platforms/drivers/$PLATFORM.sh"
   RUN=() STUB='' IN_CLUSTER=0
+}
+
+# pf_trait NAME [PLATFORM]: a trait of PLATFORM's driver (default: the resolved PLATFORM).
+pf_trait() {
+  local p=${2:-$(platform)} || exit 1
+  sed -n "s/^PF_TRAITS='\(.*\)'$/\1/p" "$IB_ROOT/bench/platforms/drivers/$p.sh" | tr ' ' '\n' | awk -F= -v n="$1" '$1 == n {print $2}'
 }
 
 # Every platform's Prometheus is the monitoring script's to say.

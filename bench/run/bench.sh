@@ -151,7 +151,7 @@ meta=$(jq -nc \
   --arg knobs "$([ "$PLATFORM" = lab ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
   --arg backends "$(setting LAB_BACKENDS)" --arg platform "$PLATFORM" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
-  --arg nodes "$([ "$PLATFORM" = lab ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
+  --arg nodes "$([ "$(pf_trait cluster)" = none ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
   --argjson budget "$budget" \
   '{git_revision: $git} + $described + {
     knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, ingress_budget: $budget, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end),

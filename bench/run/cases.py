@@ -127,6 +127,13 @@ def registry():
     return reg
 
 
+def traits(platform):
+    """A platform's traits as its driver declares them (bench/platforms/drivers/PLATFORM.sh,
+    PF_TRAITS: root, k6, cluster, monitoring; bench/platforms/driver.sh says what each means)."""
+    m = re.search(r"^PF_TRAITS='(.*)'$", (ROOT / f"bench/platforms/drivers/{platform}.sh").read_text(), re.M)
+    return dict(t.split("=", 1) for t in m.group(1).split())
+
+
 def default_of(name, entry=None):
     """NAME's default for the entry point ENTRY (its own where the registry declares one)."""
     s = registry()[name]

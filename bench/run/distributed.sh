@@ -15,7 +15,7 @@ SEGMENTS=$(setting SEGMENTS distributed)
 export SEGMENTS # the pods' k6 splits its connections by it, and the check below sees it
 [ -z "${RUNNER_CPU:-}" ] || need_cpu_quantity RUNNER_CPU "$RUNNER_CPU" # rendered after deploy: checked before
 load_platform
-[ "$PLATFORM" != lab ] || die "unknown PLATFORM 'lab' for in-cluster load (known: local, external)"
+[ "$(pf_trait cluster)" != none ] || die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: $(for p in $(setting_values PLATFORM); do [ "$(pf_trait cluster "$p")" = none ] || echo "$p"; done | paste -sd' ' | sed 's/ /, /g'))"
 # The pods load the ingress this run deploys, and what they receive is the registry's "pods"
 # settings: anything else given would be checked here and lost there.
 [ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 # The runners built on this one (compare, sweep, throttle, capacity, change) reach the case
 # list's checks and the tables through it, as mx.NAME: one import for "what a run is".
-from cases import (CPUS, Bad, check_values, default_of, duration_s, error_line, load, number, only_relations,  # noqa: E402,F401
+from cases import (CPUS, Bad, check_values, default_of, duration_s, traits, error_line, load, number, only_relations,  # noqa: E402,F401
                    parse, registry, resolve, say, shell)
 from report.relations import relations_page  # noqa: E402
 from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, shared with the index)
@@ -115,7 +115,7 @@ def run_one(c, extra, testid, mdir, m, round_=None):
         # down once per platform until a run with monitoring on there (bench:overhead
         # alternates), not before each run: a down is a second or two of kubectl calls.
         off, down_on = env.get("MONITORING") in ("0", "false"), m.setdefault("monitoring_down", set())
-        if run["status"] is None and off and c["platform"] in ("lab", "local") and c["platform"] not in down_on:
+        if run["status"] is None and off and traits(c["platform"])["monitoring"] in ("host", "operator") and c["platform"] not in down_on:
             down = subprocess.run(["bash", str(MONITORING_SH), "down"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
             if down.returncode != 0:
                 run.update(rc=1, status="failed", reason="the platform's monitoring did not go down")
@@ -312,7 +312,7 @@ def run_matrix(m, env, rounds, name, cases_text):
     """Runs the checked matrix m into RESULTS_ROOT/<name>-<time>/ (its case list kept there as
     cases.yaml), writes table.md and matrix.json, prints the table; returns (exit code, the
     matrix.json document). The runners built on this one (compare, sweep, seeds) add theirs."""
-    if os.geteuid() != 0 and any(c["platform"] in ("lab", "local") for c in m["cases"]):
+    if os.geteuid() != 0 and any(traits(c["platform"])["root"] == "1" for c in m["cases"]):
         raise Bad(f"the matrix {m['file']} needs root (network namespaces, nginx on ports 80/443): run it as root")
     mdir, stamp = new_results_dir(env, name)
     (mdir / "cases.yaml").write_text(cases_text)

@@ -194,3 +194,22 @@ def test_kind_validation_rejects(case, tmp_path):
     assert r.returncode != 0
     lines = error_lines(r)
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and reason in lines[0], r.stderr
+
+
+def test_every_platform_declares_its_traits_and_both_readers_agree():
+    """A platform is its driver file: its traits (root, k6, cluster, monitoring) on one line
+    there, read alike by bash (pf_trait) and Python (cases.traits), one driver per value of
+    the PLATFORM setting."""
+    import sys
+    sys.path.insert(0, str(ROOT / "bench/run"))
+    from cases import registry, traits
+    allowed = {"root": {"0", "1"}, "k6": {"host", "pods"}, "cluster": {"none", "own", "user"},
+               "monitoring": {"host", "operator", "user"}}
+    platforms = registry()["PLATFORM"]["values"]
+    assert sorted(p.stem for p in (ROOT / "bench/platforms/drivers").glob("*.sh")) == sorted(platforms)
+    for p in platforms:
+        t = traits(p)
+        assert set(t) == set(allowed) and all(t[k] in allowed[k] for k in t), (p, t)
+        r = sh("bash", "-c", f'. bench/lib.sh && . bench/platforms/driver.sh && for n in {" ".join(allowed)}; do echo "$n=$(pf_trait $n {p})"; done')
+        assert dict(l.split("=") for l in r.stdout.split()) == t, (p, r.stdout, r.stderr)
+    assert traits("external")["k6"] == "pods" and traits("lab")["cluster"] == "none"

@@ -4,6 +4,11 @@
 # in-cluster Job of bench/run/distributed.sh (SEGMENTS pods). kind is this platform with its
 # config (bench/platforms/kind/cluster.yaml).
 
+# Traits (bench/platforms/driver.sh pf_trait; Python: bench/run/cases.py traits): no root; k6 in
+# pods (the Indexed Job); the user's cluster; the user's Prometheus (PROMETHEUS_URL, or a
+# chart's).
+PF_TRAITS='root=0 k6=pods cluster=user monitoring=user'
+
 pf_check() {
   export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
   need_overlay "$VARIANT"

@@ -2,6 +2,11 @@
 # network namespaces (bench/platforms/lab.sh, addresses in bench/platforms/lab.env), or a user's
 # host given as TARGET (ALLOW_EXTERNAL_TARGET=1), loaded from here.
 
+# Traits (bench/platforms/driver.sh pf_trait; Python: bench/run/cases.py traits): root: network
+# namespaces, nginx on 80/443; k6 on the host (in the client's namespace); no cluster; Prometheus
+# and exporters on the host.
+PF_TRAITS='root=1 k6=host cluster=none monitoring=host'
+
 # A target in the project's range (or none: the lab's LB) is only ever loaded from the lab's
 # client namespace: from the host, an address of 198.18.0.0/15 that no lab host holds would
 # follow the default route off the machine. Loopback and opted-in external targets run here.

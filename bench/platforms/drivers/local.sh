@@ -2,6 +2,11 @@
 # Kubernetes on this host (bench/platforms/local/), the overlay deployed by bench/platforms/deploy.sh,
 # k6 on the host, pinned to the CPUs the ingress does not have.
 
+# Traits (bench/platforms/driver.sh pf_trait; Python: bench/run/cases.py traits): root: a kubelet,
+# containerd, iptables; k6 on the host (the CPUs the ingress lacks); our own cluster; the operator
+# stack in it.
+PF_TRAITS='root=1 k6=host cluster=own monitoring=operator'
+
 pf_check() {
   export VARIANT=${VARIANT:-$DEFAULT_OVERLAY}
   need_overlay "$VARIANT"
