@@ -53,7 +53,7 @@ def main(argv=None):
     c = sub.add_parser("check", help="every image and local link of a page exists (exit 1 if not)")
     c.add_argument("page")
     stub = dict(type=stub_reading, default=None, metavar="'ACCEPTS REQUESTS'",
-                help="nginx stub_status before/after the load (bench/lib.sh stub_counts; empty: none)")
+                help="nginx stub_status before/after the load (bench/lib/k6.sh stub_counts; empty: none)")
     s = sub.add_parser("summary", help="RUN_DIR/summary.json: k6's, plus the client's CPU and the server's "
                                        "counts; their lines into summary.txt")
     s.add_argument("run_dir")

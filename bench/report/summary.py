@@ -21,7 +21,7 @@ from .run import Bad, contract, profile, read_json
 
 
 def stub_reading(text):
-    """`accepts requests` (bench/lib.sh stub_counts) -> (accepts, requests); empty -> None."""
+    """`accepts requests` (bench/lib/k6.sh stub_counts) -> (accepts, requests); empty -> None."""
     if not text.strip():
         return None
     if not re.fullmatch(r"\s*\d+\s+\d+\s*", text):

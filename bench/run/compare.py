@@ -80,7 +80,7 @@ def load_baseline(env, name, scenario):
 
 
 def described(doc):
-    """{tools, host} (bench/lib.sh host_description) as flat "host.kernel": value pairs."""
+    """{tools, host} (bench/lib/k6.sh host_description) as flat "host.kernel": value pairs."""
     return {f"{part}.{k}": v for part in ("tools", "host") for k, v in (doc.get(part) or {}).items()}
 
 

@@ -106,7 +106,7 @@ def test_the_dashboards_run_stats_are_the_summarys_numbers(lab_run):
     Prometheus' estimate both lie in that bucket, so up to 9% apart: 6% failed once, 5.44
     against 5.82 ms), and its error ratio from the request counters, not a mean of
     per-interval or per-series values. The range ends after k6's last remote write: k6 pushes
-    every 2 s (bench/lib.sh k6_rw_env) and once more when it stops, after its summary's time, so a
+    every 2 s (bench/lib/prometheus.sh k6_rw_env) and once more when it stops, after its summary's time, so a
     range ending there misses the last push (4.23 against 4.68 ms once: a bucket apart)."""
     dash = json.loads((ROOT / "dashboards/ingress-bench.json").read_text())
     testid = json.loads((lab_run.dir / "meta.json").read_text())["testid"]

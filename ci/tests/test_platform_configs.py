@@ -83,7 +83,7 @@ def test_testrun_renders_valid_and_matches_the_job():
 
 def test_with_a_prometheus_both_stream_to_it():
     """PROMETHEUS_URL (an address the pods reach) adds k6's remote-write output to both, the
-    same entries as the host's k6 gets (bench/lib.sh k6_rw_env)."""
+    same entries as the host's k6 gets (bench/lib/prometheus.sh k6_rw_env)."""
     url = "http://prometheus.monitoring.svc:9090"
     tr, job = render("testrun.yaml", PROMETHEUS_URL=url), render("job.yaml", PROMETHEUS_URL=url)
     assert tr.returncode == 0 and job.returncode == 0, tr.stderr + job.stderr

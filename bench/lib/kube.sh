@@ -1,0 +1,72 @@
+# Kubernetes platforms: consent for a user's cluster, images, pods' problems and cgroups.
+# Sourced by bench/lib.sh (which every script sources); no side effects beyond variables.
+# The monitoring side's images on the local cluster (bench/platforms/local/images.sh monitoring
+# builds them): either stack's, and the monitoring component's sidecar.
+IB_MONITORING_IMAGES="prometheus-$PROMETHEUS_VERSION prometheus-operator-$PROMETHEUS_OPERATOR_VERSION prometheus-config-reloader-$PROMETHEUS_OPERATOR_VERSION node-exporter-$NODE_EXPORTER_VERSION nginx-prometheus-exporter-${NGINX_EXPORTER_IMAGE##*:}"
+# need_external_cluster VERB: PLATFORM=external's consent (ALLOW_EXTERNAL_CLUSTER=1 and an
+# explicit KUBECONFIG) and a cluster that answers, or one line; VERB: what is done there.
+need_external_cluster() {
+  [ "${ALLOW_EXTERNAL_CLUSTER:-}" = 1 ] || die "PLATFORM=external $1 the cluster of \$KUBECONFIG: set ALLOW_EXTERNAL_CLUSTER=1 to confirm"
+  [ -n "${KUBECONFIG:-}" ] || die "PLATFORM=external needs KUBECONFIG set explicitly (the current context is never used by accident)"
+  kubectl get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || die "the cluster of KUBECONFIG=$KUBECONFIG does not answer"
+}
+# remove_monitoring_stack KUBELET_SERVICE: on the local cluster, a monitoring stack's
+# namespace, its operator's kubelet Service in kube-system (not the stack's own object: it
+# outlives it, and the next stack's kubelet monitor would scrape every kubelet twice, failing
+# the rules' joins) and, last, the operator's CRDs (with every PodMonitor and rule).
+remove_monitoring_stack() {
+  kubectl delete ns monitoring --ignore-not-found --wait --timeout=90s >/dev/null 2>&1 || true
+  kubectl -n kube-system delete service "$1" --ignore-not-found >/dev/null 2>&1 || true
+  kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
+}
+# import_images NAME...: the cached image archives $IB_CACHE/images/NAME.tar into the local
+# node's containerd (no registry: every image of the local cluster comes this way).
+import_images() {
+  local b; for b in "$@"; do
+    ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null ||
+      die "ctr could not import image $b"
+  done
+}
+# IMAGE_SET: which images a cluster runs. "upstream": the pins of components/images and
+# K6_IMAGE_UPSTREAM, from their registries; "local": this machine's builds (bench/platforms/local/images.sh,
+# components/images-local). The local platform runs local builds; an external cluster
+# upstream images unless told otherwise (a cluster that was given our builds).
+image_set() {
+  local s=${IMAGE_SET:-$([ "$(platform)" = local ] && echo local || echo upstream)}
+  case $s in local|upstream) echo "$s" ;; *) die "IMAGE_SET must be local or upstream, got '$s'" ;; esac
+}
+k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
+# Image references the local node's containerd holds.
+local_images() { ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
+# pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.
+pod_problem() {
+  local sel; sel=$(kubectl -n "$1" get deploy "$2" -o json | jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
+  kubectl -n "$1" get pods -l "$sel" -o json | jq -r '
+    [.items[] | (.status.containerStatuses // [])[] | select(.ready | not)
+       | (.state.waiting // .lastState.terminated // .state.terminated) | select(. != null)
+       | "\(.reason)" + (if .message then ": " + (.message | split("\n")[0]) else "" end)]
+    + [.items[] | (.status.conditions // [])[] | select(.status == "False" and .message != null) | "\(.reason): \(.message)"]
+    | first // "no reason reported"'
+}
+# The local cluster kubelet's cgroupRoot (bench/platforms/local/cluster.sh): every pod's groups
+# are below it, Guaranteed pods directly below kubepods, the others one QoS level deeper.
+IB_KUBELET_CGROUP=ibench
+# pod_groups: "ROLE REL" for each container of the namespace's pods (not the metrics sidecar),
+# its group's path in every hierarchy as a glob over the QoS levels (cgroups.sh usage).
+pod_groups() {
+  kubectl -n ingress-bench get pods -o json 2>/dev/null | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | .metadata.labels["app.kubernetes.io/component"] as $role | .metadata.uid as $uid
+    | (.status.containerStatuses // [])[] | select(.name != "nginx-exporter" and .containerID != null)
+    | (.containerID | sub(".*://"; "")) as $cid | "", "*/" | "\($role) '"$IB_KUBELET_CGROUP"'/kubepods/\(.)pod\($uid)/\($cid)"'
+}
+# The CPUs the ingress pod's container is confined to (its cpuset, as the static CPU manager
+# set it), for meta.json: proof of the placement, not a guess from the spec.
+ingress_cpuset() {
+  local uid cid
+  uid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.uid}' 2>/dev/null) || return 0
+  # The first container that is not the metrics sidecar (components/monitoring).
+  cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o json 2>/dev/null |
+    jq -r '[.items[0].status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID')
+  cat /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
+    /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
+}

@@ -1,0 +1,18 @@
+# Small helpers every script uses: state removal, root, polling, arithmetic.
+# Sourced by bench/lib.sh (which every script sources); no side effects beyond variables.
+# rm_state DIR: removes a platform's state directory, and /run/ingress-bench with the last one
+# (an empty parent a down would otherwise leave on a host that had none).
+rm_state() { rm -rf "$1"; rmdir "$(dirname "$1")" 2>/dev/null || true; }
+need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (network namespaces, nginx on ports 80/443): run it as root"; }
+# median "N N N ...": the middle value (the upper one of an even count's two).
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print a[int(NR / 2) + 1]}'; }
+# calc FORMAT EXPR: awk arithmetic, printf-formatted.
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+# poll SECONDS CMD...: run CMD every 0.2 s until it succeeds (0) or SECONDS pass (1).
+poll() {
+  local secs=$1 i; shift
+  for i in $(seq $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  return 1
+}
+# http_ok URL [CURL_ARGS...]: the URL answers 200.
+http_ok() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${@:2}" "$1")" = 200 ]; }

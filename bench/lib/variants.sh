@@ -1,0 +1,58 @@
+# Variants, overlays and scenarios: what a run names, checked before anything starts.
+# Sourced by bench/lib.sh (which every script sources); no side effects beyond variables.
+# Variants. VARIANT names an overlay on every platform (overlays/<name>). The lab runs plain
+# NGINX only, so there it reads the overlay's tuning components' knob files; it also takes
+# "default" or knob names joined by '+' (each a kustomize/components/tuning-<name>), applied in
+# order over the defaults (later knobs win), for ad-hoc combinations.
+IB_LB_DIR=$IB_ROOT/kustomize/components/nginx-lb
+known_variants() { (cd "$IB_ROOT/kustomize/components" && ls -d tuning-*/ | sed 's|^tuning-||; s|/$||' | paste -sd' '); }
+# overlay_components OVERLAY: the names of the components it lists, in order.
+overlay_components() {
+  sed -nE 's#^ *- *(\.\./)*kustomize/components/([a-z0-9-]+)/?$#\2#p' "$IB_ROOT/overlays/$1/kustomization.yaml"
+}
+# variant_knob_files VARIANT: the lab's knob files, defaults first; dies on a name that is
+# neither, or on an overlay with parts the lab cannot reproduce.
+variant_knob_files() {
+  local v=$1 k
+  echo "$IB_LB_DIR/defaults.env"
+  [ "$v" = default ] && return 0
+  if [ -f "$IB_ROOT/overlays/$v/kustomization.yaml" ]; then
+    for k in $(overlay_components "$v"); do
+      case $k in
+        tuning-*) echo "$IB_ROOT/kustomize/components/$k/nginx.env" ;;
+        nginx-lb|images) ;;
+        *) die "overlay $v uses component $k, which the bare-metal lab cannot reproduce: use PLATFORM=local" ;;
+      esac
+    done
+    return 0
+  fi
+  [[ $v =~ ^[a-z0-9-]+(\+[a-z0-9-]+)*$ ]] || die "unknown variant '$v' (an overlay: $(known_overlays); or knob names joined by '+': $(known_variants))"
+  for k in ${v//+/ }; do
+    [ -f "$IB_ROOT/kustomize/components/tuning-$k/nginx.env" ] || die "unknown variant '$k' (an overlay: $(known_overlays); or knob names joined by '+': $(known_variants))"
+    echo "$IB_ROOT/kustomize/components/tuning-$k/nginx.env"
+  done
+}
+DEFAULT_OVERLAY=$(setting_default VARIANT)
+known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
+# need_overlay NAME: dies unless NAME is an overlay (overlays/NAME/kustomization.yaml).
+# A name, never a path: "../kustomize/base" has a kustomization too.
+need_overlay() {
+  [[ $1 =~ ^[a-z0-9][a-z0-9-]*$ ]] && [ -f "$IB_ROOT/overlays/$1/kustomization.yaml" ] || die "unknown overlay '$1' (known: $(known_overlays))"
+}
+# need_new_results_dir DIR: DIR can be made (it does not exist, and the nearest directory that
+# does is writable), checked before the platform starts; DIR itself is made only after.
+need_new_results_dir() {
+  local d=$1
+  [ ! -e "$d" ] || die "results directory $d exists already: results are never overwritten (choose another TESTID)"
+  while [ ! -e "$d" ]; do d=$(dirname "$d"); done
+  # Tried, not judged from the mode bits: root passes -w on /proc and on read-only mounts.
+  local t; t=$(mktemp -d "$d/.ingress-bench-write-test.XXXXXX" 2>/dev/null) && rmdir "$t" ||
+    die "results directory $1 cannot be made: $d is not a writable directory (set RESULTS_ROOT)"
+}
+# need_scenario NAME: dies unless NAME is a scenario (the SCENARIO setting's values, each a
+# k6/NAME.js with its profile in k6/lib/config.js).
+need_scenario() {
+  [[ " $(setting_values SCENARIO) " == *" $1 "* ]] || die "unknown scenario '$1' (known: $(setting_values SCENARIO | sed 's/ /, /g'))"
+}
+# scenario_scheme SCENARIO: http unless SCHEME says otherwise; tps is TLS by definition.
+scenario_scheme() { if [ "$1" = tps ]; then echo https; else echo "${SCHEME:-http}"; fi; }
