@@ -1,7 +1,7 @@
 # The platform driver interface. Entry points (bench/run/bench.sh, calibrate.sh, distributed.sh,
 # and the matrices through bench.sh) know a platform only through these functions, which
 # bench/platforms/drivers/<PLATFORM>.sh defines; a new platform is one driver file plus its
-# value in the PLATFORM setting (k6/lib/settings.js).
+# value in the PLATFORM setting (bench/settings/settings.yaml).
 #   pf_check SCENARIO   before anything starts: the variant, the target rules, what is known of
 #                       the CPU placement (CLIENT_CPU_LIST, SERVER_CPU_LIST, CLIENT_CPUS), how
 #                       k6 is run (RUN: a command prefix; none: on the host; IN_CLUSTER=1: pods)

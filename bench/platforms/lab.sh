@@ -26,7 +26,7 @@ NS_PREFIX=$LAB_NS_PREFIX
 # Addresses: bench/platforms/lab.env (through bench/lib.sh).
 HOST_IP=$LAB_HOST_IP LB_IP=$LAB_LB_IP CLIENT_IP=$LAB_CLIENT_IP LB_STATUS_PORT=$LAB_STATUS_PORT
 backend_ip() { lab_backend_ip "$1"; }
-# name=bytes: the PAYLOAD setting's values (k6/lib/settings.js), sized by their unit.
+# name=bytes: the PAYLOAD setting's values (bench/settings/settings.yaml), sized by their unit.
 PAYLOADS=$(for p in $(setting_values PAYLOAD); do
   n=${p%[km]b}; [[ $p == *mb ]] && echo "$p=$((n * 1048576))" || echo "$p=$((n * 1024))"; done | paste -sd' ')
 

@@ -14,7 +14,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 need_root "the calibration"
-# The registry's values and calibrate's own defaults (k6/lib/settings.js), checked there.
+# The registry's values and calibrate's own defaults (bench/settings/settings.yaml), checked there.
 D=$(setting DURATION calibrate)
 C=$(setting CONNECTIONS calibrate)
 V=$(setting VARIANT calibrate)

@@ -1,6 +1,6 @@
 """bench/run/cases.py: a matrix's case list, read and checked before anything starts (the runner:
 bench/run/matrix.py; its numbers and tables: bench/run/tables.py). Every setting's name and value is
-checked against the registry (k6/lib/settings.js, through bench/settings/settings.tsv and node),
+checked against the registry (bench/settings/settings.yaml, through bench/settings/settings.tsv and node),
 and each case as bench/run/bench.sh would check it (the platform's driver: pf_check, then
 k6_validate). Bad input is one line `error: ...`, exit 1, nothing started or written.
 
@@ -49,6 +49,7 @@ The case list (YAML):
                              nodes: N when the seed's mechanism needs N nodes (a NodePort's hop
                              between nodes): on fewer it says "not here" (the runs' meta.json)
 """
+import functools
 import json
 import os
 import re
@@ -59,7 +60,6 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-TSV = ROOT / "bench/settings/settings.tsv"
 
 TOP_FIELDS = ("title", "rounds", "budget", "platforms", "defaults", "cases", "columns", "ratios")
 CASE_FIELDS = ("name", "scenario", "platform", "variant", "settings", "group", "baseline")
@@ -113,18 +113,24 @@ def error_line(text):
     return lines[-1] if lines else (text.strip().splitlines() or [""])[-1]
 
 
-# --- the settings registry (its shell view, generated from k6/lib/settings.js) ---------------
+# --- the settings registry (bench/settings/settings.yaml) -------------------------------------
+
+REGISTRY = ROOT / "bench/settings/settings.yaml"
+
+
+@functools.lru_cache(maxsize=None)
+def registry_doc():
+    return yaml.safe_load(REGISTRY.read_text())
+
 
 def registry():
-    reg = {}
-    for line in TSV.read_text().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, reaches, default, values, kind, own = (line.split("\t") + [""] * 5)[:6]
-        if reaches != "internal":  # set by the scripts for k6, never by users
-            reg[name] = {"reaches": set(reaches.split(",")), "default": default, "values": values.split(), "type": kind,
-                         "defaults": dict(e.split("=", 1) for e in own.split(",") if e)}
-    return reg
+    """The user settings by name, as the registry declares them: the paths each reaches, its
+    default ('' for none), its values (enum, list), type and entry points' own defaults."""
+    doc = registry_doc()
+    lists = {"scenarios": doc["scenarios"], "payloads": list(doc["payloads"])}
+    return {s["name"]: {"reaches": set(s["reaches"]), "default": s.get("default") or "", "type": s["type"],
+                        "values": lists[s["values"]] if isinstance(s.get("values"), str) else s.get("values") or [],
+                        "defaults": dict(s.get("defaults") or {})} for s in doc["settings"]}
 
 
 def traits(platform):
@@ -201,7 +207,7 @@ def settings_of(value, where, reg):
         if name not in reg:
             raise Bad(f"{where}: unknown setting '{name}' (did you mean {closest(name)}? every setting: README.md, Settings)")
         if not reg[name]["reaches"] & RUN_REACHES:
-            raise Bad(f"{where}: {name} does not reach a run (k6/lib/settings.js: {', '.join(sorted(reg[name]['reaches']))})")
+            raise Bad(f"{where}: {name} does not reach a run (bench/settings/settings.yaml: {', '.join(sorted(reg[name]['reaches']))})")
         out[name] = scalar(v, f"{where}: {name}")
     return out
 

@@ -5,7 +5,7 @@ sweep.py) and run them here.
 
 One place for what every comparison does:
   - the whole list is checked before anything starts: its fields, each setting's name and value
-    against the registry (k6/lib/settings.js, through bench/settings/settings.tsv and node), and
+    against the registry (bench/settings/settings.yaml, through bench/settings/settings.tsv and node), and
     each case as bench/run/bench.sh would check it (the platform's driver: pf_check, then
     k6_validate). Bad input is one line `error: ...`, exit 1, nothing started or written;
   - every case runs once per round, ROUNDS rounds; the cases' order is rotated each round

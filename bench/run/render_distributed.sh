@@ -8,7 +8,7 @@
 #   SEGMENTS  1-16 k6 pods          SCENARIO  a scenario (the SCENARIO setting's values)
 #   TARGET    the ingress's base URL (scheme://address)
 #   TESTID, VARIANT, PLATFORM       tags of the run, as in bench/run/bench.sh
-#   every other setting that reaches the pods (k6/lib/settings.js, reaches "pods"): each
+#   every other setting that reaches the pods (bench/settings/settings.yaml, reaches "pods"): each
 #             one set is written into the pods' environment (@K6_SETTINGS@), checked by
 #             k6/lib/config.js in the pods; PROMETHEUS_URL also adds k6's remote-write output
 #   NAME      the object's name; distributed_name TESTID when unset

@@ -1,5 +1,6 @@
 # The settings registry as the shell sees it: bench/settings/settings.tsv, generated from
-# k6/lib/settings.js (bench/settings/generate.mjs). Sourced by bench/lib.sh; no side effects.
+# bench/settings/settings.yaml (bench/settings/generate.py). Sourced by bench/lib.sh; no side
+# effects.
 IB_SETTINGS_TSV=$IB_ROOT/bench/settings/settings.tsv
 
 # setting_names [REACH]: the user settings' names (those reaching REACH if given), one a line.
@@ -30,7 +31,7 @@ setting_default() { awk -F'\t' -v n="$1" '$1 == n {print $3}' "$IB_SETTINGS_TSV"
 setting() {
   local row v type values def own range w
   row=$(awk -F'\t' -v n="$1" '$1 == n && $2 != "internal"' "$IB_SETTINGS_TSV")
-  [ -n "$row" ] || die "$1 is not a setting of the registry (k6/lib/settings.js)"
+  [ -n "$row" ] || die "$1 is not a setting of the registry (bench/settings/settings.yaml)"
   def=$(cut -f3 <<<"$row") values=$(cut -f4 <<<"$row") type=$(cut -f5 <<<"$row") range=$(cut -f7 <<<"$row")
   own=$(cut -f6 <<<"$row" | tr ',' '\n' | awk -F= -v e="${2:-}" 'e != "" && $1 == e {sub(/^[^=]*=/, ""); print; exit}')
   v=${!1:-${own:-$def}}
@@ -54,7 +55,7 @@ setting() {
 setting_enum() {
   local values v
   values=$(setting_values "$1")
-  [ -n "$values" ] || die "$1 is not an enum setting in k6/lib/settings.js"
+  [ -n "$values" ] || die "$1 is not an enum setting in bench/settings/settings.yaml"
   v=${!1:-${2:-$(awk -F'\t' -v n="$1" '$1 == n {print $3}' "$IB_SETTINGS_TSV")}}
   [[ " $values " == *" $v "* ]] || die "unknown $1 '$v' (known: ${values// /, })"
   echo "$v"
@@ -106,6 +107,6 @@ settings_must_reach() {
   for v in $(setting_names k6); do
     [ -n "${!v:-}" ] || continue
     ok=0; for r in "$@"; do setting_names "$r" | grep -qx -- "$v" && ok=1; done
-    [ $ok = 1 ] || die "$v does not reach $where (k6/lib/settings.js): unset it, or run on a platform it reaches"
+    [ $ok = 1 ] || die "$v does not reach $where (bench/settings/settings.yaml): unset it, or run on a platform it reaches"
   done
 }

@@ -170,7 +170,7 @@ def query_gaps(testid, corr, dash=None):
 
 
 def registry():
-    """The settings registry (k6/lib/settings.js) as k6's lib defines it, read with node."""
+    """The settings registry (bench/settings/settings.yaml) as k6's lib defines it, read with node."""
     js = "import('./k6/lib/settings.js').then(m => console.log(JSON.stringify(m.SETTINGS)))"
     r = sh("node", "--input-type=module", "-e", js)
     assert r.returncode == 0, r.stderr

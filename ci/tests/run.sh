@@ -51,8 +51,8 @@ say test "unit: k6/lib (node --test)"
 node --test k6/lib/*.test.js >"$logs/unit.log" 2>&1 || failed unit.log "k6 lib unit tests failed"
 # Its closing counts: "# pass N" (TAP, Node 18-22 without a TTY) or "ℹ pass N" (spec, Node 23+).
 grep -E '^(#|ℹ) (pass|fail) ' "$logs/unit.log" | paste -sd' ' >&2
-say test "generated: the settings registry's views (bench/settings/generate.mjs --check)"
-node "$IB_ROOT/bench/settings/generate.mjs" --check || exit 1
+say test "generated: the settings registry's views (bench/settings/generate.py --check)"
+python "$IB_ROOT/bench/settings/generate.py" --check || exit 1
 say test "generated: the signal contract's views (monitoring/generate.py --check)"
 python "$IB_ROOT/monitoring/generate.py" --check || exit 1
 say test "unit: xk6, the native engine (go test)"

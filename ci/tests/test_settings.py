@@ -1,9 +1,10 @@
-"""The settings registry (k6/lib/settings.js) for real: every setting given as a user gives
-it, on the task line or in the environment, arrives in the environment of the k6 that ran
-(its meta.json and summary.json say what it received) or in the rendered TestRun's pods;
-the generated views of the registry fail CI when hand-edited; and `./task` exits with the
-codes the README documents. The in-cluster Job and the local platform's host k6: see
-test_cluster_e2e.py, which has the cluster."""
+"""The settings registry (bench/settings/settings.yaml, read by k6/lib/settings.js, Python and
+bash) for real: every setting given as a user gives it, on the task line or in the
+environment, arrives in the environment of the k6 that ran (its meta.json and summary.json say
+what it received) or in the rendered TestRun's pods; the generated views of the registry fail
+CI when hand-edited; the readers agree; and `./task` exits with the codes the README documents.
+The in-cluster Job and the local platform's host k6: see test_cluster_e2e.py, which has the
+cluster."""
 import json
 import re
 import shutil
@@ -13,6 +14,8 @@ import pytest
 
 from conftest import LAB, LAB_STATE, ROOT, examples, registry, sh, task, task_with
 from test_platform_configs import ENV_LINE, RUN
+
+PYTHON = sys.executable  # the venv's: PyYAML, which generate.py reads the registry with
 
 
 def received(run_dir):
@@ -82,7 +85,7 @@ def test_every_environment_variable_the_runtime_reads_is_declared():
     reads = environment_reads()
     assert {"DURATION", "VARIANT", "PLATFORM", "IB_CACHE", "TESTID"} <= set(reads), sorted(reads)
     undeclared = {n: sorted(set(f)) for n, f in reads.items() if n not in settings | set(declared)}
-    assert undeclared == {}, f"read from the environment but declared nowhere (k6/lib/settings.js): {undeclared}"
+    assert undeclared == {}, f"read from the environment but declared nowhere (bench/settings/settings.yaml): {undeclared}"
     assert set(declared) - set(reads) == set(), "declared in ENVIRONMENT but read by no script"
 
 
@@ -191,23 +194,23 @@ def test_every_pod_setting_reaches_the_rendered_testrun(form):
 def test_generated_views_fail_ci_when_hand_edited(tmp_path):
     """The check that `./task test` runs: clean now; a hand edit of either generated file, or
     a registry edit without regenerating, fails with a line naming the file."""
-    assert sh("node", "bench/settings/generate.mjs", "--check").returncode == 0
-    for rel in ("bench/settings/generate.mjs", "k6/lib/settings.js", "bench/settings/settings.tsv", "README.md"):
+    assert sh(PYTHON, "bench/settings/generate.py", "--check").returncode == 0
+    for rel in ("bench/settings/generate.py", "bench/settings/settings.yaml", "k6/lib/registry.js", "bench/settings/settings.tsv", "README.md"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
 
     def check():
-        return sh("node", str(tmp_path / "bench/settings/generate.mjs"), "--check")
+        return sh(PYTHON, str(tmp_path / "bench/settings/generate.py"), "--check")
     assert check().returncode == 0
     tsv = tmp_path / "bench/settings/settings.tsv"
     tsv.write_text(tsv.read_text().replace("ENGINE\tk6,pods", "ENGINE\tk6"))
     r = check()
     assert r.returncode == 1 and r.stderr.startswith("error: bench/settings/settings.tsv differ"), r.stderr
     tsv.write_text((ROOT / "bench/settings/settings.tsv").read_text())
-    reg = tmp_path / "k6/lib/settings.js"
-    reg.write_text(reg.read_text().replace("meaning: 'protocol to the LB'", "meaning: 'protocol to the load balancer'"))
+    reg = tmp_path / "bench/settings/settings.yaml"
+    reg.write_text(reg.read_text().replace('meaning: "protocol to the LB"', 'meaning: "protocol to the load balancer"'))
     r = check()
-    assert r.returncode == 1 and "README.md differ" in r.stderr, r.stderr
+    assert r.returncode == 1 and "README.md differ" in r.stderr and "k6/lib/registry.js" in r.stderr, r.stderr
 
 
 def test_unknown_setting_on_the_task_line_names_the_closest(tmp_path):
@@ -225,7 +228,7 @@ def test_a_setting_that_does_not_reach_the_pods_is_refused():
     r = task("bench:distributed", "LOADGEN_CPU_MAX=0.9")
     assert r.returncode == 1
     assert errors(r) == [
-        "error: LOADGEN_CPU_MAX does not reach the in-cluster k6 pods (k6/lib/settings.js): unset it, or run on a platform it reaches"]
+        "error: LOADGEN_CPU_MAX does not reach the in-cluster k6 pods (bench/settings/settings.yaml): unset it, or run on a platform it reaches"]
 
 
 @pytest.mark.parametrize("form", ["line", "env"])

@@ -111,7 +111,7 @@ export function metaJson(cfg, data, now) {
     target: cfg.url, host_header: cfg.host, connections: cfg.connections, rate: cfg.rate || null,
     duration: cfg.duration, connection_reuse: cfg.reuse,
     finished_at: now.toISOString(), run_seconds: data.state.testRunDurationMs / 1000,
-    engine: cfg.engine, settings: cfg.settings, // as this k6 received them (k6/lib/settings.js)
+    engine: cfg.engine, settings: cfg.settings, // as this k6 received them (bench/settings/settings.yaml)
     ...cfg.meta, // from the runner: git revision, tool versions, CPU count, placement
   };
 }
@@ -126,7 +126,7 @@ export function summaryFiles(data, cfg, now = new Date(), histogram = null, time
   const text = textSummary(h, cfg, c, v);
   const dir = cfg.resultsDir;
   return {
-    // settings: what this k6 received (k6/lib/settings.js), also where only the summary
+    // settings: what this k6 received (bench/settings/settings.yaml), also where only the summary
     // comes back (the in-cluster pods print it).
     [`${dir}/summary.json`]: JSON.stringify({ result: h, settings: cfg.settings, correlation: c, verdict: v, k6: data }, null, 1),
     [`${dir}/summary.txt`]: text,
