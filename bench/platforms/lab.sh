@@ -116,7 +116,7 @@ stop_lb() {
 is_up() { [ -f "$STATE/up" ] && [ -n "$(nginx_pids)" ] && ip link show "$BRIDGE" >/dev/null 2>&1; }
 
 check() { # every lab setting, before anything is made
-  LAB_BACKENDS=$(setting LAB_BACKENDS)
+  LAB_BACKENDS=$(setting LAB_BACKENDS) || exit 1
   variant_knob_files "$VARIANT" >/dev/null
   local placement; placement=$(lab_cpus) || exit 1
   read -r _ SERVER_CPUS <<<"$placement"
