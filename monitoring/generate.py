@@ -10,7 +10,7 @@ Written from the contract: the lab's rule file (monitoring/lab/rules.yaml), the 
 PrometheusRules (kustomize/components/monitoring/rules.yaml, link-capacity.yaml), the k6
 lib's view (k6/lib/signals.js) and the table in monitoring/README.md between its markers.
 Checked against it, in both modes: every bench:* name the code reads (dashboards, k6,
-ci/, outside the tests) is a signal consumers may read, and every such signal has an
+bench/, ci/ outside the tests) is a signal consumers may read, and every such signal has an
 expectation in each platform's promtool test (monitoring/tests/<platform>.test.yaml).
 One line `error: ...` per problem, exit 1."""
 import argparse
@@ -41,7 +41,7 @@ END = "<!-- signals:end -->"
 LINK_OBJECT, LINK_RECORD = "bench-link-capacity", "bench:link_capacity:bits"
 # Where code reads signals: a bench:* name there must be one consumers may read. The tests
 # are left out (they name unknown rules on purpose), and the generated view.
-CONSUMERS = ("dashboards/*.py", "dashboards/*.json", "k6/**/*.js", "ci/**/*.py", "ci/**/*.sh", "ci/**/*.mjs")
+CONSUMERS = ("dashboards/*.py", "dashboards/*.json", "k6/**/*.js", "bench/**/*.py", "bench/**/*.sh", "ci/**/*.py", "ci/**/*.sh")
 NOT_CONSUMERS = ("ci/tests/", SIGNALS_JS)
 NAME = re.compile(r"bench:[A-Za-z0-9_]+:[A-Za-z0-9_]+")
 

@@ -116,7 +116,7 @@ UNKNOWN = {
                     "k6/lib/correlation.js", "bench:made_up:ratio is not a signal of the contract"),
     "dashboard": (dashboard_reads("bench:made_up:ratio"), "dashboards/ingress-bench.json",
                   "bench:made_up:ratio is not a signal of the contract"),
-    "a ci/ script reads a helper": (add_line("bench/report/roles.py", "ROLES = 'group by (role) (bench:pod_role:info)'"),
+    "a bench/ script reads a helper": (add_line("bench/report/roles.py", "ROLES = 'group by (role) (bench:pod_role:info)'"),
                                     "bench/report/roles.py", "bench:pod_role:info is an internal helper of the contract"),
     "dashboard reads a helper": (dashboard_reads("bench:backend_cpu_limit:cores"), "dashboards/ingress-bench.json",
                                  "bench:backend_cpu_limit:cores is an internal helper of the contract"),
