@@ -6,7 +6,7 @@
 // and the runner, report, compare, sweep and calibrate read it from this file too
 // (bench/run/cases.py profiles()). The request loop is k6/lib/scenario.js, shared.
 export const profile = {
-  "payload": "0kb", "scheme": "https", "reuse": false, "discardBodies": false, "p95": 250, "p99": 500,
+  "payload": "0kb", "scheme": "https", "tls": true, "reuse": false, "discardBodies": false, "p95": 250, "p99": 500,
   "headline": {"key": "rps", "title": "TPS", "path": "result.rps", "unit": "handshakes/s", "format": ",.0f"}
 };
 

@@ -54,5 +54,11 @@ need_new_results_dir() {
 need_scenario() {
   [[ " $(setting_values SCENARIO) " == *" $1 "* ]] || die "unknown scenario '$1' (known: $(setting_values SCENARIO | sed 's/ /, /g'))"
 }
-# scenario_scheme SCENARIO: http unless SCHEME says otherwise; tps is TLS by definition.
-scenario_scheme() { if [ "$1" = tps ]; then echo https; else echo "${SCHEME:-http}"; fi; }
+# scenario_profile SCENARIO: its profile (k6/SCENARIO.js, the JSON after `export const profile =`).
+scenario_profile() { sed -n '/^export const profile = {$/,/^};$/p' "$IB_ROOT/k6/$1.js" | sed '1s/^export const profile = //; $s/;$//'; }
+# scenario_scheme SCENARIO: SCHEME, else the profile's; https for a scenario that measures TLS
+# handshakes (its profile's tls).
+scenario_scheme() {
+  local p; p=$(scenario_profile "$1")
+  if [ "$(jq -r '.tls // false' <<<"$p")" = true ]; then echo https; else echo "${SCHEME:-$(jq -r .scheme <<<"$p")}"; fi
+}

@@ -45,10 +45,6 @@ def f_signal(unit, v):
             "bits": f_bits(v), "pps": f"{v:.3g} packets/s"}.get(unit, f"{v:.4g}")
 
 
-def f_value(scenario, v):
-    return "–" if not num(v) else f"{v:.3g} Gbit/s" if scenario == "throughput" else f"{f_int(v)}/s"
-
-
 def f_any(v):
     if isinstance(v, dict):
         return ", ".join(f"{k}: {f_any(x)}" for k, x in v.items()) or "–"

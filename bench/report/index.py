@@ -5,8 +5,8 @@ import os
 from pathlib import Path
 
 from .doc import Doc, Link, write_doc
-from .fmt import f_int, f_ms, f_pct, f_value, num, say
-from .run import Bad, Run
+from .fmt import f_int, f_ms, f_pct, num, say
+from .run import Bad, Run, f_headline
 from .stats import stats
 
 
@@ -67,7 +67,7 @@ class Agg:
         self.invalid = sum(r.invalid for r in runs)
 
     def text(self):
-        t = f_value(self.scenario, self.value) + (f" (median of {len(self.runs)})" if len(self.runs) > 1 else "")
+        t = f_headline(self.scenario, self.value) + (f" (median of {len(self.runs)})" if len(self.runs) > 1 else "")
         return t + (" ⚠" if self.invalid else "")
 
 
@@ -132,7 +132,7 @@ def runs_section(doc, runs, skipped, out):
         r, vd = run.result, run.verdict
         limit = (vd.get("limit", "?") + (" (not valid)" if run.invalid else "")) if vd else "–"
         rows.append([link(run, out), run.scenario, run.variant, run.platform, run.scheme, f_int(run.meta.get("connections")),
-                     f_value(run.scenario, run.value()), f_ms(r.get("p99_ms")),
+                     f_headline(run.scenario, run.value()), f_ms(r.get("p99_ms")),
                      f"{f_pct(r.get('error_rate'), 3)} ({f_int(r.get('errors'))})", "PASS" if r.get("passed") else "FAIL",
                      limit, f_pct(run.client.get("utilization"))])
     doc.add("table", ["run", "scenario", "variant", "platform", "scheme", "connections", "result", "p99",

@@ -6,7 +6,7 @@ from . import change as chg
 from .charts import CHARTS, draw_timeline, draw_utilization
 from .doc import Doc, Link, check_page, write_doc
 from .fmt import f_any, f_int, f_ms, f_pct, f_signal, iso, num, say
-from .run import LIMIT_SIGNAL, SIGNALS, load_timeseries
+from .run import LIMIT_SIGNAL, SIGNALS, dig, f_headline, load_timeseries, profile
 
 
 def run_doc(run, ts, ts_why, charts):
@@ -24,15 +24,15 @@ def run_doc(run, ts, ts_why, charts):
 
 
 def headline(doc, scenario, r):
-    """The headline figures, one card each."""
-    rate_label = "TLS handshakes/s" if scenario == "tps" else "requests/s"
-    cards = [(rate_label, f_int(r.get("rps"))), ("p50", f_ms(r.get("p50_ms"))), ("p95", f_ms(r.get("p95_ms"))),
-             ("p99", f_ms(r.get("p99_ms"))), ("max", f_ms(r.get("max_ms"))),
-             ("errors", f"{f_pct(r.get('error_rate'), 3)} ({f_int(r.get('errors'))})"),
-             ("Gbit/s received", f"{r['gbit_per_s']:.3g}" if num(r.get("gbit_per_s")) else "–"),
-             ("requests", f_int(r.get("requests")))]
-    if scenario == "throughput":
-        cards.insert(0, cards.pop(6))
+    """The headline figures, one card each: the scenario's own first (its profile's), then
+    the latencies, the errors and whichever of the rate and the bandwidth it is not."""
+    h = profile(scenario)["headline"]
+    first = (h["unit"], f_headline(scenario, dig({"result": r}, h["path"]), unit=False))
+    others = [("requests/s", "result.rps", f_int(r.get("rps"))),
+              ("Gbit/s received", "result.gbit_per_s", f"{r['gbit_per_s']:.3g}" if num(r.get("gbit_per_s")) else "–")]
+    cards = [first, ("p50", f_ms(r.get("p50_ms"))), ("p95", f_ms(r.get("p95_ms"))), ("p99", f_ms(r.get("p99_ms"))),
+             ("max", f_ms(r.get("max_ms"))), ("errors", f"{f_pct(r.get('error_rate'), 3)} ({f_int(r.get('errors'))})")]
+    cards += [(label, v) for label, path, v in others if path != h["path"]] + [("requests", f_int(r.get("requests")))]
     if num(r.get("tls_handshake_avg_ms")) and r["tls_handshake_avg_ms"] > 0:
         cards.append(("TLS handshake avg", f_ms(r["tls_handshake_avg_ms"])))
     if str(r.get("model")).startswith("open") or (num(r.get("dropped_iterations")) and r["dropped_iterations"] > 0):

@@ -41,6 +41,12 @@ def profile(scenario):
     return json.loads(m.group(1))
 
 
+def f_headline(scenario, v, unit=True):
+    """v as the scenario's headline figure: its profile's format, and unit."""
+    h = profile(scenario)["headline"]
+    return "–" if not num(v) else f"{v:{h['format']}}" + (f" {h['unit']}" if unit else "")
+
+
 def dig(doc, path):
     """doc's value at a dotted path (result.rps), or None."""
     for k in path.split("."):

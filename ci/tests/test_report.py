@@ -367,7 +367,7 @@ def test_index_of_two_runs_compares_default_and_tuned(tmp_path):
     page, md = (tmp_path / "compare/report.html").read_text(), (tmp_path / "compare/report.md").read_text()
     assert 'id="default-vs-tuned"' in page
     # 11,125 / 4,818 req/s (the two real runs)
-    assert "| local | rps http /1kb.bin, 50 connections | seed002-nginx-lb-default: 4,818/s | seed002-nginx-lb-tuned: 11,125/s | 2.31× |" in md
+    assert "| local | rps http /1kb.bin, 50 connections | seed002-nginx-lb-default: 4,818 req/s | seed002-nginx-lb-tuned: 11,125 req/s | 2.31× |" in md
     assert 'id="by-cpu"' not in page and 'id="http-vs-https"' not in page
     assert re.search(r"Not shown, for lack of runs: results by ingress CPU count .*HTTP vs HTTPS", page)
     assert report("check", tmp_path / "compare/report.html").returncode == 0  # links to each run resolve
@@ -390,8 +390,8 @@ def test_index_of_a_tree_finds_cpu_counts_schemes_and_client_bound_runs(tmp_path
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "out/report.md").read_text()
     assert "seed002-nginx-lb-tuned on local" in md
-    assert "| 1 | 11,125/s |" in md and "| 2 | 20,000/s ⚠ |" in md
-    assert "| lab | seed002-tuned | rps /1kb.bin, 50 connections | 6,758/s | 10,857/s | 1.61× |" in md
+    assert "| 1 | 11,125 req/s |" in md and "| 2 | 20,000 req/s ⚠ |" in md
+    assert "| lab | seed002-tuned | rps /1kb.bin, 50 connections | 6,758 req/s | 10,857 req/s | 1.61× |" in md
     assert "limited by the load generator" in md and "load-generator (not valid)" in md
     assert "Skipped 1 unfinished or unreadable" in md and "crashed" in md
     assert report("check", tmp_path / "out/report.html").returncode == 0

@@ -110,10 +110,11 @@ export function parseConfig(env, scenario, profile) {
 
   const payload = setting(env, 'PAYLOAD', profile.payload);
   const scheme = setting(env, 'SCHEME', profile.scheme);
-  if (scenario === 'tps' && scheme !== 'https') fail('the tps scenario measures TLS handshakes: SCHEME must be https');
+  // profile.tls: the scenario measures TLS handshakes, so https only.
+  if (profile.tls && scheme !== 'https') fail(`the ${scenario} scenario measures TLS handshakes: SCHEME must be https`);
 
   const target = parseTarget(env.TARGET || `${scheme}://${LAB_LB_ADDRESS}`);
-  if (scenario === 'tps' && target.scheme !== 'https') fail('the tps scenario measures TLS handshakes: TARGET must be https://');
+  if (profile.tls && target.scheme !== 'https') fail(`the ${scenario} scenario measures TLS handshakes: TARGET must be https://`);
   const allowExternal = setting(env, 'ALLOW_EXTERNAL_TARGET');
   const inside = (host) => allowExternal || isLabHost(host) || isClusterService(host, env);
   if (!inside(target.host)) {
