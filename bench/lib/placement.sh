@@ -21,7 +21,7 @@ need_ingress_cpu() {
   case ${INGRESS_CPU:-auto} in auto | overlay) return 0 ;; esac
   is_cpu_quantity "$INGRESS_CPU" ||
     die "INGRESS_CPU must be auto, overlay or a CPU quantity above 0 like 2, 500m or 0.5, got '$INGRESS_CPU'"
-  [ "$PLATFORM" != local ] || awk -v c="$(cpu_cores "$INGRESS_CPU")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
+  [ "$(pf_trait cluster)" != own ] || awk -v c="$(cpu_cores "$INGRESS_CPU")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
     die "INGRESS_CPU $INGRESS_CPU is more than this machine's $(nproc) CPUs"
 }
 # cpu_cores QUANTITY: a Kubernetes CPU quantity (500m, 0.5, 2) in cores.

@@ -31,13 +31,16 @@ release=${PROMETHEUS_RELEASE:-}
 ingress_cpu=${INGRESS_CPU:-}
 case $ingress_cpu in auto | overlay) ingress_cpu='' ;; esac # a probe's is bench.sh's to run (auto)
 [ -z "$ingress_cpu" ] || need_cpu_quantity INGRESS_CPU "$ingress_cpu"
-case "$PLATFORM" in
-  local)
+# Whose cluster (the platform's trait): ours (this host is its node: its containerd, its
+# kube-proxy rules, its pods' links are ours to read and shape), a user's, or none.
+cluster=$(pf_trait cluster "$PLATFORM")
+case "$cluster" in
+  own)
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
     bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
-  external)
+  user)
     need_external_cluster "deploys into" ;;
-  *) die "unknown PLATFORM '$PLATFORM' for deploy (known: local, external)" ;;
+  *) die "PLATFORM=$PLATFORM has no cluster to deploy into" ;;
 esac
 
 if [ "$MONITORING" = 1 ] && ! kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1; then
@@ -83,7 +86,7 @@ fi
 
 # No registry here: every image must already be in the node's containerd, or the pods would
 # sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
-if [ "$PLATFORM" = local ] && [ "$images" = local ]; then
+if [ "$cluster" = own ] && [ "$images" = local ]; then
   have=$(local_images)
   for img in $(awk '$1 == "image:" || $1 == "-" && $2 == "image:" {print $NF}' "$work/manifest.yaml" | tr -d '"' | sort -u); do
     grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
@@ -194,7 +197,7 @@ fi
 # becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only our pods' host
 # devices (cluster.sh pod-links), never another tbf on the host. (On users' clusters the
 # burst stays: see components/link-1g.)
-if [ "$PLATFORM" = local ] && [ -n "$shaped" ]; then
+if [ "$cluster" = own ] && [ -n "$shaped" ]; then
   for dev in $(bash "$IB_ROOT/bench/platforms/local/cluster.sh" pod-links); do
     rate=$(tc qdisc show dev "$dev" root | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1)}')
     [ -z "$rate" ] || tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
@@ -230,7 +233,7 @@ else
   # Service) leaves a conntrack entry without the DNAT for 120 s; a new connection of a run
   # that drew the same source port then went to no one ("no route to host" after 3 s). A run
   # with a new connection per request goes through every source port in seconds.
-  if [ "$PLATFORM" = local ]; then
+  if [ "$cluster" = own ]; then
     # The namespace's Services with a ready endpoint: their ClusterIP and their NodePorts.
     rules=$(kubectl -n "$NS" get svc,endpointslices -o json | jq -r '
       (.items | map(select(.kind == "EndpointSlice" and any(.endpoints[]?; .conditions.ready))

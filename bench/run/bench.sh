@@ -13,6 +13,9 @@ need_scenario "$SCENARIO"
 # variant, the target's rules, how k6 is run and pinned, which stub_status counts the
 # server side; all decided before anything starts.
 load_platform
+# Whose cluster (the platform's trait): own (this host is its node, its CPUs the budget's),
+# user, or none (the lab: host processes).
+cluster=$(pf_trait cluster "$PLATFORM")
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 # Monitoring (Prometheus + the bench:* rules, bench/platforms/monitoring/monitoring.sh): on by
@@ -85,7 +88,7 @@ import sys, yaml
 docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
 sys.exit(not any(d.get("kind") == "Deployment" and (d["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "ingress" for d in docs))' <<<"$manifest"
 }
-if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ] && ! ingress_deployment; then
+if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && ! ingress_deployment; then
   say budget "overlay $VARIANT has no ingress Deployment (its Service leads straight to the backends): no ingress CPU to budget, the overlay's placement"
   budget='{"source":"overlay","reason":"no ingress Deployment"}'
   INGRESS_CPU=overlay
@@ -100,12 +103,12 @@ probe() {
     die "$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=overlay skips the probe)"
   { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
 }
-if [ "$PLATFORM" = local ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
+if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   probe_share=$(deployed_ingress_share)
   say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"
   probe "$probe_share" "$probe_share" "$(nproc)"
   say budget "$line"
-elif [ "$PLATFORM" = lab ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
+elif [ "$cluster" = none ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
   say placement "probing what k6, the LB and the backends cost per request (3 s)"
   probe overlay lab
   if [[ $line == warning:* ]]; then echo "$line" >&2; else say placement "${line#placement: }"; fi
@@ -130,7 +133,7 @@ cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/bench/platforms/monitoring/
 # --out on the command line replaces K6_OUT: a user's own output is passed on beside ours.
 K6_ARGS=(); [ -z "${K6_OUT:-}" ] || K6_ARGS+=(--out "$K6_OUT")
 dash=127.0.0.1:${K6_WEB_DASHBOARD_PORT:-5665}
-[ "$PLATFORM" = lab ] && [ ${#RUN[@]} -gt 0 ] && dash=$LAB_CLIENT_IP:${dash#*:}
+[ "$cluster" = none ] && [ ${#RUN[@]} -gt 0 ] && dash=$LAB_CLIENT_IP:${dash#*:}
 K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST="${dash%:*}" K6_WEB_DASHBOARD_PORT="${dash#*:}")
 if [ "$MONITORING" = 1 ]; then
   PROMETHEUS_URL=${PROMETHEUS_URL:-$(pf_prometheus)} || exit 1
@@ -148,13 +151,13 @@ made_dir=$dir
 
 meta=$(jq -nc \
   --arg git "$(git -C "$IB_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" --argjson described "$(host_description)" \
-  --arg knobs "$([ "$PLATFORM" = lab ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
-  --arg backends "$(setting LAB_BACKENDS)" --arg platform "$PLATFORM" \
+  --arg knobs "$([ "$cluster" = none ] && variant_knob_files "$VARIANT" | sed "s|$IB_ROOT/||" | paste -sd' ')" \
+  --arg backends "$(setting LAB_BACKENDS)" --arg cluster "$cluster" \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
-  --arg nodes "$([ "$(pf_trait cluster)" = none ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
+  --arg nodes "$([ "$cluster" = none ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
   --argjson budget "$budget" \
   '{git_revision: $git} + $described + {
-    knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, ingress_budget: $budget, lab_backends: (if $platform == "lab" then ($backends|tonumber) else null end),
+    knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, ingress_budget: $budget, lab_backends: (if $cluster == "none" then ($backends|tonumber) else null end),
     nodes: (if $nodes == "" or $nodes == "0" then null else ($nodes|tonumber) end)}')
 
 # The results directory's filesystem filling up: one line, not a tool's own error.

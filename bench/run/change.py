@@ -280,7 +280,7 @@ def run_change(env, reg):
     mx.resolve(m, env, reg)
     run = m["cases"][1]
     variant, platform = run["variant"], run["platform"]
-    lab = platform == "lab"
+    lab = mx.traits(platform)["cluster"] == "none"  # the lab: host processes, no cluster
     knobs, upstream, backends = subject(kind, variant, lab, reload_to)
 
     mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"

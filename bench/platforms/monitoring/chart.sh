@@ -52,16 +52,19 @@ yq_deps() { "$IB_VENV/bin/python" -c 'import sys, yaml; print(" ".join(d["name"]
 target() {
   PLATFORM=$(platform) || exit 1
   LOCAL_ARGS=()
-  case "$PLATFORM" in
-    local)
+  # Whose cluster (the platform's trait): ours (its images from this host, the local values),
+  # or a user's.
+  CLUSTER=$(pf_trait cluster "$PLATFORM")
+  case "$CLUSTER" in
+    own)
       export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
       bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
       LOCAL_ARGS=(-f "$IB_ROOT/monitoring/kube-prometheus-stack-local.yaml" --set "$(printf '%s,' \
         "prometheusOperator.image.tag=$PROMETHEUS_OPERATOR_VERSION" "prometheusOperator.prometheusConfigReloader.image.tag=$PROMETHEUS_OPERATOR_VERSION" \
         "prometheus.prometheusSpec.image.tag=$PROMETHEUS_VERSION" "prometheus-node-exporter.image.tag=$NODE_EXPORTER_VERSION")") ;;
-    external)
+    user)
       need_external_cluster "installs into" ;;
-    *) die "unknown PLATFORM '$PLATFORM' for kube-prometheus-stack (known: local, external)" ;;
+    *) die "PLATFORM=$PLATFORM has no cluster to install kube-prometheus-stack into" ;;
   esac
 }
 
@@ -78,7 +81,7 @@ chart_up() {
   # One Prometheus Operator per cluster: the local stack (monitoring/local) owns the same CRDs.
   [ -z "$(kubectl -n "$NAMESPACE" get deploy -l app.kubernetes.io/part-of=ingress-bench-monitoring -o name 2>/dev/null)" ] ||
     die "the local monitoring stack is up in namespace $NAMESPACE: run './task monitoring:down' first"
-  if [ "$PLATFORM" = local ]; then
+  if [ "$CLUSTER" = own ]; then
     bash "$IB_ROOT/bench/platforms/local/images.sh" monitoring
     # shellcheck disable=SC2086 # one name a word
     import_images $IB_MONITORING_IMAGES
@@ -105,7 +108,7 @@ chart_down() {
   esac
   # On a user's cluster the CRDs and the operator's kubelet Service stay: other monitors may
   # use them. (The release's own kubelet Service name: the operator's --kubelet-service.)
-  [ "$PLATFORM" != local ] || remove_monitoring_stack "$RELEASE-kubelet"
+  [ "$CLUSTER" != own ] || remove_monitoring_stack "$RELEASE-kubelet"
   say monitoring "$CHART_NAME down ($PLATFORM)"
 }
 

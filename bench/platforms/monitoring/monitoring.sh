@@ -10,7 +10,10 @@ set -euo pipefail
 . "$(dirname "$0")/../../lib.sh"
 
 PLATFORM=$(platform) || exit 1
-case "$PLATFORM" in local|lab) ;; *) die "unknown PLATFORM '$PLATFORM' for monitoring (known: local, lab)" ;; esac
+# The platform's monitoring trait: operator (the local cluster's Prometheus Operator stack),
+# host (a Prometheus process beside the lab), or the user's (none of ours to run).
+KIND=$(pf_trait monitoring "$PLATFORM")
+case "$KIND" in operator|host) ;; *) die "PLATFORM=$PLATFORM has no monitoring of ours to run: its Prometheus is the user's (PROMETHEUS_URL)" ;; esac
 CGROUPS=$IB_ROOT/bench/platforms/monitoring/cgroups.sh
 LAB_STATE=/run/ingress-bench/monitoring-lab
 LAB_PROM_ADDR=$LAB_HOST_IP:$LAB_PROMETHEUS_PORT # on the lab bridge's host address
@@ -37,15 +40,15 @@ crd_dir() {
   echo "$d/example/prometheus-operator-crd"
 }
 
-local_url() {
+operator_url() {
   local ip; ip=$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.clusterIP}' 2>/dev/null) || return 1
   [ -n "$ip" ] && echo "http://$ip:9090"
 }
 
-local_up() {
+operator_up() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
   bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
-  local url; url=$(local_url) && ready "$url" && sampler_alive "$LOCAL_TEXTFILE" && { say monitoring "up: $url"; return 0; }
+  local url; url=$(operator_url) && ready "$url" && sampler_alive "$LOCAL_TEXTFILE" && { say monitoring "up: $url"; return 0; }
   local t0=$SECONDS
   bash "$IB_ROOT/bench/platforms/local/images.sh" monitoring
   # shellcheck disable=SC2086 # one name a word
@@ -57,11 +60,11 @@ local_up() {
   kubectl -n monitoring rollout status deploy/prometheus-operator --timeout=90s >/dev/null 2>&1 ||
     die "prometheus-operator not ready: $(pod_problem monitoring prometheus-operator)"
   sampler_start "$LOCAL_TEXTFILE"
-  poll 120 eval 'url=$(local_url) && ready "$url"' || die "Prometheus not ready after 120 s: $(pod_problem monitoring prometheus)"
+  poll 120 eval 'url=$(operator_url) && ready "$url"' || die "Prometheus not ready after 120 s: $(pod_problem monitoring prometheus)"
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at $url, operator $PROMETHEUS_OPERATOR_VERSION, in $((SECONDS - t0)) s"
 }
 
-local_down() {
+operator_down() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
   sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE"
   if bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then
@@ -70,14 +73,14 @@ local_down() {
   fi
 }
 
-lab_pids() { pgrep -f -- "--ingress-bench-lab-monitoring" || true; }
+host_pids() { pgrep -f -- "--ingress-bench-lab-monitoring" || true; }
 
-lab_up() {
+host_up() {
   need_root "monitoring:up on the lab"
   # (Not a pipe into grep -q: under pipefail, grep's early exit fails the pipeline.)
   [[ $(ip -o addr show 2>/dev/null) == *" ${LAB_PROM_ADDR%:*}/"* ]] || die "the lab is not up: run './task lab:up' (its Prometheus listens on the lab bridge)"
-  ready "http://$LAB_PROM_ADDR" && [ -n "$(lab_pids)" ] && sampler_alive "$LAB_STATE/textfile" && { say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
-  lab_down
+  ready "http://$LAB_PROM_ADDR" && [ -n "$(host_pids)" ] && sampler_alive "$LAB_STATE/textfile" && { say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
+  host_down
   bash "$IB_ROOT/bench/platforms/monitoring/build.sh" prometheus
   mkdir -p "$LAB_STATE/rules" "$LAB_STATE/data" "$LAB_STATE/textfile"
   cp "$IB_ROOT/monitoring/lab/prometheus.yml" "$LAB_STATE/"
@@ -92,12 +95,12 @@ lab_up() {
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at http://$LAB_PROM_ADDR (lab), node-exporter and nginx-prometheus-exporter on loopback"
 }
 
-lab_down() {
+host_down() {
   local pid
   sampler_stop "$LAB_STATE/textfile"
-  for pid in $(lab_pids); do kill -TERM "$pid" 2>/dev/null || true; done
-  for _ in $(seq 50); do [ -z "$(lab_pids)" ] && break; sleep 0.1; done
-  for pid in $(lab_pids); do kill -KILL "$pid" 2>/dev/null || true; done
+  for pid in $(host_pids); do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 50); do [ -z "$(host_pids)" ] && break; sleep 0.1; done
+  for pid in $(host_pids); do kill -KILL "$pid" 2>/dev/null || true; done
   rm_state "$LAB_STATE"
 }
 
@@ -106,28 +109,28 @@ case "${1:-}" in
   # it): what it lacks a few seconds later it will not get.
   wait)
     url=$("$0" url)
-    if [ "$PLATFORM" = lab ]; then prometheus_wait_loaded "$url" 10 "${2:-ingress}" || true
+    if [ "$KIND" = host ]; then prometheus_wait_loaded "$url" 10 "${2:-ingress}" || true
     elif export KUBECONFIG=$IB_CLUSTER_KUBECONFIG && prometheus_wait_loaded "$url" "$(setting DEPLOY_TIMEOUT)" "${2:-ingress}" ingress-bench; then
       prometheus_wait_link "$url" "$(setting DEPLOY_TIMEOUT)"
     fi ;;
-  up) "${PLATFORM}_up" ;;
+  up) "${KIND}_up" ;;
   down)
     need_root "monitoring:down"
-    "${PLATFORM}_down"; bash "$CGROUPS" remove
+    "${KIND}_down"; bash "$CGROUPS" remove
     say monitoring "down ($PLATFORM)" ;;
   url)
-    case "$PLATFORM" in
-      local) KUBECONFIG=$IB_CLUSTER_KUBECONFIG local_url || die "monitoring is not up on the local cluster: run './task monitoring:up'" ;;
-      lab) ready "http://$LAB_PROM_ADDR" || die "monitoring is not up on the lab: run './task monitoring:up PLATFORM=lab'"; echo "http://$LAB_PROM_ADDR" ;;
+    case "$KIND" in
+      operator) KUBECONFIG=$IB_CLUSTER_KUBECONFIG operator_url || die "monitoring is not up on the local cluster: run './task monitoring:up'" ;;
+      host) ready "http://$LAB_PROM_ADDR" || die "monitoring is not up on the lab: run './task monitoring:up PLATFORM=lab'"; echo "http://$LAB_PROM_ADDR" ;;
     esac ;;
   # Where in-cluster k6 reaches it: the Service's DNS name (monitoring/local/prometheus.yaml).
   url-in-cluster)
-    [ "$PLATFORM" = local ] || die "PLATFORM=$PLATFORM has no in-cluster Prometheus of its own: give PROMETHEUS_URL (an address the pods reach)"
+    [ "$KIND" = operator ] || die "PLATFORM=$PLATFORM has no in-cluster Prometheus of its own: give PROMETHEUS_URL (an address the pods reach)"
     KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl -n monitoring get svc prometheus >/dev/null 2>&1 ||
       die "monitoring is not up on the local cluster: run './task monitoring:up'"
     echo "http://prometheus.monitoring.svc:9090" ;;
   # The lab's Prometheus (the local cluster's runs in a pod: cluster.sh procs has it).
-  procs) [ "$PLATFORM" != lab ] || lab_pids ;;
+  procs) [ "$KIND" != host ] || host_pids ;;
   status) url=$("$0" url) && ready "$url" && echo "monitoring ($PLATFORM): Prometheus at $url ready" ;;
   *) die "usage: bench/platforms/monitoring/monitoring.sh up|down|status|procs|url|url-in-cluster|wait" ;;
 esac
