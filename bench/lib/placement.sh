@@ -18,14 +18,15 @@ lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
 # need_ingress_cpu: INGRESS_CPU as a run takes it: auto (the default; a probe decides on the
 # local platform, the overlay's elsewhere), overlay, or a CPU quantity this host has.
 need_ingress_cpu() {
-  case ${INGRESS_CPU:-auto} in auto | overlay) return 0 ;; esac
-  is_cpu_quantity "$INGRESS_CPU" ||
-    die "INGRESS_CPU must be auto, overlay or a CPU quantity above 0 like 2, 500m or 0.5, got '$INGRESS_CPU'"
+  local q; q=$(setting INGRESS_CPU) || exit 1
+  case $q in "" | auto | overlay) return 0 ;; esac
   [ "$(pf_trait cluster)" != own ] || awk -v c="$(cpu_cores "$INGRESS_CPU")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
     die "INGRESS_CPU $INGRESS_CPU is more than this machine's $(nproc) CPUs"
 }
 # cpu_cores QUANTITY: a Kubernetes CPU quantity (500m, 0.5, 2) in cores.
 cpu_cores() { awk -v q="$1" 'BEGIN { print (q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0) }'; }
+# is_cpu_quantity TEXT: a Kubernetes CPU quantity above 0 (2, 500m, 0.5), the registry's cpu type
+# (k6/lib/settings.js isCpuQuantity is the same rule; ci/tests/test_settings.py holds both to one table).
 is_cpu_quantity() { [[ $1 =~ ^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$ ]] && [[ ! $1 =~ ^[0.]*m?$ ]]; }
 # deployed_ingress_share: the fractional CPU of the ingress deployed now for VARIANT (the probe
 # runs there, and a share within its noise keeps the pod), else 500m.
@@ -35,11 +36,6 @@ deployed_ingress_share() {
   q=$(KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl -n ingress-bench get deploy -l app.kubernetes.io/component=ingress \
     -o jsonpath='{.items[0].spec.template.spec.containers[0].resources.limits.cpu}' 2>/dev/null) || q=''
   if [ "${v%% *}" = "$VARIANT" ] && [[ $q =~ ^[0-9]+m$ ]] && [ "${q%m}" -lt 1000 ]; then echo "$q"; else echo 500m; fi
-}
-# need_cpu_quantity NAME VALUE: dies unless VALUE is a Kubernetes CPU quantity above 0 (2, 500m, 0.5).
-need_cpu_quantity() {
-  is_cpu_quantity "$2" ||
-    die "$1 must be a CPU quantity above 0 like 2, 500m or 0.5, got '$2'"
 }
 
 # client_cpus LIST: where k6 runs beside an ingress on cpuset LIST ("1", "0-1,3"): this

@@ -23,14 +23,11 @@ HOST_HEADER=$(setting HOST)
 need_overlay "$OVERLAY"
 images=$(image_set) || exit 1
 MONITORING=$(setting MONITORING)
-[ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
-release=${PROMETHEUS_RELEASE:-}
-[ -z "$release" ] || [[ $release =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] ||
-  die "PROMETHEUS_RELEASE must be a Helm release name (lower-case letters, digits and '-'), got '$release'"
+setting LINK_CAPACITY >/dev/null
+release=$(setting PROMETHEUS_RELEASE) || exit 1
 [ "$MONITORING" = 1 ] || release=''
-ingress_cpu=${INGRESS_CPU:-}
+ingress_cpu=$(setting INGRESS_CPU) || exit 1
 case $ingress_cpu in auto | overlay) ingress_cpu='' ;; esac # a probe's is bench.sh's to run (auto)
-[ -z "$ingress_cpu" ] || need_cpu_quantity INGRESS_CPU "$ingress_cpu"
 # Whose cluster (the platform's trait): ours (this host is its node: its containerd, its
 # kube-proxy rules, its pods' links are ours to read and shape), a user's, or none.
 cluster=$(pf_trait cluster "$PLATFORM")

@@ -30,7 +30,7 @@ if [ "$IN_CLUSTER" = 1 ]; then SEGMENTS=$(setting SEGMENTS external); export SEG
 [ "$IN_CLUSTER" = 0 ] || exec bash "$IB_ROOT/bench/run/distributed.sh" "$SCENARIO"
 
 export MONITORING
-[ -z "${LINK_CAPACITY:-}" ] || link_capacity_bits "$LINK_CAPACITY" >/dev/null
+setting LINK_CAPACITY >/dev/null
 
 # (On the local platform TARGET is unset here: its address is known only after deploy.)
 k6_validate "$SCENARIO"

@@ -13,7 +13,7 @@ SCENARIO=${1:-}
 need_scenario "$SCENARIO"
 SEGMENTS=$(setting SEGMENTS distributed)
 export SEGMENTS # the pods' k6 splits its connections by it, and the check below sees it
-[ -z "${RUNNER_CPU:-}" ] || need_cpu_quantity RUNNER_CPU "$RUNNER_CPU" # rendered after deploy: checked before
+setting RUNNER_CPU >/dev/null # rendered after deploy: checked before
 load_platform
 [ "$(pf_trait cluster)" != none ] || die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: $(for p in $(setting_values PLATFORM); do [ "$(pf_trait cluster "$p")" = none ] || echo "$p"; done | paste -sd' ' | sed 's/ /, /g'))"
 # The pods load the ingress this run deploys, and what they receive is the registry's "pods"

@@ -82,7 +82,7 @@ render_distributed() {
   local name=${NAME:-$(distributed_name "$TESTID")} out marker cpu=${RUNNER_CPU:-} res
   # RUNNER_CPU: each runner's CPU request and limit alike. Not set: neither. A request alone
   # would not bound k6, and the rules read a request without a quota as a pinned pod's cores.
-  [ -z "$cpu" ] || need_cpu_quantity RUNNER_CPU "$cpu"
+  [ -z "$cpu" ] || setting RUNNER_CPU >/dev/null
   res="{ requests: { memory: 64Mi${cpu:+, cpu: \"$cpu\"} }, limits: { memory: 1Gi${cpu:+, cpu: \"$cpu\"} } }"
   # The run's tags as k6/lib/config.js sets them (its `tags`), on the command line.
   local tags="--tag testid=$TESTID --tag variant=$VARIANT --tag platform=$PLATFORM --tag scenario=$SCENARIO"

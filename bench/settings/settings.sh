@@ -27,13 +27,15 @@ setting_default() { awk -F'\t' -v n="$1" '$1 == n {print $3}' "$IB_SETTINGS_TSV"
 # setting NAME [ENTRY]: NAME's value from the environment, else the entry point ENTRY's own
 # default (the registry's `defaults`), else the registry's default; checked by its type with
 # k6/lib/settings.js check()'s words (enum, list, duration, flag (printed 1 or 0), int and its
-# range, number; text is k6's to check). Dies with one line on a bad one.
+# range, number, cpu and cpus, text by its pattern as bash reads it). Dies with one line on a
+# bad one.
 setting() {
-  local row v type values def own range w
+  local row v type values def own range rule ere w
   row=$(awk -F'\t' -v n="$1" '$1 == n && $2 != "internal"' "$IB_SETTINGS_TSV")
   [ -n "$row" ] || die "$1 is not a setting of the registry (bench/settings/settings.yaml)"
-  def=$(cut -f3 <<<"$row") values=$(cut -f4 <<<"$row") type=$(cut -f5 <<<"$row") range=$(cut -f7 <<<"$row")
-  own=$(cut -f6 <<<"$row" | tr ',' '\n' | awk -F= -v e="${2:-}" 'e != "" && $1 == e {sub(/^[^=]*=/, ""); print; exit}')
+  # (a tab is blank to read, so empty fields would merge: split on another byte)
+  IFS=$'\x1f' read -r _ _ def values type own range rule ere <<<"${row//$'\t'/$'\x1f'}"
+  own=$(tr ',' '\n' <<<"$own" | awk -F= -v e="${2:-}" 'e != "" && $1 == e {sub(/^[^=]*=/, ""); print; exit}')
   v=${!1:-${own:-$def}}
   [ -n "$v" ] || { echo; return 0; }
   case $type in
@@ -46,6 +48,9 @@ setting() {
       [ -z "${range%%..*}" ] || [ "$((10#$v))" -ge "${range%%..*}" ] || die "$1 must be at least ${range%%..*}, got $((10#$v))"
       [ -z "${range##*..}" ] || [ "$((10#$v))" -le "${range##*..}" ] || die "$1 must be at most ${range##*..}, got $((10#$v))" ;;
     number) [[ $v =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]] || die "$1 must be a number, got '$v'" ;;
+    cpu) [[ " $values " == *" $v "* ]] || is_cpu_quantity "$v" || die "$1 must be $rule, got '$v'" ;;
+    cpus) for w in ${v//,/ }; do is_cpu_quantity "$w" || die "$1 must be $rule, got '$v'"; done ;;
+    text) [ -z "$ere" ] || [[ $v =~ $ere ]] || die "$1 must be $rule, got '$v'" ;;
   esac
   echo "$v"
 }

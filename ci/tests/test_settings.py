@@ -118,6 +118,44 @@ def test_the_three_duration_parsers_agree_on_one_table():
     assert {d: py(d) for d in DURATIONS} == DURATIONS
 
 
+# One table of values for the two checkers of a value, k6/lib/settings.js `setting` (k6, and
+# node for the matrix) and bash's `setting` (bench/settings/settings.sh): accepted or refused.
+# cpu and cpus are types of their own; a text's pattern reaches bash as generate.py writes it.
+VALUES = {
+    "INGRESS_CPU": {"auto": True, "overlay": True, "2": True, "500m": True, "0.5": True, ".5": True, "0": False, "0m": False,
+                    "0.0": False, "000m": False, "half": False, "1.": False, "-1": False, "500 m": False, "1.5m": False},
+    "INGRESS_CPUS": {"1 2 4 8 16 24": True, "500m,1": True, "250m 0.5": True, "1 0": False, "1 auto": False},
+    "RUNNER_CPU": {"250m": True, "auto": False, "0m": False},
+    "PROMETHEUS_RELEASE": {"kube-prometheus-stack": True, "kps1": True, "Bad_": False, "a-": False, "-a": False},
+    "LINK_CAPACITY": {"10G": True, "2.5G": True, "100M": True, "1000000": True, "10g": False, "G": False, "1.G": False},
+    "VARIANT": {"seed002-nginx-lb-tuned": True, "seed002-nginx-lb-default+workers-1": True, "a b": False, "A": False, "a+": False},
+    "HOST": {"bench.local": True, "bench.local:8080": True, "bench local": False, "bench.local:": False},
+    "RELATIONS": {"seed002 seed003": True, "a|b": False, "a  b": False},
+    "TARGET": {"https://198.18.0.2": True, "ftp://x": False, "http://a b": False},
+    "DURATION": {"10s": True, "1m30s": True, "10": False},
+    "SEGMENTS": {"16": True, "17": False, "x": False},
+    "MONITORING": {"true": True, "0": True, "2": False},
+}
+
+
+def test_the_two_value_checkers_agree_on_one_table():
+    js = ("import('./k6/lib/settings.js').then(m => console.log(JSON.stringify(Object.fromEntries("
+          f"Object.entries({json.dumps(VALUES)}).map(([n, vs]) => [n, Object.fromEntries(Object.keys(vs).map(v => {{"
+          "try { m.setting({[n]: v}, n); return [v, true]; } catch (e) { return [v, false]; } }))])))))")
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == VALUES
+    pairs = [x for n, vs in VALUES.items() for v in vs for x in (n, v)]
+    r = sh("bash", "-c", '. bench/lib.sh; while [ $# -gt 0 ]; do printf "%s\\t%s\\t%s\\n" "$1" "$2" '
+           '"$( (export "$1=$2"; setting "$1" >/dev/null 2>&1) && echo 1 || echo 0)"; shift 2; done', "_", *pairs)
+    assert r.returncode == 0, r.stderr
+    got = {}
+    for line in r.stdout.split("\n")[:-1]:
+        n, v, ok = line.split("\t")
+        got.setdefault(n, {})[v] = ok == "1"
+    assert got == VALUES
+
+
 def test_each_scenario_file_holds_its_profile_and_every_reader_reads_the_same():
     """A scenario is one file, k6/<name>.js, opening with the question it answers and holding
     its profile; the registry's scenario list is those files, and node's reader (the unit tests,

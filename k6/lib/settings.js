@@ -35,6 +35,12 @@ function fail(message) {
   throw new Error(message);
 }
 
+// isCpuQuantity(text): a Kubernetes CPU quantity above 0 (2, 500m, 0.5); bash's is_cpu_quantity
+// (bench/lib/placement.sh) is the same rule, and ci/tests/test_settings.py holds them to one table.
+export function isCpuQuantity(text) {
+  return /^([0-9]+m|[0-9]+|[0-9]*\.[0-9]+)$/.test(text) && !/^[0.]*m?$/.test(text);
+}
+
 // check(setting, raw) -> the typed value of a given (non-empty) raw string, or one readable
 // Error: the same rule for every setting of a type.
 function check(s, raw) {
@@ -73,6 +79,12 @@ function check(s, raw) {
       if (Number.isNaN(ms)) fail(`${s.name} must look like 30s, 3m or 1m30s, got '${raw}'`);
       return text;
     }
+    case 'cpu':
+      if (!(s.keywords || []).includes(text) && !isCpuQuantity(text)) fail(`${s.name} must be ${s.rule}, got '${raw}'`);
+      return text;
+    case 'cpus':
+      if (!text.split(/[ ,]+/).every(isCpuQuantity)) fail(`${s.name} must be ${s.rule}, got '${raw}'`);
+      return text;
     case 'text':
       if (!s.pattern.test(text)) fail(`${s.name} must be ${s.rule}, got '${raw}'`);
       return text;
