@@ -32,8 +32,9 @@ import_images() {
 # components/images-local). The local platform runs local builds; an external cluster
 # upstream images unless told otherwise (a cluster that was given our builds).
 image_set() {
-  local s=${IMAGE_SET:-$([ "$(platform)" = local ] && echo local || echo upstream)}
-  case $s in local|upstream) echo "$s" ;; *) die "IMAGE_SET must be local or upstream, got '$s'" ;; esac
+  local s; s=$(setting IMAGE_SET) || exit 1
+  [ -n "$s" ] || s=$([ "$(pf_trait cluster)" = own ] && echo local || echo upstream)
+  echo "$s"
 }
 k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
 # Image references the local node's containerd holds.

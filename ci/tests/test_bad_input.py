@@ -19,7 +19,7 @@ CASES = {
     "overlay the lab cannot reproduce": (["rps"], {"VARIANT": "seed002-nginx-lb-tuned-link-1g"},
                                          "uses component link-1g, which the bare-metal lab cannot reproduce"),
     "unknown overlay on the default platform": (["rps"], {"PLATFORM": "", "VARIANT": "turbo"}, "unknown overlay 'turbo'"),
-    "unknown image set": (["rps"], {"PLATFORM": "local", "IMAGE_SET": "mine"}, "IMAGE_SET must be local or upstream, got 'mine'"),
+    "unknown image set": (["rps"], {"PLATFORM": "local", "IMAGE_SET": "mine"}, "unknown IMAGE_SET 'mine' (known: local, upstream)"),
     "unknown platform": (["rps"], {"PLATFORM": "mars"}, "unknown PLATFORM 'mars'"),
     "non-numeric connections": (["rps"], {"CONNECTIONS": "many"}, "CONNECTIONS must be a whole number, got 'many'"),
     "connections beyond any client": (["rps"], {"CONNECTIONS": "200000"}, "CONNECTIONS must be at most 20000, got 200000"),
