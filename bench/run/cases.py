@@ -140,6 +140,13 @@ def traits(platform):
     return dict(t.split("=", 1) for t in m.group(1).split())
 
 
+def platforms(**want):
+    """The platforms whose traits have the values given (cluster="own", or a tuple of values
+    accepted: cluster=("own", "none")), in the registry's order."""
+    return [p for p in registry()["PLATFORM"]["values"]
+            if all(traits(p)[k] in (v if isinstance(v, tuple) else (v,)) for k, v in want.items())]
+
+
 def default_of(name, entry=None):
     """NAME's default for the entry point ENTRY (its own where the registry declares one)."""
     s = registry()[name]

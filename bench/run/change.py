@@ -147,7 +147,7 @@ def markdown(doc):
              f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" + (f"; {s['retried']} retried on another upstream"
                                                                                         if s["retried"] else "") if s["counted"] else s["why"]),
             ("verdict", doc["verdict"])]
-    if doc["platform"] != "lab":
+    if mx.traits(doc["platform"])["cluster"] != "none":  # a cluster: its events
         ev = doc["events"]
         rows.insert(-1, ("Kubernetes events", "—" if not ev else "; ".join(
             f"{e['reason']} {e['object']} {(e['unix_ms'] - doc['marks_unix_ms']['start']) / 1000:+.1f} s" for e in ev[:EVENTS_SHOWN])
@@ -173,8 +173,9 @@ def checked(env, reg):
         raise mx.Bad(f"CHANGE is not set: ./task bench:change CHANGE=<{'|'.join(reg['CHANGE']['values'])}>")
     if env.get("TARGET"):
         raise mx.Bad("bench:change changes what it runs (the local cluster or the lab): unset TARGET")
-    if env.get("PLATFORM", "local") not in ("local", "lab"):
-        raise mx.Bad(f"bench:change runs on the local cluster or the lab (PLATFORM=local|lab), got PLATFORM={env['PLATFORM']}")
+    ours = mx.platforms(cluster=("own", "none"))  # what it changes is ours to change
+    if env.get("PLATFORM", "local") not in ours:
+        raise mx.Bad(f"bench:change runs on the local cluster or the lab (PLATFORM={'|'.join(ours)}), got PLATFORM={env['PLATFORM']}")
     if env.get("SCENARIO", "rps") != "rps":
         raise mx.Bad("bench:change runs the rps scenario (a steady keep-alive load): unset SCENARIO")
     env.setdefault("DURATION", DURATION)
@@ -272,7 +273,7 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
 def run_change(env, reg):
     """One change under load with ENV's settings: (exit code, change.json's document)."""
     kind, at_s, share, reload_to = checked(env, reg)
-    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": ["local", "lab"],
+    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": mx.platforms(cluster=("own", "none")),
            "cases": [{"name": "probe", "scenario": "rps", "settings": {"DURATION": PROBE}},
                      {"name": "change", "scenario": "rps", "settings": {"DURATION": env["DURATION"]}}],
            "columns": [{"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"}]}

@@ -56,7 +56,7 @@ def main(argv):
     out.mkdir(parents=True)
     env["RESULTS_ROOT"] = str(out)  # every run's directory inside this one's
     failed = []
-    lab = mx.shell("platform", env=env).stdout.strip() == "lab"  # as every entry point resolves it
+    lab = mx.traits(mx.shell("platform", env=env).stdout.strip())["cluster"] == "none"  # resolved as every entry point does
     plan = LAB_PLAN if lab else PLAN
     for kind, variant, extra in plan:
         for v in (variant, variant + FIX) if kind != "none" and not lab else (variant,):

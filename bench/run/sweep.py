@@ -72,7 +72,7 @@ def main(argv):
         raise mx.Bad(f"INGRESS_CPUS names one amount twice ({given})")
     scenarios = (env.get("SCENARIOS") or reg["SCENARIOS"]["default"]).split()
     doc = {"title": f"CPU sweep of the ingress: {', '.join(scenarios)} at {' / '.join(amounts)} CPU",
-           "rounds": 3, "platforms": ["local", "external"],
+           "rounds": 3, "platforms": mx.platforms(cluster=("own", "user")),
            "cases": [{"name": f"cpu-{slug(q)}-{s}", "scenario": s, "settings": {"INGRESS_CPU": q}, "group": f"{q} CPU"}
                      for q in amounts for s in scenarios],
            "columns": [{"title": "platform", "field": "platform"}, {"title": "variant", "field": "variant"},
