@@ -71,8 +71,8 @@ ERRORS = error_ratio("$__rate_interval")
 # $__range): the same numbers as the end-of-run summary, within the native histogram's bucket
 # error, where a mean of per-interval p99s is not (grafana/k6#4580). Each runner's counters
 # and histograms as last pushed, which count from its start: increase() would leave out what
-# a series held at its first sample (the first push's requests: a p99 of 11.6 ms against the
-# summary's 13.0 once).
+# a series held at its first sample (the first push's requests), and its p99 would not be the
+# summary's.
 def last_pushed(series):
     return f"sum by (testid) (last_over_time({series}[$__range]))"
 

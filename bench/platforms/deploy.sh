@@ -189,8 +189,8 @@ if [ "$same" = 0 ]; then
 fi
 
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
-# (512 MiB): after 4 s idle the first 512 MB pass at full speed, and a 20 s run read 1.16
-# Gbit/s through a "1 Gbit/s" link. A NIC has no such allowance: on our own node the burst
+# (512 MiB): after 4 s idle the first 512 MB pass at full speed, so a short run reads more
+# than the link's rate. A NIC has no such allowance: on our own node the burst
 # becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only our pods' host
 # devices (cluster.sh pod-links), never another tbf on the host. (On users' clusters the
 # burst stays: see components/link-1g.)

@@ -165,8 +165,8 @@ disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null 
 
 # Seconds k6 has after the first signal before the second, 3 more, then it is killed: its
 # graceful stop (the scenario's gracefulStop, 5 s), the teardown's one Prometheus query (its
-# 10 s timeout) and handleSummary. 12 s once cut a teardown short on a busy node (k6, the
-# backends and the control plane on one CPU): the run lost its summary.
+# 10 s timeout) and handleSummary, with room for a busy node (k6, the backends and the control
+# plane on one CPU), where a teardown cut short loses the run's summary.
 stop_grace=17
 before=$(stub) usage_before=$(cpu_usage)
 # `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
@@ -218,8 +218,7 @@ if [ -n "$interrupted" ] && [ ! -s "$dir/meta.json" ]; then
   # (which it does before any request), and k6 died of it. The server says so where it
   # counts (no connection but the count's own: each stub_status read is one); elsewhere the
   # job's shell, which died with k6 and never wrote the CPU times, does (whether the shell
-  # dies too is a race: it once lived, and an empty run stayed). Nothing was measured, and
-  # the run just ends.
+  # dies too is a race, so both are read). Nothing was measured, and the run just ends.
   if { [ -n "$before" ] && [ -n "$after" ] && [ $(( ${after%% *} - ${before%% *} )) -le 1 ]; } || [ ! -f "$scratch/cpu" ]; then
     rm -rf "$dir"
     say results "none: interrupted by $interrupted as k6 started, before it sent a request"

@@ -64,7 +64,7 @@ test('native closed model: connections in groups of VUs, exactly CONNECTIONS in 
 });
 
 test('in-cluster segments: a VU for each pod, and a connection for each', () => {
-  // 10 connections fit one VU; two pods each need one (the second pod once ran nothing).
+  // 10 connections fit one VU; two pods each need one (a pod without a VU runs nothing).
   const cfg = config({ ENGINE: 'native', CONNECTIONS: '10', SEGMENTS: '2' }, 'throughput');
   assert.equal(buildOptions(cfg).scenarios.throughput.vus, 2);
   assert.deepEqual([1, 2].map((id) => vuConnections(cfg, id)), [5, 5]);
