@@ -1,7 +1,9 @@
 """A run as its directory holds it: meta.json and summary.json (k6/lib/summary.js, completed by
 summary.py), and the time series fetched into timeseries.json (prometheus.py)."""
+import errno
 import functools
 import json
+import os
 import re
 import sys
 import urllib.parse
@@ -57,7 +59,14 @@ def dig(doc, path):
 def read_json(path):
     try:
         return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
+    except ValueError as e:
+        # Cut short on a filesystem that is full (k6 writes what fits and goes on): the full
+        # disk is the error, said as a write's (exit 3), not the JSON's.
+        st = os.statvfs(Path(path).parent)
+        if st.f_bavail <= 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        raise Bad(f"{path} is not readable JSON: {e}")
+    except OSError as e:
         raise Bad(f"{path} is not readable JSON: {e}")
 
 
