@@ -43,7 +43,7 @@ export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"
 # loaded where it is, the lab's way. Entry points export the result, so the scripts they
 # call and k6's tags see the same.
 platform() {
-  if [ -z "${PLATFORM:-}" ] && [ -n "${TARGET:-}" ]; then echo lab; else setting_enum PLATFORM local; fi
+  if [ -z "${PLATFORM:-}" ] && [ -n "${TARGET:-}" ]; then echo lab; elif [ -z "${PLATFORM:-}" ]; then echo local; else setting PLATFORM; fi
 }
 
 # Kubernetes platforms. The local cluster's state (and so its KUBECONFIG) lives here.

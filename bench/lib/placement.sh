@@ -20,8 +20,8 @@ lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
 need_ingress_cpu() {
   local q; q=$(setting INGRESS_CPU) || exit 1
   case $q in "" | auto | overlay) return 0 ;; esac
-  [ "$(pf_trait cluster)" != own ] || awk -v c="$(cpu_cores "$INGRESS_CPU")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
-    die "INGRESS_CPU $INGRESS_CPU is more than this machine's $(nproc) CPUs"
+  [ "$(pf_trait cluster)" != own ] || awk -v c="$(cpu_cores "$q")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
+    die "INGRESS_CPU $q is more than this machine's $(nproc) CPUs"
 }
 # cpu_cores QUANTITY: a Kubernetes CPU quantity (500m, 0.5, 2) in cores.
 cpu_cores() { awk -v q="$1" 'BEGIN { print (q ~ /m$/ ? substr(q, 1, length(q) - 1) / 1000 : q + 0) }'; }

@@ -49,20 +49,11 @@ setting() {
       [ -z "${range##*..}" ] || [ "$((10#$v))" -le "${range##*..}" ] || die "$1 must be at most ${range##*..}, got $((10#$v))" ;;
     number) [[ $v =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]] || die "$1 must be a number, got '$v'" ;;
     cpu) [[ " $values " == *" $v "* ]] || is_cpu_quantity "$v" || die "$1 must be $rule, got '$v'" ;;
-    cpus) for w in ${v//,/ }; do is_cpu_quantity "$w" || die "$1 must be $rule, got '$v'"; done ;;
+    cpus) # (no empty amount at either end, as k6's split on [ ,]+ would find)
+      [[ $v != ,* && $v != *, ]] || die "$1 must be $rule, got '$v'"
+      for w in ${v//,/ }; do is_cpu_quantity "$w" || die "$1 must be $rule, got '$v'"; done ;;
     text) [ -z "$ere" ] || [[ $v =~ $ere ]] || die "$1 must be $rule, got '$v'" ;;
   esac
-  echo "$v"
-}
-
-# setting_enum NAME [DEFAULT]: NAME's value from the environment (else DEFAULT, else the
-# registry's default), checked against the enum's values; dies on another one.
-setting_enum() {
-  local values v
-  values=$(setting_values "$1")
-  [ -n "$values" ] || die "$1 is not an enum setting in bench/settings/settings.yaml"
-  v=${!1:-${2:-$(awk -F'\t' -v n="$1" '$1 == n {print $3}' "$IB_SETTINGS_TSV")}}
-  [[ " $values " == *" $v "* ]] || die "unknown $1 '$v' (known: ${values// /, })"
   echo "$v"
 }
 

@@ -124,7 +124,7 @@ def test_the_three_duration_parsers_agree_on_one_table():
 VALUES = {
     "INGRESS_CPU": {"auto": True, "overlay": True, "2": True, "500m": True, "0.5": True, ".5": True, "0": False, "0m": False,
                     "0.0": False, "000m": False, "half": False, "1.": False, "-1": False, "500 m": False, "1.5m": False},
-    "INGRESS_CPUS": {"1 2 4 8 16 24": True, "500m,1": True, "250m 0.5": True, "1 0": False, "1 auto": False},
+    "INGRESS_CPUS": {"1 2 4 8 16 24": True, "500m,1": True, "250m 0.5": True, "1 0": False, "1 auto": False, ",1": False, "1,": False},
     "RUNNER_CPU": {"250m": True, "auto": False, "0m": False},
     "PROMETHEUS_RELEASE": {"kube-prometheus-stack": True, "kps1": True, "Bad_": False, "a-": False, "-a": False},
     "LINK_CAPACITY": {"10G": True, "2.5G": True, "100M": True, "1000000": True, "10g": False, "G": False, "1.G": False},
