@@ -33,6 +33,27 @@ variant_knob_files() {
   done
 }
 DEFAULT_OVERLAY=$(setting_default VARIANT)
+# variant_now NAME: NAME as it is called now. Overlays and knob sets were once named by the seed
+# they reproduce (overlays/catalog.yaml keeps each old name as `formerly`); saved baselines,
+# matrices and scripts still say them, so an old name, whole or as a '+'-joined knob, is read
+# as the new one.
+variant_now() {
+  local v=$1 k out=() now
+  [[ $v == *seed* && $v =~ ^[a-z0-9+-]+$ && ! -e $IB_ROOT/overlays/$v ]] || { echo "$v"; return 0; }
+  for k in ${v//+/ }; do
+    now=$(sed -nE "s/^  - \{name: ([a-z0-9-]+), .*, formerly: ${k}\}\$/\1/p" "$IB_ROOT/overlays/catalog.yaml")
+    out+=("${now:-$k}")
+  done
+  (IFS=+; echo "${out[*]}")
+}
+# Every variant a run is given, as it is called now (exported: the Python entry points read it).
+for _name in VARIANT BASE HEAD RELOAD_TO; do
+  _was=${!_name:-}
+  [ -n "$_was" ] || continue
+  _now=$(variant_now "$_was")
+  [ "$_now" = "$_was" ] || { echo "note: $_name=$_was is now called $_now (overlays/catalog.yaml)" >&2; export "$_name=$_now"; }
+done
+unset _name _was _now
 known_overlays() { (cd "$IB_ROOT/overlays" && ls -d */ 2>/dev/null | tr -d / | paste -sd' '); }
 # need_overlay NAME: dies unless NAME is an overlay (overlays/NAME/kustomization.yaml).
 # A name, never a path: "../kustomize/base" has a kustomization too.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/platforms/deploy.sh: apply overlay $VARIANT (default seed002-nginx-lb-default) to the platform's
+# bench/platforms/deploy.sh: apply overlay $VARIANT (default nginx-lb-default) to the platform's
 # cluster and wait until its ingress answers. Prints the ingress address (IP, or IP:PORT for
 # a NodePort; with --for-pods a Service DNS name) on stdout for bench/run/bench.sh.
 #   PLATFORM=local     the cluster of bench/platforms/local/cluster.sh

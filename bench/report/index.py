@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .doc import Doc, Link, write_doc
 from .fmt import f_int, f_ms, f_pct, num, say
-from .run import Bad, Run, f_headline
+from .run import Bad, Run, catalog, f_headline
 from .stats import stats
 
 
@@ -96,9 +96,12 @@ def pairs(runs, field, first, second):
     return out
 
 
-def tuned_of(default, v):  # seed002-nginx-lb-default pairs with -tuned; seed004's with -keepalive
-    toks = default.split("-")
-    return v in ("-".join(alt if t == "default" else t for t in toks) for alt in ("tuned", "keepalive"))
+def tuned_of(default, v):  # the catalog's `tunes`: nginx-lb-full tunes nginx-lb-default
+    return (catalog().get(v) or {}).get("tunes") == default
+
+
+def has_tuned(v):
+    return any(o.get("tunes") == v for o in catalog().values())
 
 
 def index_doc(runs, skipped, paths, out):
@@ -167,7 +170,7 @@ def by_cpu_section(doc, runs, absent):
             doc.add("table", ["CPUs"] + [f"{s} {sc} {p}" for s, sc, p in cols], rows)
     else:
         absent.append("results by ingress CPU count (needs one variant at two or more CPU counts: "
-                      "an overlay ending -<N>cpu, or different placement.server_cpus)")
+                      "an overlay with its catalog's cpus, a lab workers knob, or different placement.server_cpus)")
     return flagged
 
 
@@ -175,15 +178,16 @@ def pairs_sections(doc, runs, absent):
     """Default vs tuned, HTTP vs HTTPS, lab vs Kubernetes: the same case on both sides. True
     when a run in them was not valid; what they lack goes to ABSENT."""
     flagged = False
+    cluster = {run.platform: run.cluster for run in runs}
     sections = [
-        ("Default vs tuned", "default-vs-tuned", "variant", lambda v: "default" in v.split("-"), tuned_of,
+        ("Default vs tuned", "default-vs-tuned", "variant", has_tuned, tuned_of,
          ["default", "tuned", "tuned/default"],
-         "default vs tuned (needs runs of a ...-default variant and its ...-tuned or ...-keepalive in the same case)"),
+         "default vs tuned (needs runs of an overlay and of the one overlays/catalog.yaml says tunes it, in the same case)"),
         ("HTTP vs HTTPS", "http-vs-https", "scheme", lambda v: v == "http", lambda a, v: v == "https",
          ["HTTP", "HTTPS", "HTTPS/HTTP"], "HTTP vs HTTPS (needs http and https runs of one variant and case)"),
-        ("Bare metal (lab) vs Kubernetes", "lab-vs-kubernetes", "platform", lambda v: v == "lab",
-         lambda a, v: v in ("local", "external"), ["lab", "Kubernetes", "Kubernetes/lab"],
-         "bare metal vs Kubernetes (needs lab and local or external runs of one variant and case)"),
+        ("Bare metal (lab) vs Kubernetes", "lab-vs-kubernetes", "platform", lambda v: cluster[v] == "none",
+         lambda a, v: cluster[v] != "none", ["lab", "Kubernetes", "Kubernetes/lab"],
+         "bare metal vs Kubernetes (needs runs of one variant and case on a platform without a cluster and on one with)"),
     ]
     for title, ident, field, first, second, heads, why in sections:
         found = pairs(runs, field, first, second)

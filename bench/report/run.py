@@ -12,8 +12,9 @@ from pathlib import Path
 
 from .fmt import num
 
+ROOT = Path(__file__).resolve().parents[2]
 # The signal contract (monitoring/signals.yaml, read by monitoring/signals.py).
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "monitoring"))
+sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402
 
 # summary.json .correlation.signals: name -> (unit, recording rule, meaning), in the contract's order.
@@ -36,7 +37,7 @@ def profile(scenario):
     """A scenario's profile as its file k6/SCENARIO.js holds it (its defaults and its headline
     figure: key, title, path in summary.json, unit, format), the JSON after
     `export const profile =` (k6/lib/profiles.mjs reads it the same way for node)."""
-    path = Path(__file__).resolve().parents[2] / "k6" / f"{scenario}.js"
+    path = ROOT / "k6" / f"{scenario}.js"
     m = PROFILE.search(path.read_text()) if path.exists() else None
     if not m:
         raise Bad(f"no scenario {scenario!r} with a profile (k6/{scenario}.js: export const profile = {{...}};)")
@@ -94,7 +95,10 @@ class Run:
     verdict = property(lambda s: s._part("verdict"))
     testid = property(lambda s: str(s.meta.get("testid") or s.dir.name))
     scenario = property(lambda s: str(s.meta.get("scenario") or s.result.get("scenario") or "?"))
-    variant = property(lambda s: str(s.meta.get("variant") or "?"))
+    variant = property(lambda s: variant_now(str(s.meta.get("variant") or "?")))
+    # The platform's cluster trait (bench/platforms/driver.sh): none (bare metal), own, user. A
+    # run from before meta.json said it: none when it ran the lab's backends.
+    cluster = property(lambda s: s.meta.get("cluster") or ("none" if s.meta.get("lab_backends") is not None else "own"))
     platform = property(lambda s: str(s.meta.get("platform") or "?"))
     target = property(lambda s: str(s.meta.get("target") or ""))
     scheme = property(lambda s: urllib.parse.urlsplit(s.target).scheme or "?")
@@ -120,16 +124,47 @@ class Run:
         return end - seconds, end
 
     def cpus(self):
-        """(variant without its CPU part, ingress CPUs): an overlay named -<N>cpu, the lab's
-        workers-<N> knob, else the CPUs in placement.server_cpus (the ingress's cpuset)."""
+        """(variant without its CPU part, ingress CPUs): an overlay the catalog says is another
+        with more CPUs (`cpus`, `of`); a lab knob that sets WORKER_PROCESSES to a number; else
+        the CPUs in placement.server_cpus (the ingress's cpuset)."""
         v = self.variant
-        m = re.search(r"-(\d+)cpus?$", v)
-        if m:
-            return v[:m.start()], int(m.group(1))
-        m = re.search(r"(?:^|\+)workers-(\d+)(?=\+|$)", v)
-        if m:
-            return (v[:m.start()] + v[m.end():]).strip("+") or "default", int(m.group(1))
+        o = catalog().get(v) or {}
+        if o.get("cpus"):
+            return o["of"], int(o["cpus"])
+        knobs = v.split("+")
+        workers = [k for k in knobs if (knob_settings(k).get("WORKER_PROCESSES") or "").isdigit()]
+        if workers:
+            return "+".join(k for k in knobs if k not in workers) or "default", int(knob_settings(workers[-1])["WORKER_PROCESSES"])
         return v, cpu_count(str((self.meta.get("placement") or {}).get("server_cpus") or ""))
+
+
+@functools.cache
+def catalog_doc():
+    """overlays/catalog.yaml: what each overlay and knob set is, its seeds, its name before."""
+    import yaml
+    return yaml.safe_load((ROOT / "overlays/catalog.yaml").read_text())
+
+
+def catalog():
+    """The catalog's overlays by name (what each is, its seeds, what it tunes or adds CPUs to)."""
+    return {o["name"]: o for o in catalog_doc()["overlays"]}
+
+
+@functools.cache
+def variant_now(v):
+    """V as it is called now: a run saved before the renaming says its overlay's or knobs'
+    old name (the catalog's `formerly`; bash's variant_now reads the same)."""
+    doc = catalog_doc()
+    now = {e["formerly"]: e["name"] for e in doc["overlays"] + doc["knobs"] if e.get("formerly")}
+    return now[v] if v in now else "+".join(now.get(k, k) for k in v.split("+"))
+
+
+def knob_settings(knob):
+    """A lab knob's settings (kustomize/components/tuning-KNOB/nginx.env), {} for none."""
+    f = ROOT / "kustomize/components" / f"tuning-{knob}" / "nginx.env"
+    if not re.fullmatch(r"[a-z0-9-]+", knob) or not f.is_file():
+        return {}
+    return dict(line.split("=", 1) for line in f.read_text().splitlines() if "=" in line and not line.startswith("#"))
 
 
 def cpu_count(cpu_list):  # taskset/cpuset list "0-1,3" -> 3

@@ -110,7 +110,7 @@ if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   say budget "$line"
 elif [ "$cluster" = none ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
   say placement "probing what k6, the LB and the backends cost per request (3 s)"
-  probe overlay lab
+  probe overlay pinned
   if [[ $line == warning:* ]]; then echo "$line" >&2; else say placement "${line#placement: }"; fi
 fi
 case ${INGRESS_CPU:-} in auto | overlay) unset INGRESS_CPU ;; "") ;; *) export INGRESS_CPU ;; esac
@@ -156,7 +156,7 @@ meta=$(jq -nc \
   --arg client_cpus "${CLIENT_CPU_LIST:-all}" --arg server_cpus "${SERVER_CPU_LIST:-n/a}" \
   --arg nodes "$([ "$cluster" = none ] || kubectl get nodes -o name 2>/dev/null | wc -l)" \
   --argjson budget "$budget" \
-  '{git_revision: $git} + $described + {
+  '{git_revision: $git} + $described + {cluster: $cluster,
     knob_files: ($knobs | split(" ")), placement: {client_cpus: $client_cpus, server_cpus: $server_cpus}, ingress_budget: $budget, lab_backends: (if $cluster == "none" then ($backends|tonumber) else null end),
     nodes: (if $nodes == "" or $nodes == "0" then null else ($nodes|tonumber) end)}')
 

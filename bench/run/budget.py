@@ -1,8 +1,8 @@
 """bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS: the ingress's CPU budget on a host the
 client shares (the local platform), from a short probe run (bench/run/bench.sh runs it first when
 INGRESS_CPU=auto, the default).
-bench/run/budget.py PROBE_RUN_DIR lab: the lab's placement, from the same probe: its LB keeps its
-pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
+bench/run/budget.py PROBE_RUN_DIR pinned: the placement on a platform without a cluster (the
+lab), from the same probe: its LB keeps its pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
 (the LB and the backends share theirs) with the same headroom, and when not, what this host
 would need.
 
@@ -84,7 +84,7 @@ def cpus(n):
     return f"{n} CPU" + ("s" if n != 1 else "")
 
 
-def lab_placement(summary, meta, host_cpus):
+def pinned_placement(summary, meta, host_cpus):
     """"overlay" (the LB's own cores), the placement line and the JSON: k6's capacity on its
     CPUs against the servers' on theirs, per request as the probe measured them."""
     refused = "the probe measured no LB CPU, no k6 CPU or no requests"
@@ -110,14 +110,14 @@ def lab_placement(summary, meta, host_cpus):
 
 
 def main(argv):
-    if len(argv) != 4 and argv[2:] != ["lab"]:
-        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS | PROBE_RUN_DIR lab", file=sys.stderr)
+    if len(argv) != 4 and argv[2:] != ["pinned"]:
+        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS | PROBE_RUN_DIR pinned", file=sys.stderr)
         return 2
     try:
         summary = json.loads((Path(argv[1]) / "summary.json").read_text())
-        if argv[2] == "lab":
+        if argv[2] == "pinned":
             meta = json.loads((Path(argv[1]) / "meta.json").read_text())
-            q, text, meta = lab_placement(summary, meta, meta["host"]["cpus"])
+            q, text, meta = pinned_placement(summary, meta, meta["host"]["cpus"])
         else:
             q, text, meta = budget(summary, argv[2], int(argv[3]))
     except (OSError, ValueError, KeyError) as e:

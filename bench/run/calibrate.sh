@@ -8,7 +8,7 @@
 # long-run checks of the native engine: CPU per request in minute 3 against minute 1 of a
 # LONG run with the default thresholds, and peak RSS at LONG_CONNECTIONS.
 # A benchmark: it prints what it measured (a Markdown table) and fails only when a run does.
-# Settings: DURATION (15s), CONNECTIONS (50), VARIANT (seed002-nginx-lb-tuned),
+# Settings: DURATION (15s), CONNECTIONS (50), VARIANT (nginx-lb-full),
 # CASES (http-1kb https-1kb tls-handshakes throughput-1mb), CLIENTS (wrk js native native-open), ROUNDS (3),
 # LONG (180s; 0 skips the long runs), LONG_CONNECTIONS (1000).
 set -euo pipefail

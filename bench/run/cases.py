@@ -16,7 +16,7 @@ The case list (YAML):
     - name: lab-default      [a-z0-9-]: the runs' TESTID is <name>-r<round>-<time>
       scenario: rps          a scenario (the SCENARIO setting's values)
       platform: lab          optional: else PLATFORM as every entry point resolves it
-      variant: seed002-...   optional: else VARIANT, else the platform's default
+      variant: nginx-lb-...  optional: else VARIANT, else the platform's default
       settings: {NAME: value}  what makes this case: they win over the environment.
                              MONITORING: 0 takes the platform's monitoring down before the
                              run (nothing of the stack runs, as bench:overhead measures it).

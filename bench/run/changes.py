@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import change as ch  # noqa: E402
 import matrix as mx  # noqa: E402
 
-INGRESS_SIDE = "seed002-nginx-lb-default"
-BACKEND_SIDE = "seed003-lb-clusterip-10pods"
+INGRESS_SIDE = "nginx-lb-default"
+BACKEND_SIDE = "nginx-lb-basic-clusterip-10pods"
 PLAN = [("none", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {}), ("kill-backend", BACKEND_SIDE, {}),
         ("scale", BACKEND_SIDE, {}), ("rollout", INGRESS_SIDE, {"INGRESS_CPU": "500m"}), ("kill-ingress", INGRESS_SIDE, {})]
 FIX = "-graceful"
-LAB_PLAN = [("none", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {"RELOAD_TO": "seed002-nginx-lb-tuned"}),
+LAB_PLAN = [("none", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {}), ("reload", INGRESS_SIDE, {"RELOAD_TO": "nginx-lb-full"}),
             ("kill-backend", INGRESS_SIDE, {}), ("kill-backend", INGRESS_SIDE, {"LAB_BACKENDS": "1"})]
 
 

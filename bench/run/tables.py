@@ -5,6 +5,7 @@ Pure: the runner (bench/run/matrix.py) hands it the runs."""
 import os
 
 from cases import CPUS, number
+from report.run import catalog
 from report.stats import ratio_interval, stats
 
 
@@ -146,7 +147,7 @@ def markdown(m, rounds, mdir, interrupted):
             row.append(runs_cell(c))
             lines.append("| " + " | ".join(row).replace("\n", " ") + " |")
     notes = [f"- {r['title']}: {r['text']}, on {judged_on(r)}" for r in m["ratios"] if not r["seed"]]
-    lines += relations_table(m)
+    lines += relations_table(m) + variants_listing(m)
     for c in m["cases"]:
         crossed = [r for r in c["runs"] if r["status"] == "crossed"]
         if crossed:
@@ -216,6 +217,14 @@ def relations_table(m):
         out += ["", f"⚠ the load generator was the limit (verdict not valid) in runs of {', '.join(bound)}: "
                 "those figures measure k6, and a ratio with them understates the servers' difference"]
     return out
+
+
+def variants_listing(m):
+    """What each overlay the cases ran is, and the seeds it reproduces (overlays/catalog.yaml)."""
+    known = catalog()
+    out = [f"- `{v}` (seed {'/'.join(known[v]['seeds'])}): {known[v]['shows']}"
+           for v in dict.fromkeys(c["variant"] for c in m["cases"]) if v in known]
+    return ["", "Variants (overlays/catalog.yaml):", ""] + out if out else []
 
 
 def run_listing(runs, mdir):

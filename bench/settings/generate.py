@@ -8,8 +8,10 @@ says which of them differs from it (exit 1):
                                 text's rule and its pattern as bash reads it: the ./task
                                 wrapper's forwarding and name check, the in-cluster pods'
                                 environment, bash's `setting`
-  README.md                     the settings table, between its settings:begin/end markers
-`./task test` runs the check, so a registry edit without its regeneration fails CI."""
+  README.md                     the settings table, between its settings:begin/end markers;
+                                the overlay and knob tables from overlays/catalog.yaml (what
+                                each is, its seed), between overlays:… and knobs:… markers
+`./task test` runs the check, so a registry or catalog edit without its regeneration fails CI."""
 import json
 import re
 import sys
@@ -19,8 +21,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "bench/settings/settings.yaml"
-BEGIN = "<!-- settings:begin (generated from bench/settings/settings.yaml by bench/settings/generate.py) -->"
-END = "<!-- settings:end -->"
+CATALOG = "overlays/catalog.yaml"
+
+
+def markers(part, source):
+    return (f"<!-- {part}:begin (generated from {source} by bench/settings/generate.py) -->", f"<!-- {part}:end -->")
 
 
 def load():
@@ -80,10 +85,11 @@ def tsv(reg):
                       "\trule\tpattern (bash)", *rows]) + "\n"
 
 
-def table(reg):
-    def cell(text):
-        return text.replace("|", "\\|")
+def cell(text):
+    return text.replace("|", "\\|")
 
+
+def table(reg):
     def default(s):
         base = s.get("defaultText") or ("—" if s.get("default") is None else f"`{s['default']}`")
         own = ", ".join(f"{k}: `{v}`" for k, v in (s.get("defaults") or {}).items())
@@ -92,17 +98,35 @@ def table(reg):
     return "\n".join(["| name | default | reaches | meaning |", "|---|---|---|---|", *rows])
 
 
-def readme(reg, text):
-    a, b = text.find(BEGIN), text.find(END)
-    if a < 0 or b < a:
-        raise SystemExit(f"error: README.md lacks the settings markers ({BEGIN} ... {END})")
-    return f"{text[:a + len(BEGIN)]}\n{table(reg)}\n{text[b:]}"
+def overlays_table(cat):
+    rows = [f"| `{o['name']}` | {'/'.join(o['seeds'])} | {cell(o['shows'])} | {cell(o['runs'])} |"
+            + (f" `{o['formerly']}` |" if o.get("formerly") else " |") for o in cat["overlays"]]
+    return "\n".join(["| overlay | seed | what it shows | runs here | formerly |", "|---|---|---|---|---|", *rows])
+
+
+def knobs_table(cat):
+    rows = [f"| `{k['name']}` | {cell(k['sets'])} | {cell(k['from'])} |" + (f" `{k['formerly']}` |" if k.get("formerly") else " |")
+            for k in cat["knobs"]]
+    return "\n".join(["| knob | sets | from | formerly |", "|---|---|---|---|",
+                      "| (defaults) | nginx 1.22's built-in defaults; `worker_processes auto`, `worker_connections 1024` as the "
+                      "ingress controllers ship; access log on; no upstream keep-alive | — | |", *rows])
+
+
+def readme(text, parts):
+    for part, source, body in parts:
+        begin, end = markers(part, source)
+        a, b = text.find(begin), text.find(end)
+        if a < 0 or b < a:
+            raise SystemExit(f"error: README.md lacks the {part} markers ({begin} ... {end})")
+        text = f"{text[:a + len(begin)]}\n{body}\n{text[b:]}"
+    return text
 
 
 def main():
-    reg = load()
+    reg, cat = load(), yaml.safe_load((ROOT / CATALOG).read_text())
+    parts = [("settings", SOURCE, table(reg)), ("overlays", CATALOG, overlays_table(cat)), ("knobs", CATALOG, knobs_table(cat))]
     outputs = {"k6/lib/registry.js": lambda old: registry_js(reg), "bench/settings/settings.tsv": lambda old: tsv(reg),
-               "README.md": lambda old: readme(reg, old)}
+               "README.md": lambda old: readme(old, parts)}
     check = "--check" in sys.argv[1:]
     stale = []
     for name, make in outputs.items():
@@ -116,7 +140,7 @@ def main():
         else:
             path.write_text(fresh)
     if stale:
-        print(f"error: {' and '.join(stale)} differ from the settings registry ({SOURCE}): "
+        print(f"error: {' and '.join(stale)} differ from the settings registry ({SOURCE}) or the overlay catalog ({CATALOG}): "
               "run 'python bench/settings/generate.py' and commit the result", file=sys.stderr)
         sys.exit(1)
 

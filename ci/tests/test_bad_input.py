@@ -15,8 +15,8 @@ from conftest import ROOT, k6_running, lab_leftovers, sh
 CASES = {
     "unknown scenario": (["latency"], {}, "unknown scenario 'latency'"),
     "unknown variant": (["rps"], {"VARIANT": "turbo"}, "unknown variant 'turbo' (an overlay: "),
-    "unknown knob in a combination": (["rps"], {"VARIANT": "seed002-tuned+turbo"}, "unknown variant 'turbo'"),
-    "overlay the lab cannot reproduce": (["rps"], {"VARIANT": "seed002-nginx-lb-tuned-link-1g"},
+    "unknown knob in a combination": (["rps"], {"VARIANT": "full+turbo"}, "unknown variant 'turbo'"),
+    "overlay the lab cannot reproduce": (["rps"], {"VARIANT": "nginx-lb-full-link-1g"},
                                          "uses component link-1g, which the bare-metal lab cannot reproduce"),
     "unknown overlay on the default platform": (["rps"], {"PLATFORM": "", "VARIANT": "turbo"}, "unknown overlay 'turbo'"),
     "unknown image set": (["rps"], {"PLATFORM": "local", "IMAGE_SET": "mine"}, "unknown IMAGE_SET 'mine' (known: local, upstream)"),

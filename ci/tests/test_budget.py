@@ -65,7 +65,7 @@ def lab(tmp_path, summary, client="0", server="1", host_cpus=2):
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     (tmp_path / "meta.json").write_text(json.dumps({"placement": {"client_cpus": client, "server_cpus": server},
                                                     "host": {"cpus": host_cpus}}))
-    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), "lab"], capture_output=True, text=True, timeout=30)
+    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), "pinned"], capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.parametrize("costs, client, server, host, valid, says", [

@@ -63,7 +63,7 @@ def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, 
     answering (/generation) before the end, errors only of the kinds a reload causes (a
     keep-alive connection closed by an old worker), the server's count agreeing; afterwards
     the pod runs the variant's own configuration again."""
-    r, doc, run = change(tmp_path, "reload", RELOAD_TO="seed003-lb-clusterip-1pod")
+    r, doc, run = change(tmp_path, "reload", RELOAD_TO="nginx-lb-basic-clusterip-1pod")
     assert r.returncode in (0, 99), r.stderr[-3000:]
     a = doc["analysis"]
     # noise: a reload answers within 0.1-0.5 s here (README "Change under load" table); 5 s is a stalled host, not a slow reload
@@ -85,7 +85,7 @@ SCALE = {**{k: v for k, v in SHORT.items() if k != "RATE"}, **K6_UNJUDGED, "CHAN
 def scale_without(local_cluster, tmp_path_factory):
     """Backends 10 -> 1 -> 10 behind the LB's ClusterIP, default manifests: shared by the test of
     the marks and the test of the fix (the same run both need)."""
-    return bench_change(tmp_path_factory.mktemp("scale"), "scale", {**SCALE, "VARIANT": "seed003-lb-clusterip-10pods"})
+    return bench_change(tmp_path_factory.mktemp("scale"), "scale", {**SCALE, "VARIANT": "nginx-lb-basic-clusterip-10pods"})
 
 
 def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(scale_without):
@@ -119,7 +119,7 @@ def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(scale_
 def test_scale_behind_addresses_resolved_at_start_never_serves_the_new_pods(local_cluster, tmp_path):
     """The LB resolving the pods' addresses once at its start (path-lb-pods): the new pods of a
     scale never get a request, and the verdict says why; the ingress is recreated afterwards."""
-    r, doc, run = change(tmp_path, "scale", VARIANT="seed003-lb-pods-10pods")
+    r, doc, run = change(tmp_path, "scale", VARIANT="nginx-lb-basic-pods-10pods")
     assert r.returncode in (0, 99), r.stderr[-3000:]
     notes = doc["marks_unix_ms"]["notes"]
     assert notes["not_serving"] == notes["new"] == 9, notes
@@ -128,7 +128,7 @@ def test_scale_behind_addresses_resolved_at_start_never_serves_the_new_pods(loca
 
 
 @pytest.mark.parametrize("kind, settings", [
-    ("kill-backend", {"VARIANT": "seed003-lb-clusterip-10pods"}),
+    ("kill-backend", {"VARIANT": "nginx-lb-basic-clusterip-10pods"}),
     ("kill-ingress", {}),
     ("rollout", {"INGRESS_CPU": "500m"})])
 def test_pod_changes_are_marked_and_counted(kind, settings, local_cluster, tmp_path):
@@ -163,7 +163,7 @@ def test_graceful_shutdown_turns_a_scale_from_502s_to_none(scale_without, tmp_pa
     CHANGE_ERRORS_MAX=0, the zero-errors threshold and the only one judged: crossed without
     (exit 99), held with (0)."""
     r0, without, _ = scale_without
-    r, graceful, _ = bench_change(tmp_path, "scale", {**SCALE, "VARIANT": "seed003-lb-clusterip-10pods-graceful"})
+    r, graceful, _ = bench_change(tmp_path, "scale", {**SCALE, "VARIANT": "nginx-lb-basic-clusterip-10pods-graceful"})
     assert without["analysis"]["during"]["by_kind"].get("status", 0) > 0, without["analysis"]["during"]
     assert r0.returncode == 99 and "CROSSED" in without["gate"], without["gate"]
     # Failed requests, not the open model's sends never made: the scale's pod churn can starve

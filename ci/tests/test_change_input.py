@@ -11,17 +11,17 @@ from conftest import KUBECONFIG, task
 @pytest.mark.parametrize("args, message", [
     (["CHANGE=explode"], "unknown CHANGE 'explode' (known: none, reload, scale, kill-backend, rollout, kill-ingress)"),
     ([], "CHANGE is not set: ./task bench:change CHANGE=<none|reload|scale|kill-backend|rollout|kill-ingress>"),
-    (["CHANGE=scale"], "CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay seed002-nginx-lb-default has 1"),
-    (["CHANGE=reload", "RELOAD_TO=seed003-nodeport-direct"], "RELOAD_TO=seed003-nodeport-direct has no nginx-lb configuration"),
-    (["CHANGE=scale", "RELOAD_TO=seed002-nginx-lb-tuned"], "RELOAD_TO is CHANGE=reload's: unset it for CHANGE=scale"),
-    (["CHANGE=kill-ingress", "VARIANT=seed003-nodeport-direct"], "CHANGE=kill-ingress needs an nginx-lb ingress"),
+    (["CHANGE=scale"], "CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay nginx-lb-default has 1"),
+    (["CHANGE=reload", "RELOAD_TO=nodeport-direct"], "RELOAD_TO=nodeport-direct has no nginx-lb configuration"),
+    (["CHANGE=scale", "RELOAD_TO=nginx-lb-full"], "RELOAD_TO is CHANGE=reload's: unset it for CHANGE=scale"),
+    (["CHANGE=kill-ingress", "VARIANT=nodeport-direct"], "CHANGE=kill-ingress needs an nginx-lb ingress"),
     (["CHANGE=reload", "CHANGE_AT=25s"], "the load needs 3 s or more before the change"),
     (["CHANGE=reload", "LOAD_SHARE=150"], "LOAD_SHARE must be"),
     (["CHANGE=reload", "PLATFORM=external"], "bench:change runs on the local cluster or the lab (PLATFORM=local|lab), got PLATFORM=external"),
     (["CHANGE=reload", "TARGET=http://198.18.0.2/"], "bench:change changes what it runs (the local cluster or the lab): unset TARGET"),
     (["CHANGE=scale", "PLATFORM=lab"], "CHANGE=scale needs the local cluster (PLATFORM=local): the lab has none, reload, kill-backend"),
     (["CHANGE=reload", "PLATFORM=lab", "RELOAD_TO=workers-9"], "unknown variant 'workers-9'"),
-    (["CHANGE=reload", "PLATFORM=lab", "VARIANT=seed003-lb-clusterip-10pods-graceful"], "uses component backend-replicas-10, which the bare-metal lab cannot reproduce"),
+    (["CHANGE=reload", "PLATFORM=lab", "VARIANT=nginx-lb-basic-clusterip-10pods-graceful"], "uses component backend-replicas-10, which the bare-metal lab cannot reproduce"),
 ])
 def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path, lab_down):
     """Each mistake: one error line, exit 1, no results directory, no cluster and no lab brought up."""

@@ -74,7 +74,7 @@ def test_the_control_run_and_a_reload(tmp_path):
     assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
     assert a["during"]["errors"] == a["run"]["errors"]  # none outside the change
     exact(doc)
-    assert (LAB_STATE / "lb/variant").read_text().strip() == "seed002-nginx-lb-default"
+    assert (LAB_STATE / "lb/variant").read_text().strip() == "nginx-lb-default"
     conf = (LAB_STATE / "lb/nginx.conf").read_text()
     assert "worker_processes 1;" not in conf and "return 200 \"2\\n\";" in conf  # reloaded twice: the change, then back
     assert (LAB_STATE / "lb/logs/nginx.pid").read_text() == master

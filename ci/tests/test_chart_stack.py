@@ -139,12 +139,12 @@ VERDICTS = {
     # after the load) read idle time into a quota-bound ingress's CPU: 12 s runs read 0.90-0.98
     # of the quota, a 20 s run 0.896 (of 4 here), under the 0.9 saturation level. The edges
     # weigh two thirds as much in 30 s.
-    "ingress-cpu": ("rps", {"VARIANT": "seed002-nginx-lb-default", "INGRESS_CPU": "250m", "DURATION": "30s"}, 0),
+    "ingress-cpu": ("rps", {"VARIANT": "nginx-lb-default", "INGRESS_CPU": "250m", "DURATION": "30s"}, 0),
     # Each runner held to a tenth of a CPU: it uses all it may; NOT VALID fails the run (99).
-    "load-generator": ("rps", {"VARIANT": "seed002-nginx-lb-tuned", "RUNNER_CPU": "100m", "DURATION": "12s"}, 99),
+    "load-generator": ("rps", {"VARIANT": "nginx-lb-full", "RUNNER_CPU": "100m", "DURATION": "12s"}, 99),
     # The ingress pod's link shaped to 1 Gbit/s (the CNI bandwidth plugin). 30 s: the burst a
     # user's cluster keeps (deploy cuts it on PLATFORM=local only) passes in the first second.
-    "nic": ("throughput", {"VARIANT": "seed002-nginx-lb-tuned-link-1g", "DURATION": "30s", "CONNECTIONS": "10"}, 0),
+    "nic": ("throughput", {"VARIANT": "nginx-lb-full-link-1g", "DURATION": "30s", "CONNECTIONS": "10"}, 0),
 }
 
 
@@ -209,11 +209,11 @@ def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
         # drop the monitoring component's rules (the earlier runs' deploy), the old hold.
         assert poll(180, lambda: "bench-signals" not in rule_groups(stack["url"])), "the chart's selectors never applied"
         # DEPLOY_TIMEOUT: how long the run waits for the rules it will not get (default 120 s).
-        without = External(tmp_path / "without", "rps", VARIANT="seed002-nginx-lb-tuned", DURATION="5s", SEGMENTS="1",
+        without = External(tmp_path / "without", "rps", VARIANT="nginx-lb-full", DURATION="5s", SEGMENTS="1",
                            DEPLOY_TIMEOUT="15")
         assert without.proc.returncode == 0, without.proc.stderr
         assert "has not loaded the bench rules" in without.proc.stderr
-        labelled = External(tmp_path / "with", "rps", VARIANT="seed002-nginx-lb-tuned", DURATION="12s", SEGMENTS="1",
+        labelled = External(tmp_path / "with", "rps", VARIANT="nginx-lb-full", DURATION="12s", SEGMENTS="1",
                             PROMETHEUS_RELEASE=RELEASE)
         assert labelled.proc.returncode == 0, labelled.proc.stderr
         assert "has not loaded" not in labelled.proc.stderr

@@ -31,12 +31,12 @@ def assert_clean_k8s_run(run, scenario, variant):
     return r
 
 
-@pytest.mark.parametrize("variant", ["seed002-nginx-lb-default", "seed002-nginx-lb-tuned", "seed003-nodeport-direct"])
+@pytest.mark.parametrize("variant", ["nginx-lb-default", "nginx-lb-full", "nodeport-direct"])
 def test_rps_through_each_exposure(bench, variant):
     run = bench("rps", PLATFORM="local", VARIANT=variant)
     r = assert_clean_k8s_run(run, "rps", variant)
     meta = json.loads((run.dir / "meta.json").read_text())
-    if variant.startswith("seed002-nginx-lb"):
+    if variant.startswith("nginx-lb"):
         # The kubelet's static CPU manager gave the Guaranteed ingress pod one CPU alone (not
         # the first: kubeReserved keeps it shared); k6 runs on the others (read from the
         # pod's cpuset, not from its spec).
@@ -77,7 +77,7 @@ def test_auto_keeps_the_placement_of_an_overlay_without_an_ingress(bench):
     """INGRESS_CPU=auto (bench:seeds' default) on seed 004's NodePort straight to the backends:
     no ingress Deployment, nothing to probe: the overlay's placement, said before the load (the
     probe used to fail the run: "the probe measured no ingress CPU")."""
-    variant = "seed004-nodeport-direct-backend-60m"
+    variant = "nodeport-direct-backend-60m"
     run = bench("rps", PLATFORM="local", VARIANT=variant, INGRESS_CPU="auto", DURATION="3s", NO_REUSE="1")
     # 99: this node's verdict may find k6 the limit (the run is not about it)
     assert run.rc in (0, 99), run.err
@@ -95,7 +95,7 @@ def test_a_constant_rate_is_judged_over_its_steady_window(bench):
     (both rated over the rules' window) to within one 2 s scrape."""
     rate = 3000
     run = bench("rps", PLATFORM="local", RATE=str(rate), DURATION="20s", CONNECTIONS="50")
-    assert_clean_k8s_run(run, "rps", "seed002-nginx-lb-default")
+    assert_clean_k8s_run(run, "rps", "nginx-lb-default")
     w = run.summary["correlation"]["window"]
     # exact: steadyWindow's 8 s (ramp 1, collection lag 1, rule window 6) of a 20 s load, and
     # an evaluation every 2 s in what is left
@@ -155,10 +155,10 @@ def test_tps_full_handshakes_in_the_cluster(bench):
     cipher, session not reused. (stub_status accepts also count the kubelet's TCP probes.)"""
     # Without monitoring: the exporter sidecar's stub_status reads would count as requests
     # the access log (off on the status server) does not show.
-    assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-default", "MONITORING": "0"}).returncode == 0
+    assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-lb-default", "MONITORING": "0"}).returncode == 0
     seen = len(lb_log())
-    run = bench("tps", PLATFORM="local", VARIANT="seed002-nginx-lb-default", MONITORING="0")
-    assert_clean_k8s_run(run, "tps", "seed002-nginx-lb-default")
+    run = bench("tps", PLATFORM="local", VARIANT="nginx-lb-default", MONITORING="0")
+    assert_clean_k8s_run(run, "tps", "nginx-lb-default")
     fields = [LOG_FIELDS.search(l).groups() for l in lb_log()[seen:]]
     # bench's deploy step checks the ingress over plain HTTP before the run window opens.
     fields = [f for f in fields if f[2] != "-/-"]
@@ -170,8 +170,8 @@ def test_tps_full_handshakes_in_the_cluster(bench):
 
 
 def test_throughput_in_the_cluster(bench):
-    run = bench("throughput", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", CONNECTIONS="10")
-    r = assert_clean_k8s_run(run, "throughput", "seed002-nginx-lb-tuned")
+    run = bench("throughput", PLATFORM="local", VARIANT="nginx-lb-full", CONNECTIONS="10")
+    r = assert_clean_k8s_run(run, "throughput", "nginx-lb-full")
     assert r["gbit_per_s"] > 0
 
 
@@ -183,13 +183,13 @@ def link_1g_run(tmp_path_factory):
     1-3 s lag that under-read a whole-run average (20 s runs read 86-95 % before; 96 % now,
     two runs)."""
     root = tmp_path_factory.mktemp("link-1g")
-    env = {"PLATFORM": "local", "VARIANT": "seed002-nginx-lb-tuned-link-1g", "RESULTS_ROOT": str(root),
+    env = {"PLATFORM": "local", "VARIANT": "nginx-lb-full-link-1g", "RESULTS_ROOT": str(root),
            "DURATION": "20s", "CONNECTIONS": "10"}
     return Run(sh("bash", "bench/run/bench.sh", "throughput", env=env), root)
 
 
 def test_throughput_through_a_1g_link_is_judged_nic_bound(link_1g_run):
-    r = assert_clean_k8s_run(link_1g_run, "throughput", "seed002-nginx-lb-tuned-link-1g")
+    r = assert_clean_k8s_run(link_1g_run, "throughput", "nginx-lb-full-link-1g")
     s, v = link_1g_run.summary["correlation"]["signals"], link_1g_run.summary["verdict"]
     # noise: the emulated link fills to 0.92-0.93 (README "Measured on this machine", seed 002's link share)
     assert s["link_capacity_bits"] == 1e9 and s["nic_utilization"] >= 0.85 and v["limit"] == "nic", (v, s)
@@ -213,7 +213,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
     """Seed 003's three LB paths with 10 backend pods: a clean run each, and the LB's own log
     shows where every request went: each pod's address (headless Service, resolved once the
     backends were ready), the Service's ClusterIP, or the node's NodePort."""
-    variant = f"seed003-lb-{path}-10pods"
+    variant = f"nginx-lb-basic-{path}-10pods"
     assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
     seen = len(lb_log())
     run = bench("rps", PLATFORM="local", VARIANT=variant, PAYLOAD="100kb" if path == "pods" else "4kb")
@@ -232,7 +232,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
 def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
     """seed002's hostNetwork: the LB's sockets are the node's, bound to its bridge address
     only, never to every host interface; a clean run through it."""
-    variant = "seed002-nginx-lb-tuned-hostnetwork"
+    variant = "nginx-lb-full-hostnetwork"
     run = bench("rps", PLATFORM="local", VARIANT=variant)
     r = assert_clean_k8s_run(run, "rps", variant)
     listening = [l.split()[3] for l in sh("ss", "-Hltn").stdout.splitlines()]
@@ -244,8 +244,8 @@ def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
 
 def test_native_engine_on_the_local_platform(bench):
     """ENGINE=native against the cluster's ingress, k6 on the host: the same checks as k6/http."""
-    run = bench("rps", PLATFORM="local", VARIANT="seed002-nginx-lb-tuned", ENGINE="native", MONITORING="0")
-    assert_clean_k8s_run(run, "rps", "seed002-nginx-lb-tuned")
+    run = bench("rps", PLATFORM="local", VARIANT="nginx-lb-full", ENGINE="native", MONITORING="0")
+    assert_clean_k8s_run(run, "rps", "nginx-lb-full")
     assert json.loads((run.dir / "meta.json").read_text())["engine"] == "native"
     assert run.metric("bench_http_req_duration_p99")["value"] > 0
 

@@ -22,7 +22,7 @@ def test_external_platform_runs_k6_inside_the_cluster(tmp_path):
     would be: the overlay is deployed there and k6 runs in it (a ClusterIP is not reachable
     from outside); nginx's count, read through the API server, agrees."""
     env = {"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
-           "VARIANT": "seed002-nginx-lb-tuned", "DURATION": "4s", "CONNECTIONS": "20", "RESULTS_ROOT": str(tmp_path)}
+           "VARIANT": "nginx-lb-full", "DURATION": "4s", "CONNECTIONS": "20", "RESULTS_ROOT": str(tmp_path)}
     r = sh("bash", "bench/run/bench.sh", "rps", env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())

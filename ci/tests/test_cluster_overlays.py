@@ -41,24 +41,24 @@ def test_deploy_applies_only_what_changed():
         assert r.stdout.strip() and http_ok(r.stdout.strip()), r.stdout
         return r.stderr
 
-    deploy("seed002-nginx-lb-tuned")
+    deploy("nginx-lb-full")
     backends, ingress = pod_uids("backend"), pod_uids("ingress")
     assert backends and len(ingress) == 1, (backends, ingress)
-    assert "deployed already, ready" in deploy("seed002-nginx-lb-tuned")
+    assert "deployed already, ready" in deploy("nginx-lb-full")
     assert (pod_uids("backend"), pod_uids("ingress")) == (backends, ingress)
     n = len(backends)
     assert kubectl("-n", "ingress-bench", "scale", "deployment/backend", f"--replicas={n + 1}").returncode == 0
-    err = deploy("seed002-nginx-lb-tuned")
+    err = deploy("nginx-lb-full")
     assert "deployed already" not in err, err
     replicas = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.spec.replicas}/{.status.readyReplicas}").stdout
     assert replicas == f"{n}/{n}", replicas
     backends = pod_uids("backend")
-    err = deploy("seed002-nginx-lb-default")
-    removed = re.search(r"removing overlay seed002-nginx-lb-tuned: (\d+) objects seed002-nginx-lb-default does not take over \(([^)]*)\)", err)
+    err = deploy("nginx-lb-default")
+    removed = re.search(r"removing overlay nginx-lb-full: (\d+) objects nginx-lb-default does not take over \(([^)]*)\)", err)
     assert removed and int(removed[1]) == len(removed[2].split()) and "deployment/nginx-lb" in removed[2].split() and "deployment/backend" not in removed[2].split(), err
     assert pod_uids("backend") == backends and pod_uids("ingress") != ingress
     labels = kubectl("-n", "ingress-bench", "get", "deployment/backend", "-o", "jsonpath={.metadata.labels.ingress-bench/variant}").stdout
-    assert labels == "seed002-nginx-lb-default"
+    assert labels == "nginx-lb-default"
 
 
 def http_ok(addr):
@@ -70,13 +70,13 @@ def http_ok(addr):
 def test_unknown_overlay_is_refused_before_anything_is_applied():
     before = deployed_variant()
     err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed999-nope"}))
-    assert "unknown overlay 'seed999-nope'" in err and "seed002-nginx-lb-default" in err
+    assert "unknown overlay 'seed999-nope'" in err and "nginx-lb-default" in err
     assert deployed_variant() == before
 
 
 def test_overlay_whose_image_is_not_local_is_refused_before_apply():
     before = deployed_variant()
-    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-inc-default"}))
+    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-inc-default"}))
     assert "image docker.io/nginx/nginx-ingress:5.6.1" in err and "not on the local node" in err
     assert deployed_variant() == before
 

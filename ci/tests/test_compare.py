@@ -48,7 +48,7 @@ def test_a_variant_compared_with_itself_is_no_change_within_the_budget(lab_taken
     head base, ...) until every gate decides: no regression, the req/s interval contains 1.0
     and clears the tolerance, exit 0, stopped before the budget."""
     results = tmp_path / "results"
-    r = task("bench:compare", "BASE=seed002-nginx-lb-tuned", "HEAD=seed002-nginx-lb-tuned", "BUDGET=5m", f"RESULTS_ROOT={results}",
+    r = task("bench:compare", "BASE=nginx-lb-full", "HEAD=nginx-lb-full", "BUDGET=5m", f"RESULTS_ROOT={results}",
              *(f"{k}={v}" for k, v in {**LAB, **WIDE_GATES}.items()), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     d, doc, mdoc = compare_dir(results)
@@ -76,7 +76,7 @@ def test_a_budget_of_one_round_is_undecided_and_says_the_spread(lab_taken_down, 
     """BUDGET shorter than a round: one round (no interval), UNDECIDED, exit 98, the spread
     the noise probe measured."""
     results = tmp_path / "results"
-    r = task("bench:compare", "BASE=seed002-nginx-lb-tuned", "HEAD=seed002-nginx-lb-tuned", "BUDGET=1s", f"RESULTS_ROOT={results}",
+    r = task("bench:compare", "BASE=nginx-lb-full", "HEAD=nginx-lb-full", "BUDGET=1s", f"RESULTS_ROOT={results}",
              *(f"{k}={v}" for k, v in {**LAB, **WIDE_GATES}.items()), timeout=900)
     assert r.returncode == 98, r.stdout[-3000:] + r.stderr[-2000:]
     _, doc, mdoc = compare_dir(results)
@@ -160,14 +160,14 @@ def test_a_side_made_noisy_is_unstable(lab_taken_down, tmp_path):
     runs measured here (10.9 %, ../shared/docs/environment.md via README "Measured on this
     machine")."""
     results = tmp_path / "results"
-    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "seed002-nginx-lb-tuned"}).returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "nginx-lb-full"}).returncode == 0
     d, mode = ingress_cgroup()
     quota, off = (d / "cpu.cfs_quota_us", "-1") if mode == "v1" else (d / "cpu.max", "max 100000")
     on = "15000" if mode == "v1" else "15000 100000"
     hook = tmp_path / "noisy.sh"
     hook.write_text(f'case "$IB_CASE-$((IB_ROUND % 2))" in head-1) echo "{on}" ;; *) echo "{off}" ;; esac >"{quota}"\n')
     try:
-        r = task("bench:compare", "BASE=seed002-nginx-lb-tuned", "HEAD=seed002-nginx-lb-tuned", "ROUNDS=4",
+        r = task("bench:compare", "BASE=nginx-lb-full", "HEAD=nginx-lb-full", "ROUNDS=4",
                  f"RUN_HOOK=bash {hook}", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in LAB.items()), timeout=900)
     finally:
         quota.write_text(off)
@@ -186,24 +186,24 @@ def test_a_saved_baseline_is_compared_and_its_machine_checked(lab_taken_down, tm
     them; a baseline from another kernel and CPU count is said first, before anything runs."""
     results = tmp_path / "results"
     args = [f"RESULTS_ROOT={results}", "ROUNDS=3", *(f"{k}={v}" for k, v in LAB.items())]
-    r = task("bench:compare", "HEAD=seed002-nginx-lb-tuned", "BASELINE_SAVE=main", *args, timeout=600)
+    r = task("bench:compare", "HEAD=nginx-lb-full", "BASELINE_SAVE=main", *args, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     saved = results / "baselines/main"
     doc = json.loads((saved / "baseline.json").read_text())
     assert len(doc["values"]["rate"]) == 3 and len(doc["runs"]) == 3
     assert all((saved / run / "summary.json").exists() for run in doc["runs"])
     assert doc["machine"]["host.kernel"] == sh("uname", "-r").stdout.strip()
-    again = task("bench:compare", "HEAD=seed002-nginx-lb-tuned", "BASELINE_SAVE=main", *args)
+    again = task("bench:compare", "HEAD=nginx-lb-full", "BASELINE_SAVE=main", *args)
     assert again.returncode == 1 and "baseline 'main' exists already" in again.stderr
 
     # The same machine: no note; the comparison runs HEAD only.
-    r = task("bench:compare", "BASELINE=main", "HEAD=seed002-nginx-lb-tuned", *args, timeout=600)
+    r = task("bench:compare", "BASELINE=main", "HEAD=nginx-lb-full", *args, timeout=600)
     assert r.returncode in (0, 98), r.stderr[-2000:]
     assert "another machine" not in r.stderr
     # Edited as if saved elsewhere: said first, one line per difference.
     doc["machine"].update({"host.kernel": "5.10.0-other", "host.cpus": 64})
     (saved / "baseline.json").write_text(json.dumps(doc))
-    r = task("bench:compare", "BASELINE=main", "HEAD=seed002-nginx-lb-tuned", *args, timeout=600)
+    r = task("bench:compare", "BASELINE=main", "HEAD=nginx-lb-full", *args, timeout=600)
     notes = [l for l in r.stderr.splitlines() if l.startswith("note: the baseline is from another")]
     assert notes == [f"note: the baseline is from another machine or toolset: host.cpus 64 then, {len(__import__('os').sched_getaffinity(0))} now",
                      f"note: the baseline is from another machine or toolset: host.kernel 5.10.0-other then, {sh('uname', '-r').stdout.strip()} now"]
@@ -213,13 +213,13 @@ def test_a_saved_baseline_is_compared_and_its_machine_checked(lab_taken_down, tm
 
 @pytest.mark.parametrize("args, message", [
     ([], "HEAD is not set"),
-    (["HEAD=seed002-nginx-lb-tuned"], "nothing to compare HEAD with"),
-    (["BASE=turbo", "HEAD=seed002-nginx-lb-tuned"], "BASE: unknown variant 'turbo'"),
-    (["BASE=seed002-nginx-lb-default", "HEAD=seed002-nginx-lb-tuned", "ROUNDS=2"], "ROUNDS must be at least 3"),
-    (["BASELINE=none-saved", "HEAD=seed002-nginx-lb-tuned"], "no saved baseline 'none-saved'"),
-    (["BASE=seed002-nginx-lb-default", "HEAD=seed002-nginx-lb-tuned", "BUDGET=soon"], "BUDGET must look like 30s"),
-    (["BASE=seed002-nginx-lb-default", "HEAD=seed002-nginx-lb-tuned", "BUDGET=5m", "ROUNDS=4"], "give ROUNDS (that many rounds) or BUDGET"),
-    (["BASE=seed002-nginx-lb-default", "HEAD=seed002-nginx-lb-tuned", "GATE_CV_MAX=lots"], "GATE_CV_MAX must be a number"),
+    (["HEAD=nginx-lb-full"], "nothing to compare HEAD with"),
+    (["BASE=turbo", "HEAD=nginx-lb-full"], "BASE: unknown variant 'turbo'"),
+    (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "ROUNDS=2"], "ROUNDS must be at least 3"),
+    (["BASELINE=none-saved", "HEAD=nginx-lb-full"], "no saved baseline 'none-saved'"),
+    (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "BUDGET=soon"], "BUDGET must look like 30s"),
+    (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "BUDGET=5m", "ROUNDS=4"], "give ROUNDS (that many rounds) or BUDGET"),
+    (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "GATE_CV_MAX=lots"], "GATE_CV_MAX must be a number"),
 ])
 def test_bad_input_to_compare_is_one_line(args, message, lab_down, tmp_path):
     r = task("bench:compare", "PLATFORM=lab", f"RESULTS_ROOT={tmp_path / 'r'}", *args)

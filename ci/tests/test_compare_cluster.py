@@ -28,7 +28,7 @@ def tuned_vs_default(local_cluster, tmp_path_factory):
     """BASE=default HEAD=tuned, alternated in the cluster, HEAD's runs saved as baseline
     'tuned' (BASELINE_SAVE): (the result, compare.json, RESULTS_ROOT)."""
     results = tmp_path_factory.mktemp("compare") / "results"
-    r = task("bench:compare", "BASE=seed002-nginx-lb-default", "HEAD=seed002-nginx-lb-tuned", "ROUNDS=3", "BASELINE_SAVE=tuned",
+    r = task("bench:compare", "BASE=nginx-lb-default", "HEAD=nginx-lb-full", "ROUNDS=3", "BASELINE_SAVE=tuned",
              f"RESULTS_ROOT={results}", *args(), timeout=1200)
     return r, json.loads((only(results, "compare-*") / "compare.json").read_text()), results
 
@@ -44,7 +44,7 @@ def test_tuned_against_default_is_better(tuned_vs_default):
     rate = rate_of(doc)
     assert doc["verdict"] == "pass", doc["why"]
     assert rate["interval"]["low"] > 1.0 and rate["says"] == "better", rate["interval"]
-    assert json.loads((results / "baselines/tuned/baseline.json").read_text())["variant"] == "seed002-nginx-lb-tuned"
+    assert json.loads((results / "baselines/tuned/baseline.json").read_text())["variant"] == "nginx-lb-full"
 
 
 def test_default_against_the_saved_tuned_is_a_regression_found_early(tuned_vs_default, tmp_path):
@@ -52,7 +52,7 @@ def test_default_against_the_saved_tuned_is_a_regression_found_early(tuned_vs_de
     runs (BASELINE), rounds until the gates decide (BUDGET): a regression (the whole interval
     past -10 %) stops them at the third round, well inside the budget, exit 99."""
     _, _, results = tuned_vs_default
-    r = task("bench:compare", "BASELINE=tuned", "HEAD=seed002-nginx-lb-default", "BUDGET=10m", f"RESULTS_ROOT={results}", *args(), timeout=1200)
+    r = task("bench:compare", "BASELINE=tuned", "HEAD=nginx-lb-default", "BUDGET=10m", f"RESULTS_ROOT={results}", *args(), timeout=1200)
     assert r.returncode == 99, r.stdout[-3000:] + r.stderr[-2000:]
     doc = json.loads(sorted(results.glob("compare-*/compare.json"))[-1].read_text())
     rate = rate_of(doc)
@@ -67,7 +67,7 @@ def test_the_sweep_machinery_with_two_fractional_amounts(local_cluster, tmp_path
     """INGRESS_CPUS="500m 1" (the variant with INGRESS_CPU set, no copied overlay): two rows,
     req/s grows with CPU, each run's ingress had the amount as its CPU limit."""
     results = tmp_path / "results"
-    r = task("bench:sweep", "INGRESS_CPUS=500m 1", "SCENARIOS=rps", "ROUNDS=2", "VARIANT=seed002-nginx-lb-tuned",
+    r = task("bench:sweep", "INGRESS_CPUS=500m 1", "SCENARIOS=rps", "ROUNDS=2", "VARIANT=nginx-lb-full",
              f"RESULTS_ROOT={results}", *args(), timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     d = only(results, "sweep-*")

@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT / "dashboards"))
 import lint  # noqa: E402
 
 DASHBOARD = ROOT / "dashboards/ingress-bench.json"
-TESTID = "20261121T155928Z-rps-seed002-nginx-lb-default"
+TESTID = "20261121T155928Z-rps-nginx-lb-default"
 
 
 @pytest.fixture
@@ -132,8 +132,8 @@ def test_queries_are_promql_for_one_run(dashboard):
         f'sum by (testid) (rate(k6_http_reqs_total{{testid=~"{TESTID}", variant=~".*", scenario=~".*"}}[20s]))')
     assert qs["variable testid"] == 'group by (testid) (last_over_time(k6_http_reqs_total{variant=~".*", scenario=~".*"}[5m]))'
     assert f'testid=~"{TESTID}"' in qs['annotation "k6 runs"']
-    narrowed = dict(lint.queries(dashboard, TESTID, interval="30s", variant="seed002-nginx-lb-default"))
-    assert 'variant=~"seed002-nginx-lb-default"' in narrowed["variable scenario"]
+    narrowed = dict(lint.queries(dashboard, TESTID, interval="30s", variant="nginx-lb-default"))
+    assert 'variant=~"nginx-lb-default"' in narrowed["variable scenario"]
     assert "[30s]" in narrowed['panel 9 "Requests per second" target A']
 
 

@@ -137,7 +137,7 @@ def test_kernel_settings_the_kubelet_wants_are_not_written(cluster):
 
 def test_foreign_objects_survive_a_shaped_deploy(cluster):
     """deploy.sh cuts the bandwidth plugin's burst on our pod's devices only."""
-    r = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "seed002-nginx-lb-tuned-link-1g", "MONITORING": "0"}, timeout=300)
+    r = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-lb-full-link-1g", "MONITORING": "0"}, timeout=300)
     assert r.returncode == 0, r.stderr
     ours = sh("bash", CLUSTER, "pod-links").stdout.split()
     shaped = [l for l in sh("tc", "qdisc", "show").stdout.splitlines() if " tbf " in l]

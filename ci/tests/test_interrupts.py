@@ -206,7 +206,7 @@ def report(*args):
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
-FIXTURE = ROOT / "ci/tests/fixtures/report/20261121T155928Z-rps-seed002-nginx-lb-default"
+FIXTURE = ROOT / "ci/tests/fixtures/report/20261121T155928Z-rps-nginx-lb-default"
 
 
 @pytest.mark.parametrize("k6_wrote", [True, False])

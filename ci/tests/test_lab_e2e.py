@@ -135,11 +135,11 @@ def test_open_model_fails_when_the_rate_cannot_be_met(bench):
 def test_lab_variant_is_an_overlay_read_through_its_knob_files():
     """VARIANT names an overlay on the lab too: its tuning components' knob files render the
     LB, the same files the cluster's nginx-lb merges."""
-    r = sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "seed002-nginx-lb-tuned"})
+    r = sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "nginx-lb-full"})
     assert r.returncode == 0, r.stderr
     conf = (LAB_STATE / "lb/nginx.conf").read_text()
     assert "worker_connections 100000;" in conf and "keepalive 200;" in conf and "access_log off;" in conf
-    assert "variant seed002-nginx-lb-tuned" in sh("bash", "bench/platforms/lab.sh", "status").stdout
+    assert "variant nginx-lb-full" in sh("bash", "bench/platforms/lab.sh", "status").stdout
 
 
 def test_tps_every_request_is_a_full_new_handshake(clean_bench):
@@ -184,7 +184,7 @@ def test_seed004_keepalive_beats_default_without_client_keepalive(bench):
     engine (the default); the k6/http engine's connection per request is checked on one round
     (the comparison is the servers' and their knobs', and the cluster's RELATIONS=004 test
     decides it again with the seed's 60m backends)."""
-    rps = {"default": [], "seed004-keepalive": []}
+    rps = {"default": [], "keepalive": []}
     for _ in range(3 if os.environ["ENGINE"] == "native" else 1):
         for variant in rps:
             run = bench("rps", VARIANT=variant, NO_REUSE="1", DURATION="4s", CONNECTIONS="50",
@@ -197,7 +197,7 @@ def test_seed004_keepalive_beats_default_without_client_keepalive(bench):
     if os.environ["ENGINE"] != "native":
         return
     median = {v: sorted(x)[1] for v, x in rps.items()}
-    ratio = median["seed004-keepalive"] / median["default"]
+    ratio = median["keepalive"] / median["default"]
     print(f"\nseed004 keepalive vs default, no client keep-alive: {ratio:.2f}x (medians {median})")
     # noise: the lab without the seed's 60m backends read 1.04-1.34x (README "The seeds"): the direction only
     assert ratio > 1.0, rps
@@ -225,7 +225,7 @@ def test_results_are_never_overwritten(bench, tmp_path):
 
 
 def test_lab_variant_switch_and_double_down():
-    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "seed002-tuned"}).returncode == 0
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "full"}).returncode == 0
     conf = (LAB_STATE / "lb/nginx.conf").read_text()
     assert "worker_connections 100000;" in conf and "access_log off;" in conf
     accepts, requests = stub()

@@ -42,9 +42,9 @@ def the_matrix(results):
 
 
 def test_a_crossed_threshold_is_recorded_and_the_other_cases_run(tmp_path):
-    cases = [{"name": "default", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-default"},
-             {"name": "tuned", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"},
-             {"name": "floor", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-default",
+    cases = [{"name": "default", "scenario": "rps", "platform": "lab", "variant": "nginx-lb-default"},
+             {"name": "tuned", "scenario": "rps", "platform": "lab", "variant": "nginx-lb-full"},
+             {"name": "floor", "scenario": "rps", "platform": "lab", "variant": "nginx-lb-default",
               "settings": {"RPS_MIN": "1e9"}}]
     path = case_list(tmp_path, cases, ratios=[{"title": "floor vs default", "of": "floor", "to": "default", "column": "rps"}])
     results = tmp_path / "results"
@@ -96,7 +96,7 @@ def test_a_crossed_threshold_is_recorded_and_the_other_cases_run(tmp_path):
         assert floor[-1] == "2/2 crossed"
         assert floor[2] == f"{by['floor']['stats']['rps']['median']:,.0f}"
         assert table_row(table, "default")[-1] == "2/2 passed" and table_row(table, "tuned")[-1] == "2/2 passed"
-        assert table_row(table, "tuned")[1] == "seed002-nginx-lb-tuned"
+        assert table_row(table, "tuned")[1] == "nginx-lb-full"
         assert "floor crossed a threshold in rounds 1, 2: http_reqs rate>=1000000000" in table
         assert f"- floor vs default: {ratio['value']:.2f}x" in table
 
@@ -330,8 +330,8 @@ def test_a_budget_runs_rounds_until_the_relations_decide(tmp_path):
     identical runs vary up to 20 %; an outlier in a noisy hour takes a third); a
     budget shorter than one round ends after it, "undecided after 1 round" with the probe's
     spread. Each row says its rounds."""
-    cases = [{"name": "a", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"},
-             {"name": "b", "scenario": "rps", "platform": "lab", "variant": "seed002-nginx-lb-tuned"}]
+    cases = [{"name": "a", "scenario": "rps", "platform": "lab", "variant": "nginx-lb-full"},
+             {"name": "b", "scenario": "rps", "platform": "lab", "variant": "nginx-lb-full"}]
     ratio = {"title": "a vs b", "of": "a", "to": "b", "column": "rps",
              "seed": {"figure": 1.0, "text": "the same", "expect": "equal", "range": [0.25, 4.0]}}
     path = case_list(tmp_path, cases, ratios=[ratio])

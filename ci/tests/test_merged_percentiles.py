@@ -36,7 +36,7 @@ def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
     for i, (run, _) in enumerate(runs):
         (seg / f"segment-{i}.json").write_text((run.dir / "summary.json").read_text())
     served = sum(run.result["requests"] for run, _ in runs)
-    r = sh(sys.executable, "bench/report", "segments", str(seg), "--testid", "merged", "--variant", "seed002-nginx-lb-default",
+    r = sh(sys.executable, "bench/report", "segments", str(seg), "--testid", "merged", "--variant", "nginx-lb-default",
            "--platform", "lab", "--stub-before", "1 100", "--stub-after", f"3 {100 + served + 1}")
     assert r.returncode == 0, r.stderr
     s = json.loads((seg / "summary.json").read_text())

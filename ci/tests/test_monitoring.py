@@ -176,7 +176,7 @@ def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
     its own share, k6 having headroom. 20 s: the verdict averages the steady part of a run (from
     8 s in), and a 12 s run's 4 s of it once read 0.887 of the quota (c23), under the 0.9
     saturation level: two evaluations of the rules are too few for a bound at 0.9."""
-    variant = "seed002-nginx-lb-default"
+    variant = "nginx-lb-default"
     assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
     quota = CPU_CG.parent / "ingress/cpu.cfs_quota_us"
     try:

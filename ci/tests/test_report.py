@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "ci/tests/fixtures/report"
-RUN = FIXTURES / "20261121T155928Z-rps-seed002-nginx-lb-default"  # README's example run: 4,658 req/s
+RUN = FIXTURES / "20261121T155928Z-rps-nginx-lb-default"  # README's example run: 4,658 req/s
 SERIES = ["client_rps", "p50_ms", "p95_ms", "p99_ms", "ingress_cpu_cores", "ingress_cpu_utilization",
           "nic_utilization", "server_rps", "loadgen_cpu_utilization"]
 VERDICT = "ingress CPU-bound: 0.97 of 1 core (97%); NIC 0.5% of 10 Gbit/s; load generator 68% CPU"
@@ -152,7 +152,7 @@ def test_render_writes_page_markdown_and_charts(rendered):
     page, md = (d / "report.html").read_text(), (d / "report.md").read_text()
     for text in (VERDICT, html.escape(RULE), "4,658", "9.41 ms", "23.3 ms", "26.9 ms", "PASS (4/4 thresholds)",
                  "p(95)&lt;250", "agree within 1%", "nginx stub_status", "bench:nic_utilization:ratio", "97.0%",
-                 "the backends&#x27; PodMonitor has no targets", "seed002-nginx-lb-default", "4a407d7-dirty"):
+                 "the backends&#x27; PodMonitor has no targets", "nginx-lb-default", "4a407d7-dirty"):
         assert text in page, text
     for text in (VERDICT, RULE, "4,658", "p(95)<250", "![requests/s, latency and utilization over the run](charts/timeline.png)"):
         assert text in md, text
@@ -359,7 +359,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path):
 # ---------------------------------------------------------------- index
 
 def test_index_of_two_runs_compares_default_and_tuned(tmp_path):
-    for name in ("local-seed002-nginx-lb-default-1", "local-seed002-nginx-lb-tuned-1"):
+    for name in ("local-nginx-lb-default-1", "local-nginx-lb-full-1"):
         shutil.copytree(FIXTURES / "compare" / name, tmp_path / "compare" / name)
     runs = sorted((tmp_path / "compare").iterdir())
     r = report("index", *runs)  # --out defaults to the runs' parent
@@ -367,7 +367,7 @@ def test_index_of_two_runs_compares_default_and_tuned(tmp_path):
     page, md = (tmp_path / "compare/report.html").read_text(), (tmp_path / "compare/report.md").read_text()
     assert 'id="default-vs-tuned"' in page
     # 11,125 / 4,818 req/s (the two real runs)
-    assert "| local | rps http /1kb.bin, 50 connections | seed002-nginx-lb-default: 4,818 req/s | seed002-nginx-lb-tuned: 11,125 req/s | 2.31× |" in md
+    assert "| local | rps http /1kb.bin, 50 connections | nginx-lb-default: 4,818 req/s | nginx-lb-full: 11,125 req/s | 2.31× |" in md
     assert 'id="by-cpu"' not in page and 'id="http-vs-https"' not in page
     assert re.search(r"Not shown, for lack of runs: results by ingress CPU count .*HTTP vs HTTPS", page)
     assert report("check", tmp_path / "compare/report.html").returncode == 0  # links to each run resolve
@@ -375,25 +375,35 @@ def test_index_of_two_runs_compares_default_and_tuned(tmp_path):
 
 def test_index_of_a_tree_finds_cpu_counts_schemes_and_client_bound_runs(tmp_path):
     shutil.copytree(FIXTURES, tmp_path / "results")
-    tuned = tmp_path / "results/compare/local-seed002-nginx-lb-tuned-1"
-    two = tmp_path / "results/x/local-seed002-nginx-lb-tuned-2cpu-1"
+    tuned = tmp_path / "results/compare/local-nginx-lb-full-1"
+    two = tmp_path / "results/x/local-nginx-lb-full-2cpu-1"
     shutil.copytree(tuned, two)
     meta, s = read(two, "meta.json"), read(two, "summary.json")
-    meta.update(variant="seed002-nginx-lb-tuned-2cpu", placement={"client_cpus": "2", "server_cpus": "0-1"})
+    meta.update(variant="nginx-lb-full-2cpu", placement={"client_cpus": "2", "server_cpus": "0-1"})
     s["result"]["rps"] = 20000.0
     s["verdict"] = {"limit": "load-generator", "valid": False, "rule": "r", "text": "t"}
     (two / "meta.json").write_text(json.dumps(meta))
     (two / "summary.json").write_text(json.dumps(s))
+    # The same overlay on a platform without a cluster (its driver's trait, in meta.json): the
+    # bare-metal side of the lab-vs-Kubernetes table, whatever the platform is called.
+    bare = tmp_path / "results/x/metal-nginx-lb-full-1"
+    shutil.copytree(tuned, bare)
+    meta, s = read(bare, "meta.json"), read(bare, "summary.json")
+    meta.update(platform="metal", cluster="none")
+    s["result"]["rps"] = 22250.0
+    (bare / "meta.json").write_text(json.dumps(meta))
+    (bare / "summary.json").write_text(json.dumps(s))
     (tmp_path / "results/x/crashed").mkdir()
     (tmp_path / "results/x/crashed/meta.json").write_text("{}")  # a run that never wrote its summary
     r = report("index", tmp_path / "results", "--out", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "out/report.md").read_text()
-    assert "seed002-nginx-lb-tuned on local" in md
+    assert "nginx-lb-full on local" in md
     assert "| 1 | 11,125 req/s |" in md and "| 2 | 20,000 req/s ⚠ |" in md
-    assert "| lab | seed002-tuned | rps /1kb.bin, 50 connections | 6,758 req/s | 10,857 req/s | 1.61× |" in md
+    assert "| lab | full | rps /1kb.bin, 50 connections | 6,758 req/s | 10,857 req/s | 1.61× |" in md
     assert "limited by the load generator" in md and "load-generator (not valid)" in md
     assert "Skipped 1 unfinished or unreadable" in md and "crashed" in md
+    assert "| nginx-lb-full | rps http /1kb.bin, 50 connections | metal: 22,250 req/s | local: 11,125 req/s | 0.50× |" in md
     assert report("check", tmp_path / "out/report.html").returncode == 0
 
 

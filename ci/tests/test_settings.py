@@ -128,7 +128,7 @@ VALUES = {
     "RUNNER_CPU": {"250m": True, "auto": False, "0m": False},
     "PROMETHEUS_RELEASE": {"kube-prometheus-stack": True, "kps1": True, "Bad_": False, "a-": False, "-a": False},
     "LINK_CAPACITY": {"10G": True, "2.5G": True, "100M": True, "1000000": True, "10g": False, "G": False, "1.G": False},
-    "VARIANT": {"seed002-nginx-lb-tuned": True, "seed002-nginx-lb-default+workers-1": True, "a b": False, "A": False, "a+": False},
+    "VARIANT": {"nginx-lb-full": True, "nginx-lb-default+workers-1": True, "a b": False, "A": False, "a+": False},
     "HOST": {"bench.local": True, "bench.local:8080": True, "bench local": False, "bench.local:": False},
     "RELATIONS": {"seed002 seed003": True, "a|b": False, "a  b": False},
     "TARGET": {"https://198.18.0.2": True, "ftp://x": False, "http://a b": False},
@@ -208,7 +208,7 @@ def test_every_setting_reaches_the_lab_k6(form, tmp_path):
     # And they took effect: the run is what they say.
     meta = json.loads((only_run(root) / "meta.json").read_text())
     assert (meta["engine"], meta["rate"], meta["connections"], meta["connection_reuse"]) == (given["ENGINE"], 50, 7, False)
-    assert meta["target"] == "https://198.18.0.2/4kb.bin" and meta["variant"] == "seed002-nginx-lb-tuned"
+    assert meta["target"] == "https://198.18.0.2/4kb.bin" and meta["variant"] == "nginx-lb-full"
 
 
 @pytest.mark.parametrize("form", ["line", "env"])
@@ -231,9 +231,10 @@ def test_every_pod_setting_reaches_the_rendered_testrun(form):
 
 def test_generated_views_fail_ci_when_hand_edited(tmp_path):
     """The check that `./task test` runs: clean now; a hand edit of either generated file, or
-    a registry edit without regenerating, fails with a line naming the file."""
+    a registry or catalog edit without regenerating, fails with a line naming the file."""
     assert sh(PYTHON, "bench/settings/generate.py", "--check").returncode == 0
-    for rel in ("bench/settings/generate.py", "bench/settings/settings.yaml", "k6/lib/registry.js", "bench/settings/settings.tsv", "README.md"):
+    for rel in ("bench/settings/generate.py", "bench/settings/settings.yaml", "k6/lib/registry.js", "bench/settings/settings.tsv", "README.md",
+                "overlays/catalog.yaml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
 
@@ -249,6 +250,11 @@ def test_generated_views_fail_ci_when_hand_edited(tmp_path):
     reg.write_text(reg.read_text().replace('meaning: "protocol to the LB"', 'meaning: "protocol to the load balancer"'))
     r = check()
     assert r.returncode == 1 and "README.md differ" in r.stderr and "k6/lib/registry.js" in r.stderr, r.stderr
+    reg.write_text((ROOT / "bench/settings/settings.yaml").read_text())
+    cat = tmp_path / "overlays/catalog.yaml"
+    cat.write_text(cat.read_text().replace('shows: "the same, 10 backend pods"', 'shows: "ten backend pods"', 1))
+    r = check()
+    assert r.returncode == 1 and r.stderr.startswith("error: README.md differ"), r.stderr
 
 
 def test_unknown_setting_on_the_task_line_names_the_closest(tmp_path):

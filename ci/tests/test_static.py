@@ -18,10 +18,10 @@ def test_k6_inspect(scenario):
 
 
 def test_knob_sets_exist():
-    assert {"seed002-tuned", "seed004-keepalive"} <= set(KNOBS)
+    assert {"full", "keepalive"} <= set(KNOBS)
 
 
-@pytest.mark.parametrize("variant", ["default"] + KNOBS + ["seed004-keepalive+access-log-off"])
+@pytest.mark.parametrize("variant", ["default"] + KNOBS + ["keepalive+access-log-off"])
 def test_variant_renders_to_valid_nginx_config(variant, tmp_path):
     """Every variant's LB config passes `nginx -t` with the real nginx."""
     files = sh("bash", "-c", f'. bench/lib.sh && variant_knob_files "{variant}"').stdout.split()
@@ -49,7 +49,7 @@ def test_knob_overrides_apply_in_order():
     lb = ROOT / "kustomize/components/nginx-lb"
     knobs = ROOT / "kustomize/components"
     out = sh("sh", str(lb / "render.sh"), str(lb / "nginx.conf.tmpl"), str(lb / "defaults.env"),
-             str(knobs / "tuning-seed002-tuned/nginx.env"), str(knobs / "tuning-workers-1/nginx.env")).stdout
+             str(knobs / "tuning-full/nginx.env"), str(knobs / "tuning-workers-1/nginx.env")).stdout
     assert "worker_processes 1;" in out
     assert "worker_connections 100000;" in out
     assert "keepalive_timeout 315;" in out

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "ci/tests/fixtures/report"
 RUNS = sorted(p.parent for p in FIXTURES.rglob("summary.json"))
-K6 = json.loads((FIXTURES / "20261121T155928Z-rps-seed002-nginx-lb-default/summary.json").read_text())
+K6 = json.loads((FIXTURES / "20261121T155928Z-rps-nginx-lb-default/summary.json").read_text())
 for part in ("client", "server"):
     del K6[part]  # what k6/lib/summary.js wrote
 
@@ -197,7 +197,7 @@ def segment(d, i, requests, rps, passed=True, errors=0, connections=25):
 
 def segments(d, before="3 500", after=None, served=None):
     after = after if after is not None else f"9 {500 + served + 1}"
-    return report("segments", d, "--testid", "t-x2", "--variant", "seed002-nginx-lb-default", "--platform", "local",
+    return report("segments", d, "--testid", "t-x2", "--variant", "nginx-lb-default", "--platform", "local",
                   "--stub-before", before, "--stub-after", after)
 
 
@@ -209,7 +209,7 @@ def test_segments_are_summed_and_checked_against_the_server(seg_dir):
     assert r.returncode == 0, r.stderr
     p_ms = {k: K6["result"][k] for k in ("p50_ms", "p95_ms", "p99_ms")}
     assert json.loads((d / "summary.json").read_text()) == {
-        "testid": "t-x2", "variant": "seed002-nginx-lb-default", "platform": "local", "segments": 2,
+        "testid": "t-x2", "variant": "nginx-lb-default", "platform": "local", "segments": 2,
         "requests": 41000, "rps": 2000.4 + 2100.6, "errors": 2, "passed": False,
         # The recorded run's summary has no histogram (ENGINE=js): no merged percentiles.
         "latency": {"merged": False, "source": "none: ENGINE=js segments carry no mergeable histogram; each segment judged its own latency"},
@@ -236,5 +236,5 @@ def test_segments_without_a_server_count_stop_with_one_line(seg_dir):
     segment(d, 0, 100, 10.0)
     r = segments(d, after="")
     assert r.returncode == 2 and not (d / "summary.json").exists()
-    assert r.stderr.startswith("error: no stub_status from the ingress of seed002-nginx-lb-default") \
+    assert r.stderr.startswith("error: no stub_status from the ingress of nginx-lb-default") \
         and len(r.stderr.splitlines()) == 1, r.stderr

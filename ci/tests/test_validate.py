@@ -8,8 +8,8 @@ import pytest
 from conftest import ROOT, sh
 
 OVERLAYS = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
-CONTROLLER_OVERLAYS = ["seed002-nginx-inc-default", "seed002-nginx-inc-tuned",
-                       "seed004-ingress-nginx-default", "seed004-ingress-nginx-keepalive"]
+CONTROLLER_OVERLAYS = ["nginx-inc-default", "nginx-inc-full",
+                       "ingress-nginx-default", "ingress-nginx-keepalive"]
 # KUBECONFIG empty: the server-side dry-run step stays off whatever the caller's shell has.
 ENV = {"KUBECONFIG": ""}
 

@@ -96,8 +96,8 @@ test('NO_REUSE turns keep-alive off (ab without -k); tps never reuses', () => {
 });
 
 test('tags carry testid, variant, platform, scenario', () => {
-  const c = config({ TESTID: 'run-1', VARIANT: 'seed004-keepalive', PLATFORM: 'lab' }, 'rps');
-  assert.deepEqual(c.tags, { testid: 'run-1', variant: 'seed004-keepalive', platform: 'lab', scenario: 'rps' });
+  const c = config({ TESTID: 'run-1', VARIANT: 'keepalive', PLATFORM: 'lab' }, 'rps');
+  assert.deepEqual(c.tags, { testid: 'run-1', variant: 'keepalive', platform: 'lab', scenario: 'rps' });
   assert.equal(c.resultsDir, 'results/run-1');
 });
 
