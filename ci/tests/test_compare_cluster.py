@@ -25,10 +25,12 @@ def only(results, pattern):
 
 @pytest.fixture(scope="module")
 def tuned_vs_default(local_cluster, tmp_path_factory):
-    """BASE=default HEAD=tuned, alternated in the cluster, HEAD's runs saved as baseline
-    'tuned' (BASELINE_SAVE): (the result, compare.json, RESULTS_ROOT)."""
+    """BASE=default HEAD=tuned, alternated in the cluster, rounds until the gates decide (BUDGET:
+    three in a quiet hour; in a noisy one, such as c27's, three 3 s rounds gave tuned/default
+    1.54, 2.35 and 1.52, an interval of 0.95-3.27), HEAD's runs saved as baseline 'tuned'
+    (BASELINE_SAVE): (the result, compare.json, RESULTS_ROOT)."""
     results = tmp_path_factory.mktemp("compare") / "results"
-    r = task("bench:compare", "BASE=nginx-lb-default", "HEAD=nginx-lb-full", "ROUNDS=3", "BASELINE_SAVE=tuned",
+    r = task("bench:compare", "BASE=nginx-lb-default", "HEAD=nginx-lb-full", "BUDGET=5m", "BASELINE_SAVE=tuned",
              f"RESULTS_ROOT={results}", *args(), timeout=1200)
     return r, json.loads((only(results, "compare-*") / "compare.json").read_text()), results
 
@@ -49,18 +51,26 @@ def test_tuned_against_default_is_better(tuned_vs_default):
 
 def test_default_against_the_saved_tuned_is_a_regression_found_early(tuned_vs_default, tmp_path):
     """The reverse, as a CI job runs it: HEAD=default measured now against the saved tuned
-    runs (BASELINE), rounds until the gates decide (BUDGET): a regression (the whole interval
-    past -10 %) stops them at the third round, well inside the budget, exit 99."""
+    runs (BASELINE), rounds until the gates decide (BUDGET): a regression (a gate's whole
+    interval past its tolerance) stops them before the budget ends, exit 99. The rate's gate is
+    GATE_RATE_DROP's 10 %; when the saved side is spread wide, the latency gates (+15 % p95,
+    +20 % p99) may decide first: whichever says REGRESSION, its interval is past its gate."""
     _, _, results = tuned_vs_default
     r = task("bench:compare", "BASELINE=tuned", "HEAD=nginx-lb-default", "BUDGET=10m", f"RESULTS_ROOT={results}", *args(), timeout=1200)
     assert r.returncode == 99, r.stdout[-3000:] + r.stderr[-2000:]
     doc = json.loads(sorted(results.glob("compare-*/compare.json"))[-1].read_text())
     rate = rate_of(doc)
     assert doc["verdict"] == "regression" and doc["baseline"] == "tuned", doc["why"]
-    assert doc["rounds"] == 3 and doc["stopped"].startswith("a regression"), doc["stopped"]
-    # exact: GATE_RATE_DROP's 10 %, the gate the verdict applies
-    assert rate["interval"]["high"] < 0.9 and rate["says"] == "REGRESSION", rate["interval"]
-    assert "req/s" in doc["why"] and "past −10 %" in doc["why"]
+    assert doc["rounds"] >= 3 and doc["stopped"].startswith("a regression"), doc["stopped"]
+    gates = {"rate": ("high", 0.9, "req/s", "past −10 %"), "p95": ("low", 1.15, "p95 ms", "past +15 %"),
+             "p99": ("low", 1.2, "p99 ms", "past +20 %")}  # GATE_RATE_DROP, GATE_P95_RISE, GATE_P99_RISE
+    said = [m for m in doc["metrics"] if m.get("says") == "REGRESSION"]
+    assert said and all(m["key"] in gates for m in said), doc["metrics"]
+    for m in said:
+        end, gate, name, text = gates[m["key"]]
+        assert (m["interval"][end] < gate) if end == "high" else (m["interval"][end] > gate), m
+        assert name in doc["why"] and text in doc["why"], doc["why"]
+    assert rate["says"] in ("REGRESSION", "worse, within tolerance"), rate  # never better, never equal
 
 
 def test_the_sweep_machinery_with_two_fractional_amounts(local_cluster, tmp_path):
