@@ -19,12 +19,21 @@ remove_monitoring_stack() {
   kubectl -n kube-system delete service "$1" --ignore-not-found >/dev/null 2>&1 || true
   kubectl get crd -o name 2>/dev/null | grep '\.monitoring\.coreos\.com$' | xargs -r kubectl delete --wait --timeout=60s >/dev/null 2>&1 || true
 }
-# import_images NAME...: the cached image archives $IB_CACHE/images/NAME.tar into the local
-# node's containerd (no registry: every image of the local cluster comes this way).
+# import_images NAME...: the cached image archives $IB_CACHE/images/NAME.tar into every node's
+# containerd (no registry: every image of the local cluster comes this way); import_images_to
+# SOCKET NAME...: into one.
 import_images() {
-  local b; for b in "$@"; do
-    ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null ||
-      die "ctr could not import image $b"
+  local sock n=0
+  for sock in "$IB_CLUSTER_STATE"/containerd/containerd.sock "$IB_CLUSTER_STATE"/nodes/*/containerd/containerd.sock; do
+    [ -S "$sock" ] || continue
+    import_images_to "$sock" "$@"; n=$((n + 1))
+  done
+  [ $n -gt 0 ] || die "the local cluster has no containerd to import images into: run './task cluster:up'"
+}
+import_images_to() {
+  local b sock=$1; shift
+  for b in "$@"; do
+    ctr -a "$sock" -n k8s.io images import --no-unpack=false "$IB_CACHE/images/$b.tar" >/dev/null || die "ctr could not import image $b"
   done
 }
 # IMAGE_SET: which images a cluster runs. "upstream": the pins of components/images and

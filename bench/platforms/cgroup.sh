@@ -176,6 +176,23 @@ cg_kubelet_root_prepare() {
   done
 }
 
+# cg_node_group REL CPUS: a node's cgroup root below the kubelets' (prepared): in every
+# hierarchy, its cpuset CPUS (v1: and its parent's memory nodes); on v2 with the controllers
+# its parent hands down handed on below it, as the kubelet needs them.
+cg_node_group() {
+  local rel=${1#/} d line
+  if [ "$CG_MODE" != v2 ]; then
+    for d in "${CG_V1_MOUNTS[@]}"; do mkdir -p "$d/$rel" || die "cannot make cgroup $d/$rel"; done
+    d=${CG_HIER[cpuset]}/$rel
+    cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems" && echo "$2" >"$d/cpuset.cpus" || die "cannot confine cgroup $d to CPUs $2"
+    return 0
+  fi
+  d=$CG_UNIFIED/$rel
+  mkdir -p "$d" && echo "$2" >"$d/cpuset.cpus" || die "cannot confine cgroup $d to CPUs $2"
+  read -r line <"$(dirname "$d")/cgroup.subtree_control" || true
+  [ -z "$line" ] || echo "$line" | sed 's/[a-z_][a-z_]*/+&/g' >"$d/cgroup.subtree_control" || die "cannot enable controllers below cgroup $d"
+}
+
 # cg_kubelet_root_restore SAVED: after the kubelet's groups are gone, sets each recorded
 # subtree_control back to what cg_kubelet_root_prepare found: controllers enabled since are
 # disabled, disabled ones enabled. No record (v1, or never prepared): nothing to do.

@@ -26,8 +26,12 @@ cg_detect # v1, hybrid or unified v2, from the mount table
 
 S=$IB_CLUSTER_STATE
 CONF=$IB_ROOT/bench/platforms/local
+# shellcheck source=bench/platforms/local/nodes.sh
+. "$CONF/nodes.sh"
 BRIDGE=ibench-cni0
 NODE_IP=198.18.64.1                 # must match kubeconfig/cni/kubelet below
+API_IP=$NODE_IP                     # the API server's: the node's, or with NODES the control plane's namespace's
+CP=()                               # the control plane's command prefix: none, or with NODES into its namespace
 POD_CIDR=198.18.64.0/18
 SERVICE_CIDR=198.18.128.0/20
 DNS_IP=198.18.128.10
@@ -115,14 +119,14 @@ pki() {
   ca etcd-ca ingress-bench-etcd-ca
   signer=etcd-ca cert etcd /CN=etcd IP:127.0.0.1
   signer=etcd-ca cert etcd-client /CN=kube-apiserver-etcd-client
-  cert apiserver /CN=kube-apiserver "IP:$NODE_IP,IP:${SERVICE_CIDR%.0/*}.1,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert apiserver /CN=kube-apiserver "IP:$API_IP,IP:${SERVICE_CIDR%.0/*}.1,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert kubelet "/CN=$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"
   # One cluster-admin identity for the control plane, kubelet and kube-proxy: a single-user
   # benchmark cluster; the Node and RBAC authorizers are still on for workloads.
   cert admin "/O=system:masters/CN=ingress-bench-admin"
   openssl ecparam -name prime256v1 -genkey -noout -out sa.key
   openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
-  kubectl config set-cluster local --server="https://$NODE_IP:6443" --certificate-authority=ca.crt --embed-certs --kubeconfig=admin.kubeconfig >/dev/null
+  kubectl config set-cluster local --server="https://$API_IP:6443" --certificate-authority=ca.crt --embed-certs --kubeconfig=admin.kubeconfig >/dev/null
   kubectl config set-credentials admin --client-certificate=admin.crt --client-key=admin.key --embed-certs --kubeconfig=admin.kubeconfig >/dev/null
   kubectl config set-context local --cluster=local --user=admin --kubeconfig=admin.kubeconfig >/dev/null
   kubectl config use-context local --kubeconfig=admin.kubeconfig >/dev/null
@@ -130,8 +134,12 @@ pki() {
   cd - >/dev/null
 }
 
-render() { # TEMPLATE -> stdout, with the cluster's variables filled in
-  sed -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
+# render TEMPLATE -> stdout, with the cluster's variables filled in: the one node's, or (the
+# node's own set by node_render) one of several nodes'.
+render() {
+  sed -e "s|@NODE_STATE@|${node_state:-$S}|g" -e "s|@POD_GW@|${pod_gw:-$NODE_IP}|g" -e "s|@POD_ROUTES@|${pod_routes:-}|g" \
+      -e "s|@CPU_MANAGER@|${cpu_manager:-static}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
+      -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
       -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
       -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \
       "$1"
@@ -225,15 +233,15 @@ kubelet_ns() {
 control_plane() {
   local p=$S/pki
   # TLS both ways, on loopback: only the API server's client certificate opens etcd.
-  start etcd etcd --data-dir "$S/etcd" --listen-client-urls https://127.0.0.1:2379 \
+  start etcd "${CP[@]}" etcd --data-dir "$S/etcd" --listen-client-urls https://127.0.0.1:2379 \
     --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 \
     --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster default=https://127.0.0.1:2380 \
     --cert-file="$p/etcd.crt" --key-file="$p/etcd.key" --client-cert-auth --trusted-ca-file="$p/etcd-ca.crt" \
     --peer-cert-file="$p/etcd.crt" --peer-key-file="$p/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file="$p/etcd-ca.crt"
-  start containerd containerd --config "$S/containerd.toml"
-  start kube-apiserver kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
+  [ "$NODE_COUNT" -gt 1 ] || start containerd containerd --config "$S/containerd.toml"
+  start kube-apiserver "${CP[@]}" kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
     --etcd-cafile="$p/etcd-ca.crt" --etcd-certfile="$p/etcd-client.crt" --etcd-keyfile="$p/etcd-client.key" --anonymous-auth=false \
-    --bind-address="$NODE_IP" --advertise-address="$NODE_IP" --secure-port=6443 \
+    --bind-address="$API_IP" --advertise-address="$API_IP" --secure-port=6443 \
     --service-cluster-ip-range="$SERVICE_CIDR" --client-ca-file="$p/ca.crt" \
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" \
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$p/sa.pub" \
@@ -249,10 +257,11 @@ node_up() {
   # Loopback only; every path authenticated and authorized (no always-allowed /healthz).
   local guarded=(--bind-address=127.0.0.1 --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
     --authorization-always-allow-paths=)
-  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
+  start kube-controller-manager "${CP[@]}" kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam'
-  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
+  start kube-scheduler "${CP[@]}" kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
+  if [ "$NODE_COUNT" -gt 1 ]; then nodes_start; return 0; fi
   # kubelet_ns's volume mounts reach the host through this shared mount (see there).
   mount --bind "$S/kubelet" "$S/kubelet" && mount --make-shared "$S/kubelet"
   # --housekeeping-interval: cAdvisor refreshes container stats every 10 s by default, too
@@ -260,22 +269,53 @@ node_up() {
   start kubelet unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
     --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
     --hostname-override="$NODE_NAME" --root-dir="$S/kubelet" --containerd="$S/containerd/containerd.sock" \
-    --housekeeping-interval=1s
+    --housekeeping-interval=1s --node-labels="$(node_labels 0)"
   start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
+}
+
+# one_node_files: the one node's bridge, rules and configuration (NODES=1: this host is the node).
+one_node_files() {
+  network_up
+  render "$CONF/cni.conflist" >"$S/cni/net.d/10-ibench.conflist"
+  render "$CONF/containerd.toml" >"$S/containerd.toml"
+  render "$CONF/kubelet.yaml" >"$S/kubelet.yaml"
+  render "$CONF/kube-proxy.yaml" >"$S/kube-proxy.yaml"
+}
+
+# nodes_said: "node NAME IP", or "N nodes: NAME IP (ROLES), ...".
+nodes_said() {
+  local i out=()
+  NODE_COUNT=$(cat "$S/node-count" 2>/dev/null || echo 1)
+  [ "$NODE_COUNT" -gt 1 ] || { echo "node $NODE_NAME $NODE_IP"; return 0; }
+  for i in $(seq "$NODE_COUNT"); do out+=("ibench-node-$i $(node_ip "$i") ($(node_role "$i" | sed 's/,/ + /'))"); done
+  echo "$NODE_COUNT nodes: $(printf '%s, ' "${out[@]}" | sed 's/, $//')"
+}
+
+# nodes_ready: as many nodes Ready as up made ($S/node-count).
+nodes_ready() {
+  [ "$(kubectl get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)" = "$(cat "$S/node-count" 2>/dev/null || echo 1)" ]
 }
 
 up() {
   need_root "cluster:up"
+  nodes_plan
+  # Several nodes: the control plane runs in its own namespace (nodes.sh).
+  [ "$NODE_COUNT" = 1 ] || { API_IP=$CP_IP; CP=(nsenter --net="$(node_dir 0)/netns"); }
   local b; for b in kube-apiserver kubelet kube-proxy kubectl; do
     command -v "$b" >/dev/null || die "$b is not built: run './task cluster:tools'"
   done
   for b in etcd containerd runc; do command -v "$b" >/dev/null || die "$b is missing: run './task cluster:tools'"; done
   for b in $LOCAL_IMAGES; do [ -f "$IB_CACHE/images/$b.tar" ] || die "image $b is not built: run './task cluster:tools'"; done
-  if status >/dev/null 2>&1; then say cluster "up (Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP)"; return 0; fi
+  if status >/dev/null 2>&1; then
+    # Another count asked for (NODES given) than is up: one line; not given, the cluster that is up.
+    [ -z "${NODES:-}" ] || [ "$(cat "$S/node-count")" = "$NODE_COUNT" ] ||
+      die "the local cluster is up with $(cat "$S/node-count") node(s), not NODES=$NODE_COUNT: run './task cluster:down' first"
+    say cluster "up ($(status | sed 's/^cluster: up, //'))"; return 0
+  fi
   [ -d "$S" ] && down
-  if ip link show "$BRIDGE" >/dev/null 2>&1 || iptables -nL "$FWD_CHAIN" >/dev/null 2>&1 || iptables -nL "$OUT_CHAIN" >/dev/null 2>&1 ||
+  if ip link show "$BRIDGE" >/dev/null 2>&1 || ip link show "$NODES_BRIDGE" >/dev/null 2>&1 || iptables -nL "$FWD_CHAIN" >/dev/null 2>&1 || iptables -nL "$OUT_CHAIN" >/dev/null 2>&1 ||
      [ -d "$(cg_path cpu "$CGROUP_ROOT")" ]; then
-    die "leftovers of another cluster ($BRIDGE, $FWD_CHAIN, $OUT_CHAIN or cgroup $CGROUP_ROOT exist, no state in $S): remove them by hand"
+    die "leftovers of another cluster ($BRIDGE, $NODES_BRIDGE, $FWD_CHAIN, $OUT_CHAIN or cgroup $CGROUP_ROOT exist, no state in $S): remove them by hand"
   fi
   refuse_foreign
   local t0=$SECONDS
@@ -289,19 +329,18 @@ up() {
   record_host
   save_sysctls
   pki
-  network_up
-  render "$CONF/cni.conflist" >"$S/cni/net.d/10-ibench.conflist"
-  render "$CONF/containerd.toml" >"$S/containerd.toml"
-  render "$CONF/kubelet.yaml" >"$S/kubelet.yaml"
-  render "$CONF/kube-proxy.yaml" >"$S/kube-proxy.yaml"
+  echo "$NODE_COUNT" >"$S/node-count"
+  if [ "$NODE_COUNT" -gt 1 ]; then nodes_network_up; else one_node_files; fi
   # A resolv.conf without a nameserver: pods that follow the node (CoreDNS) get no upstream.
   echo "search cluster.local" >"$S/resolv.conf"
 
   control_plane
-  wait_for 20 containerd test -S "$S/containerd/containerd.sock"
   say cluster "importing images"
-  # shellcheck disable=SC2086 # one name a word
-  import_images $LOCAL_IMAGES
+  if [ "$NODE_COUNT" = 1 ]; then
+    wait_for 20 containerd test -S "$S/containerd/containerd.sock"
+    # shellcheck disable=SC2086 # one name a word
+    import_images $LOCAL_IMAGES
+  fi
   wait_for 60 "kube-apiserver" kubectl get --raw /readyz
   # No anonymous access: the API server has none, and the controller manager and scheduler
   # ask it (SubjectAccessReview) about anonymous requests, which RBAC's bootstrap binding
@@ -310,16 +349,16 @@ up() {
   kubectl patch clusterrolebinding system:public-info-viewer --type=merge >/dev/null -p \
     '{"metadata":{"annotations":{"rbac.authorization.kubernetes.io/autoupdate":"false"}},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:authenticated"}]}'
   node_up
-  wait_for 60 "node $NODE_NAME" kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
+  wait_for 90 "$NODE_COUNT node(s)" nodes_ready
   render "$CONF/coredns.yaml" | kubectl apply -f - >/dev/null
   kubectl -n kube-system rollout status deploy/coredns --timeout=90s >/dev/null 2>&1 ||
     die "CoreDNS not ready after 90s: $(pod_problem kube-system coredns)"
   trap - EXIT INT TERM
-  say cluster "up: Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP ready in $((SECONDS - t0)) s (KUBECONFIG=$KUBECONFIG)"
+  say cluster "up: Kubernetes $KUBE_VERSION, $(nodes_said) ready in $((SECONDS - t0)) s (KUBECONFIG=$KUBECONFIG)"
 }
 
 down() {
-  local pid name i m
+  local pid name i m f
   # No state dir: no cluster of ours is up, and nothing on this host is ours to touch.
   [ -d "$S" ] || return 0
   # The host k6's cgroup sampler writes into the state directory (bench/platforms/monitoring/monitoring.sh).
@@ -328,8 +367,8 @@ down() {
   # Our pods' host devices, while the bridge still tells them (a down cut short keeps the list).
   pod_links >>"$S/pod-links"
   # Control plane and node agents first, so nothing restarts the containers killed next.
-  for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver; do
-    [ -f "$S/pids/$name" ] && kill -TERM "$(cat "$S/pids/$name")" 2>/dev/null || true
+  for name in kubelet kubelet-* kube-proxy kube-proxy-* kube-scheduler kube-controller-manager kube-apiserver; do
+    for f in "$S"/pids/$name; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
   done
   for i in $(seq 20); do
     pid=$(our_pids); [ -z "$pid" ] && break
@@ -347,6 +386,8 @@ down() {
   # killed, so no CNI DEL removed them.
   for m in $(sort -u "$S/pod-links"); do ip link del "$m" 2>/dev/null || true; done
   ip link del "$BRIDGE" 2>/dev/null || true
+  # The nodes' namespaces went with their pinning mounts (above) and took their veths along.
+  ip link del "$NODES_BRIDGE" 2>/dev/null || true
   # cgroups below the kubelet's root, deepest first, in every hierarchy; then (v2) the
   # subtree_control up had changed, and the kubelet's runc after it, as up found it.
   cg_remove_tree "$CGROUP_ROOT"
@@ -387,8 +428,8 @@ cleanup_iptables() {
 status() {
   [ -f "$KUBECONFIG" ] || { echo "cluster: down"; return 1; }
   kubectl get --raw /readyz >/dev/null 2>&1 || { echo "cluster: API server not answering"; return 1; }
-  kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s >/dev/null 2>&1 || { echo "cluster: node not Ready"; return 1; }
-  echo "cluster: up, Kubernetes $KUBE_VERSION, node $NODE_NAME $NODE_IP, KUBECONFIG=$KUBECONFIG"
+  nodes_ready || { echo "cluster: a node is not Ready"; return 1; }
+  echo "cluster: up, Kubernetes $KUBE_VERSION, $(nodes_said), KUBECONFIG=$KUBECONFIG"
 }
 
 case "${1:-}" in

@@ -1,0 +1,147 @@
+"""The local cluster with several nodes (NODES=3, bench/platforms/local/nodes.sh): each node a
+network namespace of its own with its kubelet, kube-proxy and containerd, labelled by role; pods
+on every node reach each other and the Services; a NodePort request to a node without the
+backend is answered through the node that has it (the backend's own log shows the first node's
+address). While it is up the host's rulesets, routes and sysctls are as before `up`, but for
+the bridge the nodes hang on; after `down` the whole machine is. Bad input is one line, exit 1,
+nothing started."""
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import machine_state
+from conftest import one_error, sh
+
+CLUSTER = "bench/platforms/local/cluster.sh"
+STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
+KUBECONFIG = str(STATE / "pki/admin.kubeconfig")
+BRIDGE = "ibench-nodes"  # bench/platforms/local/nodes.sh NODES_BRIDGE
+NODE_IP = {1: "198.18.63.11", 2: "198.18.63.12", 3: "198.18.63.13"}  # node_ip: .(10+i)
+ROLES = {1: {"ingress"}, 2: {"client"}, 3: {"backends"}}  # node_role with 3 nodes
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"NODES": "0"}, "NODES must be at least 1"),
+    ({"NODES": "65"}, "NODES must be at most 64"),
+])
+def test_bad_node_plan_is_one_line_and_starts_nothing(env, says):
+    assert not STATE.exists(), "a local cluster is up: this test needs a host without one"
+    before = machine_state.snapshot()
+    err = one_error(sh("bash", CLUSTER, "up", env=env, timeout=60))
+    assert says in err, err
+    assert sh("bash", CLUSTER, "up", env=env, timeout=60).returncode == 1
+    assert not STATE.exists() and machine_state.diff(before, machine_state.snapshot()) == []
+
+
+def kubectl(*args, timeout=120):
+    return sh("kubectl", *args, env={"KUBECONFIG": KUBECONFIG}, timeout=timeout)
+
+
+def in_node(i, *cmd, timeout=60):
+    return sh("nsenter", f"--net={STATE}/nodes/{i}/netns", *cmd, timeout=timeout)
+
+
+def bridge_only(diff):
+    """The differences the nodes' bridge makes on the host: its link and its veths, its
+    connected and local routes, its interfaces' sysctls."""
+    ours = re.compile(rf"\b({BRIDGE}|ibn-\d+)\b|198\.18\.63\.")
+    return [d for d in diff if not ours.search(d)]
+
+
+@pytest.fixture(scope="module")
+def nodes3():
+    assert not STATE.exists(), "a local cluster is up: this module needs a host without one"
+    sh("bash", "bench/platforms/lab.sh", "down")
+    before = machine_state.snapshot()
+    t0 = time.monotonic()
+    up = sh("bash", CLUSTER, "up", env={"NODES": "3"}, timeout=600)
+    print(f"\ncluster:up NODES=3: {time.monotonic() - t0:.1f} s")
+    assert up.returncode == 0, up.stderr
+    while_up = machine_state.snapshot()
+    yield {"before": before, "while_up": while_up, "up": up}
+    down = sh("bash", CLUSTER, "down", timeout=180)
+    assert down.returncode == 0, down.stderr
+    assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
+
+
+def test_the_host_keeps_its_tables_routes_and_sysctls_while_up(nodes3):
+    diff = machine_state.diff(nodes3["before"], nodes3["while_up"])
+    for part in ("iptables", "ip6tables", "nft", "routes", "routes6", "sysctl"):
+        assert bridge_only([d for d in diff if d.startswith(part + ":")]) == [], part
+
+
+def test_nodes_are_ready_with_their_roles_and_addresses(nodes3):
+    assert "3 nodes: ibench-node-1 198.18.63.11 (ingress)" in nodes3["up"].stderr + nodes3["up"].stdout
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    assert len(nodes) == 3
+    for n in nodes:
+        i = int(n["metadata"]["name"].rsplit("-", 1)[1])
+        ready = {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"]
+        assert ready == "True", n["metadata"]["name"]
+        assert {a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP"} == {NODE_IP[i]}
+        roles = {k.split("/role-")[1] for k in n["metadata"]["labels"] if k.startswith("ingress-bench/role-")}
+        assert roles == ROLES[i]
+
+
+ECHO = """apiVersion: v1
+kind: Pod
+metadata: {{name: echo-{i}, namespace: default, labels: {{app: echo, node: "{i}"}}}}
+spec:
+  nodeName: ibench-node-{i}
+  containers:
+    - name: nginx
+      image: {image}
+      imagePullPolicy: Never
+      # The image is Debian's nginx without a site or a command: one server, its access log to
+      # the container's output.
+      command: ["/bin/sh", "-c", "echo 'events {{}} http {{ access_log /dev/stdout; server {{ listen 80; return 200 ok; }} }}' >/tmp/echo.conf && exec nginx -c /tmp/echo.conf -g 'daemon off;'"]
+"""
+SERVICE = """apiVersion: v1
+kind: Service
+metadata: {name: echo-3, namespace: default}
+spec:
+  type: NodePort
+  externalTrafficPolicy: Cluster
+  selector: {app: echo, node: "3"}
+  ports: [{port: 80, targetPort: 80}]
+"""
+
+
+def get(addr, port=80, path="/"):
+    """bash's /dev/tcp: the nginx image has no HTTP client. Prints the status line."""
+    return ["bash", "-c", f"exec 3<>/dev/tcp/{addr}/{port} && printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3"]
+
+
+@pytest.fixture(scope="module")
+def echoes(nodes3):
+    image = re.search(r"^NGINX_IMAGE=(\S+)", sh("bash", "-c", ". bench/lib.sh && echo NGINX_IMAGE=$NGINX_IMAGE_NAME:$NGINX_IMAGE_TAG").stdout, re.M)[1]
+    docs = "---\n".join(ECHO.format(i=i, image=image) for i in (1, 2, 3)) + "---\n" + SERVICE
+    r = sh("bash", "-c", f"KUBECONFIG={KUBECONFIG} kubectl apply -f - <<'EOF'\n{docs}EOF")
+    assert r.returncode == 0, r.stderr
+    assert kubectl("wait", "--for=condition=Ready", "pod", "-l", "app=echo", "--timeout=120s", timeout=150).returncode == 0
+    pods = {int(p["metadata"]["labels"]["node"]): p["status"]["podIP"] for p in json.loads(kubectl("get", "pods", "-l", "app=echo", "-o", "json").stdout)["items"]}
+    svc = json.loads(kubectl("get", "svc", "echo-3", "-o", "json").stdout)["spec"]
+    return {"pods": pods, "cluster_ip": svc["clusterIP"], "node_port": svc["ports"][0]["nodePort"]}
+
+
+def test_every_nodes_pod_reaches_every_other_and_the_service(echoes):
+    for i in (1, 2, 3):
+        for j, ip in echoes["pods"].items():
+            r = kubectl("exec", f"echo-{i}", "--", *get(ip))
+            assert "200 OK" in r.stdout, (i, j, r.stderr)
+        r = kubectl("exec", f"echo-{i}", "--", *get(echoes["cluster_ip"]))
+        assert "200 OK" in r.stdout, (i, r.stderr)
+
+
+def test_a_nodeport_on_a_node_without_the_pod_is_answered_through_the_node_that_has_it(echoes):
+    """The client node asks node 1 (the ingress's, which has no echo-3) for the NodePort: node
+    1's kube-proxy forwards it to node 3, masqueraded as node 1's own address, as the seed's
+    5-node kube-proxy did (seed 003): echo-3's access log shows node 1, not the client."""
+    r = in_node(2, *get(NODE_IP[1], echoes["node_port"], "/from-node-2"))
+    assert "200 OK" in r.stdout, r.stderr
+    log = kubectl("logs", "echo-3").stdout
+    line = [l for l in log.splitlines() if "/from-node-2" in l]
+    assert len(line) == 1 and line[0].split()[0] == NODE_IP[1], log
