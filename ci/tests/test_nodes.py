@@ -1,11 +1,13 @@
 """The local cluster with several nodes (NODES=3, bench/platforms/local/nodes.sh): each node a
-network namespace of its own with its kubelet, kube-proxy and containerd, labelled by role; pods
+network namespace of its own with its kubelet, kube-proxy and containerd, labelled by role and
+confined to its role's CPUs (NODE_CPUS auto: the ingress the last CPU, the others the rest); pods
 on every node reach each other and the Services; a NodePort request to a node without the
 backend is answered through the node that has it (the backend's own log shows the first node's
 address). While it is up the host's rulesets, routes and sysctls are as before `up`, but for
 the bridge the nodes hang on; after `down` the whole machine is. Bad input is one line, exit 1,
 nothing started."""
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -26,6 +28,10 @@ ROLES = {1: {"ingress"}, 2: {"client"}, 3: {"backends"}}  # node_role with 3 nod
 @pytest.mark.parametrize("env, says", [
     ({"NODES": "0"}, "NODES must be at least 1"),
     ({"NODES": "65"}, "NODES must be at most 64"),
+    ({"NODES": "3", "NODE_CPUS": "ingress=7 backends=0 client=0"}, "NODE_CPUS names CPUs ingress=7, which this machine lacks"),
+    ({"NODES": "3", "NODE_CPUS": "ingress=1 backends=0"}, "NODE_CPUS lacks the client role's CPUs"),
+    ({"NODES": "3", "NODE_CPUS": "ingress=1 ingress=0 backends=0 client=0"}, "NODE_CPUS gives the ingress role twice"),
+    ({"NODES": "3", "NODE_CPUS": "ingress:1"}, "NODE_CPUS"),
 ])
 def test_bad_node_plan_is_one_line_and_starts_nothing(env, says):
     assert not STATE.exists(), "a local cluster is up: this test needs a host without one"
@@ -145,3 +151,22 @@ def test_a_nodeport_on_a_node_without_the_pod_is_answered_through_the_node_that_
     log = kubectl("logs", "echo-3").stdout
     line = [l for l in log.splitlines() if "/from-node-2" in l]
     assert len(line) == 1 and line[0].split()[0] == NODE_IP[1], log
+
+
+def test_each_nodes_pods_run_on_its_roles_cpus_and_its_capacity_says_so(echoes):
+    """NODE_CPUS auto on this machine: the ingress's node the last CPU, the others the rest (or
+    on 1 CPU all that one). Each node's capacity is its CPU count, and a process in a pod on it
+    may run on those CPUs only (the kernel's own Cpus_allowed_list)."""
+    last = os.cpu_count() - 1
+    rest = "0" if last <= 1 else f"0-{last - 1}"
+    want = {1: str(last), 2: rest, 3: rest}
+    for n in json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]:
+        i = int(n["metadata"]["name"].rsplit("-", 1)[1])
+        assert n["status"]["capacity"]["cpu"] == str(len(cpus(want[i]))), n["status"]["capacity"]
+    for i in (1, 2, 3):
+        r = kubectl("exec", f"echo-{i}", "--", "grep", "Cpus_allowed_list", "/proc/self/status")
+        assert cpus(r.stdout.split()[-1]) == cpus(want[i]), (i, r.stdout, r.stderr)
+
+
+def cpus(listing):
+    return {c for part in listing.split(",") for c in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)}

@@ -439,5 +439,6 @@ case "${1:-}" in
   procs) our_pids ;;
   pod-links) pod_links ;;
   kubelet-ns) shift; kubelet_ns "$@" ;;
+  kubelet-ns-node) kubelet_cpus_view "$2/cpus-view" "$3"; shift 3; kubelet_ns "$@" ;;
   *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links" ;;
 esac

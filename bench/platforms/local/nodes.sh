@@ -14,6 +14,7 @@
 NODES_BRIDGE=ibench-nodes
 NODES_NET=198.18.63
 CP_IP=$NODES_NET.2
+ROLES="ingress backends client"
 CLUSTER_POD_CIDR=198.18.64.0/18
 
 node_ip() { echo "$NODES_NET.$((10 + $1))"; }
@@ -36,8 +37,73 @@ node_role() {
 # node_labels I: its roles as labels, ingress-bench/role-ROLE=true each (a node can hold two).
 node_labels() { node_role "$1" | tr , '\n' | sed 's|^|ingress-bench/role-|; s|$|=true|' | paste -sd,; }
 
-# nodes_plan: NODES read and checked before anything starts (one line, exit 1): NODE_COUNT.
-nodes_plan() { NODE_COUNT=$(setting NODES) || exit 1; }
+# cpu_list_ok LIST LAST: every CPU of LIST is at most LAST.
+cpu_list_ok() {
+  local part a b
+  for part in ${1//,/ }; do
+    a=${part%-*} b=${part#*-}
+    [ "$a" -le "$2" ] && [ "$b" -le "$2" ] && [ "$a" -le "$b" ] || return 1
+  done
+}
+
+# nodes_plan: NODES and NODE_CPUS read and checked before anything starts (one line, exit 1);
+# sets NODE_COUNT and ROLE_CPUS[role].
+nodes_plan() {
+  local layout last kv role
+  NODE_COUNT=$(setting NODES) || exit 1
+  layout=$(setting NODE_CPUS) || exit 1
+  last=$(($(nproc) - 1))
+  declare -gA ROLE_CPUS=()
+  if [ "$layout" = auto ]; then
+    ROLE_CPUS[ingress]=$last
+    ROLE_CPUS[backends]=$([ "$last" = 0 ] && echo 0 || echo "0$([ "$last" -gt 1 ] && echo "-$((last - 1))")")
+    ROLE_CPUS[client]=${ROLE_CPUS[backends]}
+    return 0
+  fi
+  for kv in $layout; do
+    role=${kv%%=*}
+    [ -z "${ROLE_CPUS[$role]:-}" ] || die "NODE_CPUS gives the $role role twice ($layout)"
+    cpu_list_ok "${kv#*=}" "$last" || die "NODE_CPUS names CPUs $role=${kv#*=}, which this machine lacks (it has CPUs 0-$last)"
+    ROLE_CPUS[$role]=${kv#*=}
+  done
+  for role in $ROLES; do [ -n "${ROLE_CPUS[$role]:-}" ] || die "NODE_CPUS lacks the $role role's CPUs ($layout): give all of $ROLES"; done
+}
+
+# node_cpus I: the CPUs node I's pods are confined to (its roles' CPUs together).
+node_cpus() {
+  local r
+  for r in $(node_role "$1" | tr , ' '); do cpu_numbers "${ROLE_CPUS[$r]}"; done | tr ' ' '\n' | sort -un | paste -sd,
+}
+
+# cpu_numbers LIST: "0-2,5" as "0 1 2 5".
+cpu_numbers() { local p; for p in ${1//,/ }; do seq "${p%-*}" "${p#*-}"; done | paste -sd' '; }
+
+# kubelet_cpus_view DIR CPUS: in the kubelet's own mount namespace (kubelet_ns), this machine as
+# one with only CPUS, its node's: each NUMA node lists only those of its CPUs (its memory and
+# huge pages as they are) and /proc/cpuinfo only their entries. cAdvisor's topology, the node's
+# CPU capacity and the cpuset the kubelet writes into its kubepods group at start are then
+# those CPUs, which its cgroup root is confined to (cg_node_group). DIR: scratch for the copies.
+kubelet_cpus_view() {
+  local d=$1 keep n c name
+  keep=" $(cpu_numbers "$2") "
+  rm -rf "$d" && mkdir -p "$d"
+  mount --make-rprivate /sys
+  for n in /sys/devices/system/node/node[0-9]*; do
+    name=$(basename "$n")
+    mkdir -p "$d/$name"
+    cp -r "$n/meminfo" "$n/distance" "$n/hugepages" "$d/$name/" 2>/dev/null || true
+    mount -t tmpfs -o mode=755 ibench-cpus "$n"
+    cp -r "$d/$name/." "$n/"
+  done
+  for c in $keep; do
+    # The CPU's NUMA node: the one its own directory names (nodeN), else node 0.
+    name=$(basename "$(ls -d /sys/devices/system/cpu/cpu"$c"/node[0-9]* 2>/dev/null | head -n1)" 2>/dev/null)
+    ln -s "/sys/devices/system/cpu/cpu$c" "/sys/devices/system/node/${name:-node0}/cpu$c"
+  done
+  echo "$2" >"$d/cpulist"
+  awk -v keep="$keep" '/^processor/ {on = index(keep, " " $3 " ") > 0} on' /proc/cpuinfo >"$d/cpuinfo"
+  mount --bind -o ro "$d/cpuinfo" /proc/cpuinfo
+}
 
 # node_netns I IP: namespace I pinned under the state dir, on the bridge by one veth with IP,
 # with routes to every node's pods but its own.
@@ -86,7 +152,8 @@ node_render() {
 }
 
 # nodes_start: each node's containerd (its images imported), kubelet and kube-proxy, in its
-# namespace, below a cgroup root of its own.
+# namespace, below a cgroup root of its own confined to its roles' CPUs (its kubelet shown
+# only those: kubelet_cpus_view).
 nodes_start() {
   local i d p=$S/pki
   for i in $(seq "$NODE_COUNT"); do
@@ -97,9 +164,7 @@ nodes_start() {
     node_render "$i" "$CONF/kubelet.yaml" >"$d/kubelet.yaml"
     node_render "$i" "$CONF/kube-proxy.yaml" >"$d/kube-proxy.yaml"
     (umask 077 && cd "$p" && cert "$d/pki/kubelet" "/CN=ibench-node-$i" "IP:$(node_ip "$i"),DNS:ibench-node-$i")
-    # Every CPU: the kubelet writes every CPU of the machine into its kubepods group at start
-    # (with the none policy too), which a group confined to fewer refuses.
-    cg_node_group "$CGROUP_ROOT/node-$i" "$(cg_cpuset "$CGROUP_ROOT")"
+    cg_node_group "$CGROUP_ROOT/node-$i" "$(node_cpus "$i")"
     start "containerd-$i" nsenter --net="$d/netns" containerd --config "$d/containerd.toml"
   done
   for i in $(seq "$NODE_COUNT"); do
@@ -108,7 +173,7 @@ nodes_start() {
     # shellcheck disable=SC2086 # one name a word
     import_images_to "$d/containerd/containerd.sock" $LOCAL_IMAGES
     mount --bind "$d/kubelet" "$d/kubelet" && mount --make-shared "$d/kubelet"
-    start "kubelet-$i" nsenter --net="$d/netns" unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
+    start "kubelet-$i" nsenter --net="$d/netns" unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns-node "$d" "$(node_cpus "$i")" \
       --config="$d/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$(node_ip "$i")" \
       --hostname-override="ibench-node-$i" --root-dir="$d/kubelet" --containerd="$d/containerd/containerd.sock" \
       --housekeeping-interval=1s --node-labels="$(node_labels "$i")"
