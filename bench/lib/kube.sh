@@ -47,7 +47,17 @@ image_set() {
 }
 k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
 # Image references the local node's containerd holds.
-local_images() { ctr -a "$IB_CLUSTER_STATE/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true; }
+# (Every node of several has its own containerd, each given the same images: node 1's say.)
+local_images() {
+  local sock=$IB_CLUSTER_STATE/containerd/containerd.sock
+  [ -S "$sock" ] || sock=$IB_CLUSTER_STATE/nodes/1/containerd/containerd.sock
+  ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true
+}
+# client_netns: the network namespace of our cluster's client node (bench/platforms/local/nodes.sh:
+# node 2 of several); nothing with one node, which is this host.
+client_netns() { [ "$(cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1)" = 1 ] || echo "$IB_CLUSTER_STATE/nodes/2/netns"; }
+# in_netns PATH: this process is in network namespace PATH.
+in_netns() { [ "$(stat -L -c %i /proc/self/ns/net)" = "$(stat -L -c %i "$1" 2>/dev/null)" ]; }
 # pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.
 pod_problem() {
   local sel; sel=$(kubectl -n "$1" get deploy "$2" -o json | jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
@@ -62,12 +72,13 @@ pod_problem() {
 # are below it, Guaranteed pods directly below kubepods, the others one QoS level deeper.
 IB_KUBELET_CGROUP=ibench
 # pod_groups: "ROLE REL" for each container of the namespace's pods (not the metrics sidecar),
-# its group's path in every hierarchy as a glob over the QoS levels (cgroups.sh usage).
+# its group's path in every hierarchy as a glob over the nodes (NODES) and QoS levels (cgroups.sh usage).
 pod_groups() {
   kubectl -n ingress-bench get pods -o json 2>/dev/null | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
     | .metadata.labels["app.kubernetes.io/component"] as $role | .metadata.uid as $uid
     | (.status.containerStatuses // [])[] | select(.name != "nginx-exporter" and .containerID != null)
-    | (.containerID | sub(".*://"; "")) as $cid | "", "*/" | "\($role) '"$IB_KUBELET_CGROUP"'/kubepods/\(.)pod\($uid)/\($cid)"'
+    | (.containerID | sub(".*://"; "")) as $cid | "", "node-*/" | . as $node | "", "*/"
+    | "\($role) '"$IB_KUBELET_CGROUP"'/\($node)kubepods/\(.)pod\($uid)/\($cid)"'
 }
 # The CPUs the ingress pod's container is confined to (its cpuset, as the static CPU manager
 # set it), for meta.json: proof of the placement, not a guess from the spec.
@@ -77,6 +88,5 @@ ingress_cpuset() {
   # The first container that is not the metrics sidecar (components/monitoring).
   cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o json 2>/dev/null |
     jq -r '[.items[0].status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID')
-  cat /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/kubepods/pod"$uid"/"${cid#*://}"/cpuset.cpus \
-    /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/kubepods/*/pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
+  cat /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/{,node-*/}kubepods/{,*/}pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
 }

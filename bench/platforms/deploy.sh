@@ -34,7 +34,10 @@ cluster=$(pf_trait cluster "$PLATFORM")
 case "$cluster" in
   own)
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'" ;;
+    bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
+    # With several nodes the host has no route into it: the rest from the client node.
+    ns=$(client_netns)
+    [ -z "$ns" ] || in_netns "$ns" || exec nsenter --net="$ns" bash "$0" "$@" ;;
   user)
     need_external_cluster "deploys into" ;;
   *) die "PLATFORM=$PLATFORM has no cluster to deploy into" ;;
@@ -48,6 +51,15 @@ fi
 # platform's image override, which must come last to see the sidecars' images.
 extra=()
 [ "$MONITORING" = 1 ] && extra+=("$IB_ROOT/kustomize/components/monitoring")
+# Our cluster's nodes carry their roles (bench/platforms/local/nodes.sh): each workload on its own.
+[ "$cluster" != own ] || extra+=("$IB_ROOT/kustomize/components/placement-roles")
+# On our cluster of several nodes the ingress's node is its CPU budget: without INGRESS_CPU its
+# container may use every CPU of that node (the limit) and asks for what leaves its metrics
+# sidecar room (the request), no quota below the node's.
+node_cpus=''
+if [ "$cluster" = own ] && [ -z "$ingress_cpu" ] && [ "$(kubectl get nodes -o name | wc -l)" -gt 1 ]; then
+  node_cpus=$(kubectl get nodes -l ingress-bench/role-ingress=true -o jsonpath='{.items[0].status.capacity.cpu}')
+fi
 [ "$images" = upstream ] || extra+=("$IB_ROOT/kustomize/components/images-local")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -57,10 +69,11 @@ render() { # [LINK_CAPACITY_BITS]
     echo "kind: Kustomization"
     echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
     [ ${#extra[@]} = 0 ] || echo "components: [$(for c in "${extra[@]}"; do realpath --relative-to="$work" "$c"; done | paste -sd,)]"
-    [ -n "${1:-}" ] || [ -n "$release" ] || [ -n "$ingress_cpu" ] && echo "patches:"
+    [ -n "${1:-}" ] || [ -n "$release" ] || [ -n "$ingress_cpu$node_cpus" ] && echo "patches:"
     # INGRESS_CPU: the ingress container's CPU, request = limit (whole cores: pinned by the
     # static CPU manager; a fraction: a CFS quota), the overlay's other settings as they are.
     [ -z "$ingress_cpu" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%s" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$ingress_cpu" "$ingress_cpu"
+    [ -z "$node_cpus" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%sm" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$((node_cpus * 1000 - 100))" "$node_cpus"
     # The link capacity NIC utilization is judged against (bench:link_capacity:bits).
     [ -z "${1:-}" ] || printf '  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
     # A kube-prometheus-stack with the chart's default selectors picks monitors and rules by
@@ -195,11 +208,12 @@ fi
 # devices (cluster.sh pod-links), never another tbf on the host. (On users' clusters the
 # burst stays: see components/link-1g.)
 if [ "$cluster" = own ] && [ -n "$shaped" ]; then
-  for dev in $(bash "$IB_ROOT/bench/platforms/local/cluster.sh" pod-links); do
-    rate=$(tc qdisc show dev "$dev" root | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1)}')
-    [ -z "$rate" ] || tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
+  while read -r netns dev; do
+    net=(); [ "$netns" = - ] || net=(nsenter --net="$netns") # (a node's, on a cluster of several)
+    rate=$("${net[@]}" tc qdisc show dev "$dev" root | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1)}')
+    [ -z "$rate" ] || "${net[@]}" tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
       die "could not set the link emulation's burst on $dev"
-  done
+  done < <(bash "$IB_ROOT/bench/platforms/local/cluster.sh" pod-links)
 fi
 
 # The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,

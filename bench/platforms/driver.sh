@@ -11,6 +11,8 @@
 #                       (host k6: lab, local)
 #   pf_cluster_up       a cluster and its monitoring up, for the in-cluster k6 of
 #                       bench/run/distributed.sh, which deploys and loads it itself (local, external)
+#   pf_enter SCRIPT ARGS  after pf_check: SCRIPT again where the platform's client side runs,
+#                       or nothing (local on several nodes: the client node's namespace)
 #   pf_cpu_groups       after pf_up: "ROLE REL" lines, the cgroups whose CPU time is the
 #                       ingress's and the backends' (bench/platforms/monitoring/cgroups.sh usage);
 #                       none: the platform cannot see them (a user's cluster or host)
@@ -31,8 +33,9 @@ load_platform() {
   PLATFORM=$(platform) || exit 1
   export PLATFORM
   pf_cpu_groups() { :; }
+  pf_enter() { :; }
   . "$IB_ROOT/bench/platforms/drivers/$PLATFORM.sh"
-  RUN=() STUB='' IN_CLUSTER=0
+  RUN=() STUB='' IN_CLUSTER=0 dash_host=127.0.0.1 budget_cpus=''
 }
 
 # pf_trait NAME [PLATFORM]: a trait of PLATFORM's driver (default: the resolved PLATFORM).

@@ -25,6 +25,7 @@ MONITORING=$(setting MONITORING)
 export MONITORING
 pf_check "$SCENARIO"
 need_ingress_cpu
+pf_enter "$0" "$@"
 # A user's cluster runs k6 in its pods: the in-cluster Job (SEGMENTS pods, default 1).
 if [ "$IN_CLUSTER" = 1 ]; then SEGMENTS=$(setting SEGMENTS external); export SEGMENTS; fi
 [ "$IN_CLUSTER" = 0 ] || exec bash "$IB_ROOT/bench/run/distributed.sh" "$SCENARIO"
@@ -106,7 +107,8 @@ probe() {
 if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   probe_share=$(deployed_ingress_share)
   say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"
-  probe "$probe_share" "$probe_share" "$(nproc)"
+  # shellcheck disable=SC2086 # "CLIENT INGRESS": two arguments
+  probe "$probe_share" "$probe_share" ${budget_cpus:-$(nproc)}
   say budget "$line"
 elif [ "$cluster" = none ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
   say placement "probing what k6, the LB and the backends cost per request (3 s)"
@@ -128,12 +130,11 @@ cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/bench/platforms/monitoring/
 
 # Correlation and live views. k6 streams its metrics into Prometheus (native histograms,
 # tagged testid/variant/scenario/platform), the teardown reads the bench:* rules back, and
-# the web dashboard serves the run live (loopback; on the lab, the client's address, the one
-# the host reaches in the client's namespace) and is saved with the results.
+# the web dashboard serves the run live (loopback; where k6 runs in a namespace of its own, the
+# lab's client or a client node, that namespace's address: dash_host) and is saved with the results.
 # --out on the command line replaces K6_OUT: a user's own output is passed on beside ours.
 K6_ARGS=(); [ -z "${K6_OUT:-}" ] || K6_ARGS+=(--out "$K6_OUT")
-dash=127.0.0.1:${K6_WEB_DASHBOARD_PORT:-5665}
-[ "$cluster" = none ] && [ ${#RUN[@]} -gt 0 ] && dash=$LAB_CLIENT_IP:${dash#*:}
+dash=$dash_host:${K6_WEB_DASHBOARD_PORT:-5665}
 K6_ENV=(K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_OPEN=false K6_WEB_DASHBOARD_HOST="${dash%:*}" K6_WEB_DASHBOARD_PORT="${dash#*:}")
 if [ "$MONITORING" = 1 ]; then
   PROMETHEUS_URL=${PROMETHEUS_URL:-$(pf_prometheus)} || exit 1

@@ -1,6 +1,7 @@
-"""bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS: the ingress's CPU budget on a host the
-client shares (the local platform), from a short probe run (bench/run/bench.sh runs it first when
-INGRESS_CPU=auto, the default).
+"""bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS [INGRESS_NODE_CPUS]: the ingress's CPU
+budget on a host the client shares (the local platform), from a short probe run (bench/run/bench.sh
+runs it first when INGRESS_CPU=auto, the default). With INGRESS_NODE_CPUS (a cluster of several
+nodes) the ingress has a node of its own with that many CPUs and HOST_CPUS are the client node's.
 bench/run/budget.py PROBE_RUN_DIR pinned: the placement on a platform without a cluster (the
 lab), from the same probe: its LB keeps its pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
 (the LB and the backends share theirs) with the same headroom, and when not, what this host
@@ -17,7 +18,10 @@ ingress's rate at S needs from it:
 so S = (HOST - others) / (1 + HEADROOM * (k6 + backends) / ingress), rounded down to 50m; a
 whole core or more is given as whole cores (the static CPU manager pins them). At least one CPU
 stays the client's. A share within 10 % of the probe's is the probe's (its pod stays: no
-redeploy for a difference the noise makes).
+redeploy for a difference the noise makes). On a node of its own the ingress gets
+    S = min(INGRESS_NODE_CPUS, (HOST - others) / (HEADROOM * (k6 + backends) / ingress))
+and where that is within 100m of the whole node (its metrics sidecar's room), "overlay": the
+whole node, no quota below it (bench/platforms/deploy.sh).
 
 Prints three lines: the share (a Kubernetes CPU quantity), the sentence bench.sh says before
 the load, and the JSON meta.json records. Bad input: one line on stderr, exit 2."""
@@ -53,24 +57,30 @@ def per_request(summary, refused):
     return ingress, k6, backends, c, figures
 
 
-def budget(summary, probe_share, host_cpus):
+def budget(summary, probe_share, host_cpus, node_cpus=None):
     ingress, k6, backends, c, measured = per_request(
         summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
     others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
-    raw = (host_cpus - others) / (1 + HEADROOM * (k6 + backends) / ingress)
-    share = math.floor(raw / STEP + 1e-9) * STEP
-    if share >= 1:
-        share = float(math.floor(share))
-    share = max(MIN_SHARE, min(share, host_cpus - 1))
+    if node_cpus:
+        raw = (host_cpus - others) / (HEADROOM * (k6 + backends) / ingress)
+        share = max(MIN_SHARE, math.floor(min(raw, node_cpus) / STEP + 1e-9) * STEP)
+    else:
+        raw = (host_cpus - others) / (1 + HEADROOM * (k6 + backends) / ingress)
+        share = math.floor(raw / STEP + 1e-9) * STEP
+        if share >= 1:
+            share = float(math.floor(share))
+        share = max(MIN_SHARE, min(share, host_cpus - 1))
     probed = cores_of(probe_share)
     if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1):
         share = probed
     figures = {"probe_share": probe_share, **measured, "other_cores": round(others, 3),
-               "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3)}
-    q = quantity(share)
-    text = (f"ingress CPU {q}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
+               "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3),
+               **({"ingress_node_cpus": node_cpus} if node_cpus else {})}
+    q = "overlay" if node_cpus and share > node_cpus - 0.1 else quantity(share)
+    shown = "its whole node" if q == "overlay" else q
+    text = (f"ingress CPU {shown}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
             f"{backends * 1e6:.0f} µs, and the rest of the host {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
-            f"{probe_share}); at {q} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it "
+            f"{probe_share}); at {shown} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it "
             f"(INGRESS_CPU=<quantity> sets another)")
     return q, text, {"ingress_cpu": q, "source": "probe", **figures}
 
@@ -110,8 +120,8 @@ def pinned_placement(summary, meta, host_cpus):
 
 
 def main(argv):
-    if len(argv) != 4 and argv[2:] != ["pinned"]:
-        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS | PROBE_RUN_DIR pinned", file=sys.stderr)
+    if len(argv) not in (4, 5) and argv[2:] != ["pinned"]:
+        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS [INGRESS_NODE_CPUS] | PROBE_RUN_DIR pinned", file=sys.stderr)
         return 2
     try:
         summary = json.loads((Path(argv[1]) / "summary.json").read_text())
@@ -119,7 +129,7 @@ def main(argv):
             meta = json.loads((Path(argv[1]) / "meta.json").read_text())
             q, text, meta = pinned_placement(summary, meta, meta["host"]["cpus"])
         else:
-            q, text, meta = budget(summary, argv[2], int(argv[3]))
+            q, text, meta = budget(summary, argv[2], int(argv[3]), int(argv[4]) if len(argv) == 5 else None)
     except (OSError, ValueError, KeyError) as e:
         print(f"error: the ingress CPU probe ({argv[1]}): {e}", file=sys.stderr)
         return 2

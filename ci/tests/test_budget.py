@@ -19,10 +19,10 @@ def probe(ingress_us, k6_us, backend_us, other_cores, requests=10000, seconds=3.
                     "other_cpu_seconds": other_cores * seconds}}
 
 
-def budget(tmp_path, summary, share, host_cpus=2):
+def budget(tmp_path, summary, share, host_cpus=2, node_cpus=None):
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), share, str(host_cpus)],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), share, str(host_cpus)]
+                          + ([str(node_cpus)] if node_cpus else []), capture_output=True, text=True, timeout=30)
 
 
 @pytest.mark.parametrize("costs, share, host, expected", [
@@ -50,6 +50,24 @@ def test_the_headroom_holds_at_the_share_chosen(tmp_path):
     s = float(r.stdout.split()[0].rstrip("m")) / 1000
     rate = s / 101e-6
     assert 2 - s - 0.25 >= 1.5 * rate * (44 + 63) * 1e-6
+
+
+@pytest.mark.parametrize("costs, client, node, expected", [
+    # The 3-node run here (issue 30): k6 and the backends on the client node's CPU 0, the ingress
+    # alone on CPU 1: (1 - 0.14) / (1.5 * (40 + 61) / 108) = 0.613 -> 600m, a quota below its node.
+    ((108, 40, 61, 0.14), 1, 1, "600m"),
+    # A client side that can drive the whole node (within its sidecar's 100m): no quota at all.
+    ((100, 20, 0, 0.1), 1, 1, "overlay"),
+    ((100, 20, 0, 0.1), 4, 2, "overlay"),
+    ((100, 100, 100, 0.1), 1, 2, "300m"),       # (1 - 0.1) / (1.5 * 200 / 100) = 0.3 of a 2-CPU node
+])
+def test_on_a_node_of_its_own_the_ingress_gets_at_most_that_node(costs, client, node, expected, tmp_path):
+    r = budget(tmp_path, probe(*costs), "500m", client, node)
+    assert r.returncode == 0, r.stderr
+    q, text, meta = r.stdout.splitlines()
+    assert q == expected, r.stdout
+    assert text.startswith("ingress CPU " + ("its whole node" if q == "overlay" else q) + ":"), text
+    assert json.loads(meta)["ingress_node_cpus"] == node
 
 
 def test_a_probe_without_an_ingress_count_is_one_line(tmp_path):

@@ -17,6 +17,7 @@ pf_check() {
     "$IB_ROOT/bench/platforms/lab.sh" check
     read -r CLIENT_CPU_LIST SERVER_CPU_LIST <<<"$(lab_cpus)"
     RUN=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CLIENT_CPU_LIST")
+    dash_host=$LAB_CLIENT_IP # the client's address: the host reaches k6's dashboard there
     STUB=$LAB_STUB
     [ -n "${TARGET:-}" ] && [ "$host" != "$LAB_LB_IP" ] && STUB=${STUB_STATUS_URL:-}
   else

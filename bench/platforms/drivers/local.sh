@@ -14,7 +14,30 @@ pf_check() {
   image_set >/dev/null
   # The kubelet keeps one CPU out of exclusive use (bench/platforms/local/kubelet.yaml) and pins
   # the ingress to others: k6 goes on the CPUs the ingress does not have (known after deploy).
-  export CLIENT_CPUS=${CLIENT_CPUS:-$(($(nproc) - 1))}
+  # On several nodes k6 is the client node's, on its CPUs, the ingress's budget its node's.
+  local ns; ns=$(client_netns)
+  if [ -n "$ns" ] && in_netns "$ns"; then
+    CLIENT_CPU_LIST=$(cat "$IB_CLUSTER_STATE/nodes/2/cpus")
+    budget_cpus="$(taskset -c "$CLIENT_CPU_LIST" nproc) $(KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl get nodes -l ingress-bench/role-ingress=true -o jsonpath='{.items[0].status.capacity.cpu}')"
+    export CLIENT_CPUS=${CLIENT_CPUS:-${budget_cpus% *}}
+  else
+    export CLIENT_CPUS=${CLIENT_CPUS:-$(($(nproc) - 1))}
+  fi
+}
+
+# pf_enter SCRIPT ARGS...: on our cluster of several nodes (NODES, or the one up), SCRIPT again
+# in the client node's network namespace, the seeds' client machine: the host has no route into
+# the cluster, and k6's traffic crosses the client node's link to the ingress node's. The
+# cluster comes up first (the namespace is its).
+pf_enter() {
+  local ns; ns=$(client_netns)
+  [ "$(setting NODES)" -gt 1 ] || [ -n "$ns" ] || return 0
+  [ -z "$ns" ] || ! in_netns "$ns" || return 0
+  pf_cluster_up
+  ns=$(client_netns)
+  [ -n "$ns" ] || return 0
+  say placement "k6 in the client node (ibench-node-2, $(cat "$IB_CLUSTER_STATE/nodes/2/cpus" | sed 's/^/CPU /')), the ingress on its own node"
+  exec nsenter --net="$ns" bash "$@"
 }
 
 # pf_cluster_up: the cluster and its monitoring stack (what deploy's monitoring component needs).
@@ -46,8 +69,14 @@ pf_up() {
   # A CPU amount that is not whole cores is a CFS quota in the shared pool, beside k6.
   INGRESS_CORES=''
   [ -z "${INGRESS_CPU:-}" ] || INGRESS_CORES=$(cpu_cores "$INGRESS_CPU" | awk '$1 != int($1)')
-  CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
-  PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
+  if [ -n "${budget_cpus:-}" ]; then
+    # The client node's CPUs (pf_check); its address is the host's way to k6's web dashboard.
+    PLACEMENT_SHARED="the backends' node and the control plane"
+    dash_host=$(ip -o -4 addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
+  else
+    CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
+    PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's
+  fi
   RUN=(taskset -c "$CLIENT_CPU_LIST")
 }
 

@@ -8,8 +8,8 @@
 #                                  make, and nothing at all without a cluster of ours (idempotent)
 #   bench/platforms/local/cluster.sh status   exit 0 when the API answers and the node is Ready
 #   bench/platforms/local/cluster.sh procs    the pids of every live process of it, containers included
-#   bench/platforms/local/cluster.sh pod-links  our pods' host devices: the veths on our bridge and
-#                                  the CNI bandwidth plugin's ifb devices of those (deploy.sh)
+#   bench/platforms/local/cluster.sh pod-links  our pods' node devices ("NETNS DEV"): the veths on our
+#                                  bridge and the CNI bandwidth plugin's ifb devices of those (deploy.sh)
 # Ownership: up records the host's iptables rules before it starts anything ($S/before); down
 # removes only KUBE-/CNI- chains and rules that appeared since, and ours (IBENCH-*). up refuses
 # next to another Kubernetes (its KUBE-* chains, or its ports). Pods' network namespaces are
@@ -138,7 +138,7 @@ pki() {
 # node's own set by node_render) one of several nodes'.
 render() {
   sed -e "s|@NODE_STATE@|${node_state:-$S}|g" -e "s|@POD_GW@|${pod_gw:-$NODE_IP}|g" -e "s|@POD_ROUTES@|${pod_routes:-}|g" \
-      -e "s|@CPU_MANAGER@|${cpu_manager:-static}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
+      -e "s|@CPU_MANAGER@|${cpu_manager:-static}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-500m}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
       -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
       -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
       -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \
@@ -195,9 +195,15 @@ refuse_foreign() {
   [ -z "$used" ] || die "port ${used%% *} is in use (${used#* }): another Kubernetes on this host? the local cluster needs ports $KUBE_PORTS"
 }
 
-# pod_links: our pods' host devices: the veths on our bridge and the ifb devices the CNI
-# bandwidth plugin redirects their ingress to (egress shaping of the pod).
+# pod_links: "NETNS DEV" for our pods' node devices: the veths on our bridge and the ifb devices
+# the CNI bandwidth plugin redirects their ingress to (egress shaping of the pod); NETNS "-" for
+# the host's (one node), else the node's namespace.
 pod_links() {
+  local i n; n=$(cat "$S/node-count" 2>/dev/null || echo 1)
+  if [ "$n" = 1 ]; then pod_links_here | sed 's/^/- /'; return 0; fi
+  for i in $(seq "$n"); do in_node "$i" bash "$0" pod-links-here | sed "s|^|$(node_dir "$i")/netns |"; done
+}
+pod_links_here() {
   local dev
   for dev in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
     echo "$dev"
@@ -364,8 +370,9 @@ down() {
   # The host k6's cgroup sampler writes into the state directory (bench/platforms/monitoring/monitoring.sh).
   [ -f "$S/textfile/.sampler.pid" ] && kill "$(cat "$S/textfile/.sampler.pid")" 2>/dev/null || true
   bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" remove # the host k6's cgroup
-  # Our pods' host devices, while the bridge still tells them (a down cut short keeps the list).
-  pod_links >>"$S/pod-links"
+  # Our pods' host devices, while the bridge still tells them (a down cut short keeps the list);
+  # the nodes' (several) go with their namespaces.
+  pod_links_here >>"$S/pod-links"
   # Control plane and node agents first, so nothing restarts the containers killed next.
   for name in kubelet kubelet-* kube-proxy kube-proxy-* kube-scheduler kube-controller-manager kube-apiserver; do
     for f in "$S"/pids/$name; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
@@ -438,6 +445,7 @@ case "${1:-}" in
   status) status ;;
   procs) our_pids ;;
   pod-links) pod_links ;;
+  pod-links-here) pod_links_here ;; # (in a node's namespace: pod_links)
   kubelet-ns) shift; kubelet_ns "$@" ;;
   kubelet-ns-node) kubelet_cpus_view "$2/cpus-view" "$3"; shift 3; kubelet_ns "$@" ;;
   *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links" ;;

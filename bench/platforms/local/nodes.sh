@@ -147,7 +147,7 @@ nodes_network_up() {
 node_render() {
   local i=$1
   node_state=$(node_dir "$i") NODE_IP=$(node_ip "$i") POD_CIDR=$(node_pod_cidr "$i") pod_gw=$(node_gw "$i") \
-    NODE_NAME=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=none \
+    NODE_NAME=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=none kube_reserved=0 \
     pod_routes=", { \"dst\": \"$CLUSTER_POD_CIDR\", \"gw\": \"$(node_gw "$i")\" }, { \"dst\": \"$NODES_NET.0/24\", \"gw\": \"$(node_gw "$i")\" }" render "$2"
 }
 
@@ -165,6 +165,7 @@ nodes_start() {
     node_render "$i" "$CONF/kube-proxy.yaml" >"$d/kube-proxy.yaml"
     (umask 077 && cd "$p" && cert "$d/pki/kubelet" "/CN=ibench-node-$i" "IP:$(node_ip "$i"),DNS:ibench-node-$i")
     cg_node_group "$CGROUP_ROOT/node-$i" "$(node_cpus "$i")"
+    node_cpus "$i" >"$d/cpus" # (the bench's k6 in the client node runs on these: drivers/local.sh)
     start "containerd-$i" nsenter --net="$d/netns" containerd --config "$d/containerd.toml"
   done
   for i in $(seq "$NODE_COUNT"); do

@@ -31,7 +31,10 @@ sampler_stop() { # DIR
   rm -f "$1/.sampler.pid"
 }
 
-ready() { curl -fsS --max-time 2 "$1/-/ready" >/dev/null 2>&1; }
+# Our cluster's Prometheus, on a cluster of several nodes, from the client node: the host has
+# no route into it (bench/platforms/local/nodes.sh).
+NET=(); [ "$KIND" != operator ] || [ -z "$(client_netns)" ] || NET=(nsenter --net="$(client_netns)")
+ready() { "${NET[@]}" curl -fsS --max-time 2 "$1/-/ready" >/dev/null 2>&1; }
 
 # The operator's CRDs, from the module the operator is built from.
 crd_dir() {
