@@ -11,8 +11,9 @@
 #                       (host k6: lab, local)
 #   pf_cluster_up       a cluster and its monitoring up, for the in-cluster k6 of
 #                       bench/run/distributed.sh, which deploys and loads it itself (local, external)
-#   pf_enter SCRIPT ARGS  after pf_check: SCRIPT again where the platform's client side runs,
-#                       or nothing (local on several nodes: the client node's namespace)
+#   pf_enter CMD...     after pf_check: CMD in place of this process where the platform's
+#                       client side runs (pf_client_netns: local on several nodes, the client
+#                       node's network namespace), or nothing
 #   pf_cpu_groups       after pf_up: "ROLE REL" lines, the cgroups whose CPU time is the
 #                       ingress's and the backends' (bench/platforms/monitoring/cgroups.sh usage);
 #                       none: the platform cannot see them (a user's cluster or host)
@@ -34,6 +35,7 @@ load_platform() {
   export PLATFORM
   pf_cpu_groups() { :; }
   pf_enter() { :; }
+  pf_client_netns() { :; }
   . "$IB_ROOT/bench/platforms/drivers/$PLATFORM.sh"
   RUN=() STUB='' IN_CLUSTER=0 dash_host=127.0.0.1 budget_cpus=''
 }

@@ -25,7 +25,7 @@ MONITORING=$(setting MONITORING)
 export MONITORING
 pf_check "$SCENARIO"
 need_ingress_cpu
-pf_enter "$0" "$@"
+pf_enter bash "$0" "$@"
 # A user's cluster runs k6 in its pods: the in-cluster Job (SEGMENTS pods, default 1).
 if [ "$IN_CLUSTER" = 1 ]; then SEGMENTS=$(setting SEGMENTS external); export SEGMENTS; fi
 [ "$IN_CLUSTER" = 0 ] || exec bash "$IB_ROOT/bench/run/distributed.sh" "$SCENARIO"

@@ -107,6 +107,18 @@ def shell(script, *args, env=None):
                           cwd=ROOT, env=env, capture_output=True, text=True)
 
 
+def enter_client_side(env):
+    """This process again where the platform's client side runs (pf_client_netns: on our cluster
+    of several nodes, the client node's network namespace, the cluster brought up first), for
+    a runner that reaches the cluster's addresses itself; nothing on one node or when there."""
+    r = shell("load_platform && pf_client_netns", env=env)
+    if r.returncode != 0:
+        raise Bad(error_line(r.stderr + r.stdout))
+    ns = (r.stdout.strip().splitlines() or [""])[-1]
+    if ns and os.stat("/proc/self/ns/net").st_ino != os.stat(ns).st_ino:
+        os.execvp("nsenter", ["nsenter", f"--net={ns}", sys.executable, *sys.argv])
+
+
 def error_line(text):
     """The one-line error a script said (its last `error:` line), without the prefix."""
     lines = [l[len("error: "):] for l in text.splitlines() if l.startswith("error: ")]

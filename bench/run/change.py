@@ -8,6 +8,10 @@ the bare-metal lab: PLATFORM=lab):
                 ingress controller does on a configuration change; it ends when the status
                 port's /generation answers the new configuration's number
   scale         the backends N -> 1 -> N pods; ends when N endpoints are ready again
+  kill-node     a backends node of its own (NODES=3 or more) lost: its link down and its
+                kubelet, kube-proxy and containerd stopped (bench/platforms/local/cluster.sh
+                node-stop); marks when it is NotReady and its endpoints moved, then it is back;
+                ends when it is Ready and the backends whole again
   kill-backend  one backend pod deleted; ends when the Deployment has every pod ready again (on
                 the lab: backend 1's nginx stopped, BACKEND_DOWN_S later started; ends when it
                 answers)
@@ -40,6 +44,7 @@ DURATION = mx.default_of("DURATION", "change")  # the registry's: the change nee
 PROBE = "5s"  # the capacity run's length
 STEADY_MIN_S = 3  # the load's seconds before the change, at least (its steady p99)
 LAB_KINDS = ("none", "reload", "kill-backend")  # what the lab's processes can do
+KILL_NODE_AFTER_S = 25  # a lost node NotReady (12 s), its endpoints moved, the node Ready again
 EVENTS_SHOWN = 6  # Kubernetes events in change.md's row (all of them in change.json)
 
 
@@ -178,12 +183,22 @@ def checked(env, reg):
         raise mx.Bad(f"bench:change runs on the local cluster or the lab (PLATFORM={'|'.join(ours)}), got PLATFORM={env['PLATFORM']}")
     if env.get("SCENARIO", "rps") != "rps":
         raise mx.Bad("bench:change runs the rps scenario (a steady keep-alive load): unset SCENARIO")
+    after_s = 10
+    if kind == "kill-node" and (env.get("PLATFORM") or "local") in mx.platforms(cluster=("own",)):
+        # A node lost is NotReady 12 s after its last heartbeat (bench/platforms/local/cluster.sh),
+        # its endpoints then moved and the node back: the load must outlast all of it.
+        after_s = KILL_NODE_AFTER_S
+        nodes = int(env.get("NODES") or mx.shell('cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1').stdout.strip())
+        if nodes < 3:
+            raise mx.Bad(f"CHANGE=kill-node loses a backends node of its own while the ingress and the client keep theirs: NODES=3 or more "
+                         f"(the local cluster has {nodes} node{'s' if nodes > 1 else ''})")
+        env.setdefault("DURATION", f"{10 + after_s + 10}s")
     env.setdefault("DURATION", DURATION)
     at_s = mx.duration_s(env.get("CHANGE_AT") or reg["CHANGE_AT"]["default"])
     run_s = mx.duration_s(env["DURATION"])
-    if at_s < STEADY_MIN_S or run_s < at_s + 10:
+    if at_s < STEADY_MIN_S or run_s < at_s + after_s:
         raise mx.Bad(f"CHANGE_AT {at_s:g}s and DURATION {env['DURATION']}: the load needs {STEADY_MIN_S} s or more before the change "
-                     "(its steady state) and 10 s or more after it starts")
+                     f"(its steady state) and {after_s} s or more after it starts")
     share = int(env.get("LOAD_SHARE") or reg["LOAD_SHARE"]["default"])
     reload_to = env.get("RELOAD_TO") or env.get("VARIANT") or reg["VARIANT"]["default"]
     if env.get("RELOAD_TO") and kind != "reload":
@@ -240,6 +255,10 @@ def load_rate(env, kind, c, m, mdir, share, backends, upstream):
             restore("scale", c, backends, variant, stale=upstream == "addresses")
     if p["status"] == "failed" or not p["values"].get("rps"):
         raise mx.Bad(f"the capacity run failed: {p['reason']} (log: {p['log']})")
+    # The change's run keeps the ingress CPU its capacity was measured at: a probe of its own
+    # could choose another and redeploy the ingress, its access log (the server's count) with it.
+    budget = json.loads((Path(p["dir"]) / "meta.json").read_text()).get("ingress_budget") or {}
+    run["env"].setdefault("INGRESS_CPU", budget.get("ingress_cpu") or "overlay")
     return str(max(1, round(p["values"]["rps"] * share / 100))), \
         f"{share} % of {p['values']['rps']:,.0f} req/s measured" + (" with 1 backend pod" if smallest else "")
 
@@ -284,6 +303,8 @@ def run_change(env, reg):
     lab = mx.traits(platform)["cluster"] == "none"  # the lab: host processes, no cluster
     knobs, upstream, backends = subject(kind, variant, lab, reload_to)
 
+    if not lab:  # the cluster's addresses, which the changes read, from where they are reachable
+        mx.enter_client_side(run["env"])
     mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     mdir.mkdir(parents=True)
     (mdir / "logs").mkdir()

@@ -66,6 +66,27 @@ class Cluster:
                     return cond.get("message", "Unschedulable")
         return None
 
+    def ready_ips(self, service):
+        """The addresses of SERVICE's ready endpoints."""
+        slices = self.json("get", "endpointslices", "-l", f"kubernetes.io/service-name={service}")["items"]
+        return {a for s in slices for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready") for a in e["addresses"]}
+
+    def node_ready(self, node):
+        n = json.loads(self.kubectl("get", "node", node, "-o", "json"))
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
+
+    def lost(self, action, i):
+        """Node I lost to the cluster (stop) or back (start): cluster.sh node-stop|node-start."""
+        r = subprocess.run(["bash", str(mx.ROOT / "bench/platforms/local/cluster.sh"), f"node-{action}", str(i)],
+                           env=self.env, capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(mx.error_line(r.stderr))
+
+    def backends_nodes(self):
+        """The numbers of the nodes that hold the backends' role alone (nodes.sh)."""
+        nodes = self.json("get", "nodes", "-l", "ingress-bench/role-backends=true,!ingress-bench/role-client")["items"]
+        return [n["metadata"]["name"].rsplit("-", 1)[1] for n in nodes]
+
     def pod_ips(self, name):
         return {p["status"]["podIP"] for p in self.live(name) if p.get("status", {}).get("podIP")}
 
@@ -249,6 +270,20 @@ def change(kind, c, marks, reload_to, n):
         marks["start"] = now_ms()
         c.kubectl("delete", "pod", victim, "--wait=false")
         marks["end"] = wait_until(lambda: victim not in c.pods("backend") and c.deployment_done("backend"), "the backend Deployment whole again")
+    elif kind == "kill-node":
+        # The node of the first backend pod (a backends node of its own: NODES=3 or more), lost
+        # until the cluster has moved its endpoints away, then back.
+        pod = c.live("backend")[0]
+        node = pod["spec"]["nodeName"]
+        gone = {p["status"]["podIP"] for p in c.live("backend") if p["spec"].get("nodeName") == node and p["status"].get("podIP")}
+        marks["start"] = now_ms()
+        c.lost("stop", node.rsplit("-", 1)[1])
+        marks["NotReady"] = wait_until(lambda: not c.node_ready(node), f"{node} NotReady")
+        marks["moved"] = wait_until(lambda: not c.ready_ips("backend") & gone, f"{node}'s backend endpoints removed", every=0.1)
+        c.lost("start", node.rsplit("-", 1)[1])
+        marks["back"] = now_ms()
+        marks["end"] = wait_until(lambda: c.node_ready(node) and c.deployment_done("backend") and c.ready_endpoints("backend") == n,
+                                  f"{node} Ready and the backends whole again")
     elif kind == "rollout":
         marks["start"] = now_ms()
         c.kubectl("rollout", "restart", f"deployment/{INGRESS}")
@@ -300,6 +335,9 @@ def restore(kind, c, n_backends, variant, stale=False):
         if kind == "kill-backend":
             c.lab("backend", "start", "1")
         return
+    if kind == "kill-node":  # every node back, whatever the change reached (a node back already is left as it is)
+        for i in c.backends_nodes():
+            c.lost("start", i)
     if kind == "rollout" and not c.deployment_done(INGRESS):
         c.kubectl("rollout", "undo", f"deployment/{INGRESS}")
     if kind == "scale":

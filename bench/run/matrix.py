@@ -46,7 +46,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 # The runners built on this one (compare, sweep, throttle, capacity, change) reach the case
 # list's checks and the tables through it, as mx.NAME: one import for "what a run is".
 from cases import (CPUS, Bad, check_values, default_of, duration_s, traits, error_line, load, number, only_relations,  # noqa: E402,F401
-                   parse, platforms, registry, resolve, say, shell)
+                   parse, platforms, registry, resolve, say, shell, enter_client_side)
 from report.relations import relations_page  # noqa: E402
 from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, shared with the index)
 from tables import compute, fmt, judge_ratio, judged_on, markdown, run_listing  # noqa: E402,F401

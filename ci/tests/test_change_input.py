@@ -9,8 +9,13 @@ from conftest import KUBECONFIG, task
 
 
 @pytest.mark.parametrize("args, message", [
-    (["CHANGE=explode"], "unknown CHANGE 'explode' (known: none, reload, scale, kill-backend, rollout, kill-ingress)"),
-    ([], "CHANGE is not set: ./task bench:change CHANGE=<none|reload|scale|kill-backend|rollout|kill-ingress>"),
+    (["CHANGE=explode"], "unknown CHANGE 'explode' (known: none, reload, scale, kill-backend, kill-node, rollout, kill-ingress)"),
+    ([], "CHANGE is not set: ./task bench:change CHANGE=<none|reload|scale|kill-backend|kill-node|rollout|kill-ingress>"),
+    (["CHANGE=kill-node"], "CHANGE=kill-node loses a backends node of its own while the ingress and the client keep theirs: NODES=3 or more "
+                           "(the local cluster has 1 node)"),
+    (["CHANGE=kill-node", "NODES=2"], "NODES=3 or more (the local cluster has 2 nodes)"),
+    (["CHANGE=kill-node", "NODES=3", "CHANGE_AT=5s", "DURATION=20s"], "the load needs 3 s or more before the change (its steady state) and 25 s"),
+    (["CHANGE=kill-node", "PLATFORM=lab"], "CHANGE=kill-node needs the local cluster (PLATFORM=local): the lab has none, reload, kill-backend"),
     (["CHANGE=scale"], "CHANGE=scale needs more than one backend pod (N -> 1 -> N): overlay nginx-lb-default has 1"),
     (["CHANGE=reload", "RELOAD_TO=nodeport-direct"], "RELOAD_TO=nodeport-direct has no nginx-lb configuration"),
     (["CHANGE=scale", "RELOAD_TO=nginx-lb-full"], "RELOAD_TO is CHANGE=reload's: unset it for CHANGE=scale"),

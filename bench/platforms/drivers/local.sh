@@ -25,19 +25,24 @@ pf_check() {
   fi
 }
 
-# pf_enter SCRIPT ARGS...: on our cluster of several nodes (NODES, or the one up), SCRIPT again
-# in the client node's network namespace, the seeds' client machine: the host has no route into
-# the cluster, and k6's traffic crosses the client node's link to the ingress node's. The
-# cluster comes up first (the namespace is its).
-pf_enter() {
+# pf_client_netns: on our cluster of several nodes (NODES, or the one up) the client node's
+# network namespace, the seeds' client machine, where the run's client side belongs (the
+# cluster brought up first: the namespace is its); nothing with one node.
+pf_client_netns() {
   local ns; ns=$(client_netns)
   [ "$(setting NODES)" -gt 1 ] || [ -n "$ns" ] || return 0
-  [ -z "$ns" ] || ! in_netns "$ns" || return 0
-  pf_cluster_up
-  ns=$(client_netns)
-  [ -n "$ns" ] || return 0
-  say placement "k6 in the client node (ibench-node-2, $(cat "$IB_CLUSTER_STATE/nodes/2/cpus" | sed 's/^/CPU /')), the ingress on its own node"
-  exec nsenter --net="$ns" bash "$@"
+  [ -n "$ns" ] || pf_cluster_up >&2
+  client_netns
+}
+
+# pf_enter CMD...: CMD in place of this process in the client node's namespace (pf_client_netns):
+# the host has no route into the cluster, and k6's traffic crosses the client node's link to
+# the ingress node's. Nothing with one node, or when in it already.
+pf_enter() {
+  local ns; ns=$(pf_client_netns) || exit 1
+  [ -n "$ns" ] && ! in_netns "$ns" || return 0
+  say placement "k6 in the client node (ibench-node-2, CPU $(cat "$IB_CLUSTER_STATE/nodes/2/cpus")), the ingress on its own node"
+  exec nsenter --net="$ns" "$@"
 }
 
 # pf_cluster_up: the cluster and its monitoring stack (what deploy's monitoring component needs).

@@ -8,6 +8,7 @@
 #                                  make, and nothing at all without a cluster of ours (idempotent)
 #   bench/platforms/local/cluster.sh status   exit 0 when the API answers and the node is Ready
 #   bench/platforms/local/cluster.sh procs    the pids of every live process of it, containers included
+#   bench/platforms/local/cluster.sh node-stop|node-start I   backends node I lost and back (nodes.sh node_lost)
 #   bench/platforms/local/cluster.sh pod-links  our pods' node devices ("NETNS DEV"): the veths on our
 #                                  bridge and the CNI bandwidth plugin's ifb devices of those (deploy.sh)
 # Ownership: up records the host's iptables rules before it starts anything ($S/before); down
@@ -138,7 +139,7 @@ pki() {
 # node's own set by node_render) one of several nodes'.
 render() {
   sed -e "s|@NODE_STATE@|${node_state:-$S}|g" -e "s|@POD_GW@|${pod_gw:-$NODE_IP}|g" -e "s|@POD_ROUTES@|${pod_routes:-}|g" \
-      -e "s|@CPU_MANAGER@|${cpu_manager:-static}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-500m}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
+      -e "s|@CPU_MANAGER@|${cpu_manager:-static}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-500m}|g" -e "s|@NODE_LEASE_S@|${node_lease_s:-40}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
       -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
       -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
       -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \
@@ -263,9 +264,13 @@ node_up() {
   # Loopback only; every path authenticated and authorized (no always-allowed /healthz).
   local guarded=(--bind-address=127.0.0.1 --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG"
     --authorization-always-allow-paths=)
+  # A node of several lost (bench:change CHANGE=kill-node) is NotReady, and its pods' endpoints
+  # gone, 12 s after its last heartbeat (its kubelet renews its lease every 5 s: kubelet.yaml)
+  # instead of 40 s.
+  local node_grace=(); [ "$NODE_COUNT" = 1 ] || node_grace=(--node-monitor-grace-period=12s)
   start kube-controller-manager "${CP[@]}" kube-controller-manager --kubeconfig="$KUBECONFIG" "${guarded[@]}" \
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
-    --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam'
+    --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam' "${node_grace[@]}"
   start kube-scheduler "${CP[@]}" kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
   if [ "$NODE_COUNT" -gt 1 ]; then nodes_start; return 0; fi
   # kubelet_ns's volume mounts reach the host through this shared mount (see there).
@@ -446,7 +451,8 @@ case "${1:-}" in
   procs) our_pids ;;
   pod-links) pod_links ;;
   pod-links-here) pod_links_here ;; # (in a node's namespace: pod_links)
+  node-stop | node-start) need_root "$1"; node_lost "${2:-}" "${1#node-}" ;;
   kubelet-ns) shift; kubelet_ns "$@" ;;
   kubelet-ns-node) kubelet_cpus_view "$2/cpus-view" "$3"; shift 3; kubelet_ns "$@" ;;
-  *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links" ;;
+  *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links|node-stop I|node-start I" ;;
 esac

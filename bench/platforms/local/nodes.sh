@@ -129,6 +129,9 @@ nodes_network_up() {
   ip link add "$NODES_BRIDGE" type bridge nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0
   ip addr add "$NODES_NET.1/24" dev "$NODES_BRIDGE"
   ip link set "$NODES_BRIDGE" up
+  # The host's own namespace pinned beside the nodes' (node_lost reaches the links' host ends
+  # from any of them; PID 1's is not ours to open).
+  mkdir -p "$S/nodes" && touch "$S/nodes/host-netns" && mount --bind /proc/self/ns/net "$S/nodes/host-netns"
   node_netns 0 "$API_IP"
   for i in $(seq "$NODE_COUNT"); do
     node_netns "$i" "$(node_ip "$i")"
@@ -147,7 +150,7 @@ nodes_network_up() {
 node_render() {
   local i=$1
   node_state=$(node_dir "$i") NODE_IP=$(node_ip "$i") POD_CIDR=$(node_pod_cidr "$i") pod_gw=$(node_gw "$i") \
-    NODE_NAME=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=none kube_reserved=0 \
+    NODE_NAME=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=none kube_reserved=0 node_lease_s=20 \
     pod_routes=", { \"dst\": \"$CLUSTER_POD_CIDR\", \"gw\": \"$(node_gw "$i")\" }, { \"dst\": \"$NODES_NET.0/24\", \"gw\": \"$(node_gw "$i")\" }" render "$2"
 }
 
@@ -180,4 +183,21 @@ nodes_start() {
       --housekeeping-interval=1s --node-labels="$(node_labels "$i")"
     start "kube-proxy-$i" nsenter --net="$d/netns" kube-proxy --config="$d/kube-proxy.yaml"
   done
+}
+
+# node_lost I stop|start: node I lost to the cluster and back (bench:change CHANGE=kill-node): its
+# link to the others down and its daemons (kubelet, kube-proxy, containerd) stopped, as a node
+# that hangs or is cut off, its pods unreachable where they run; then all of it continued and
+# its link up. Only a backends node of its own: the ingress's and the client's are the run's.
+node_lost() {
+  local i=$1 name sig
+  NODE_COUNT=$(cat "$S/node-count" 2>/dev/null || echo 1)
+  [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$NODE_COUNT" ] && [ "$(node_role "$i")" = backends ] ||
+    die "node $i is not a backends node of its own (a cluster of $NODE_COUNT node(s): NODES=3 or more has one)"
+  sig=STOP; [ "$2" = stop ] || sig=CONT
+  # (Its link's host end is in the host's namespace, which up pinned: the caller may be in the
+  # client node's.)
+  [ "$2" = stop ] && nsenter --net="$S/nodes/host-netns" ip link set "ibn-$i" down
+  for name in kubelet kube-proxy containerd; do kill -"$sig" "$(cat "$S/pids/$name-$i")"; done
+  [ "$2" = stop ] || nsenter --net="$S/nodes/host-netns" ip link set "ibn-$i" up
 }
