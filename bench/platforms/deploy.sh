@@ -56,9 +56,12 @@ extra=()
 # On our cluster of several nodes the ingress's node is its CPU budget: without INGRESS_CPU its
 # container may use every CPU of that node (the limit) and asks for what leaves its metrics
 # sidecar room (the request), no quota below the node's.
-node_cpus=''
-if [ "$cluster" = own ] && [ -z "$ingress_cpu" ] && [ "$(kubectl get nodes -o name | wc -l)" -gt 1 ]; then
-  node_cpus=$(kubectl get nodes -l ingress-bench/role-ingress=true -o jsonpath='{.items[0].status.capacity.cpu}')
+# An LB proxying to the backends' NodePort asks the backends' nodes (components/nginx-lb lb.sh),
+# as seed 003's LB asked its cluster's, not its own node, which has no backend.
+node_cpus='' backend_nodes=''
+if [ "$cluster" = own ] && [ "$(kubectl get nodes -o name | wc -l)" -gt 1 ]; then
+  [ -n "$ingress_cpu" ] || node_cpus=$(kubectl get nodes -l ingress-bench/role-ingress=true -o jsonpath='{.items[0].status.capacity.cpu}')
+  backend_nodes=$(kubectl get nodes -l ingress-bench/role-backends=true -o jsonpath='{.items[*].status.addresses[?(@.type=="InternalIP")].address}')
 fi
 [ "$images" = upstream ] || extra+=("$IB_ROOT/kustomize/components/images-local")
 work=$(mktemp -d)
@@ -69,7 +72,8 @@ render() { # [LINK_CAPACITY_BITS]
     echo "kind: Kustomization"
     echo "resources: [$(realpath --relative-to="$work" "$IB_ROOT/overlays/$OVERLAY")]"
     [ ${#extra[@]} = 0 ] || echo "components: [$(for c in "${extra[@]}"; do realpath --relative-to="$work" "$c"; done | paste -sd,)]"
-    [ -n "${1:-}" ] || [ -n "$release" ] || [ -n "$ingress_cpu$node_cpus" ] && echo "patches:"
+    [ -n "${1:-}" ] || [ -n "$release" ] || [ -n "$ingress_cpu$node_cpus$backend_nodes" ] && echo "patches:"
+    [ -z "$backend_nodes" ] || printf '  - target: { kind: Deployment, name: nginx-lb }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: BACKEND_NODE_IPS, value: "%s" } }\n' "$backend_nodes"
     # INGRESS_CPU: the ingress container's CPU, request = limit (whole cores: pinned by the
     # static CPU manager; a fraction: a CFS quota), the overlay's other settings as they are.
     [ -z "$ingress_cpu" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%s" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$ingress_cpu" "$ingress_cpu"

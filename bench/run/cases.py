@@ -243,14 +243,18 @@ def load(path, env, reg):
 
 
 def only_relations(m, prefixes):
-    """RELATIONS: the ratios whose title starts with one of PREFIXES (space-separated), and the
-    cases they compare with those cases' baselines; a prefix no title has is bad input."""
+    """RELATIONS: the ratios whose title, or the name of the case they measure (`of`), starts
+    with one of PREFIXES (space-separated), and the cases they compare with those cases'
+    baselines; a prefix no ratio has is bad input."""
     if not prefixes:
         return m
-    words = prefixes.split()
-    if unknown := [w for w in words if not any(r["title"].startswith(w) for r in m["ratios"])]:
-        raise Bad(f"RELATIONS: no ratio of {m['file']} has a title starting with {', '.join(repr(w) for w in unknown)}")
-    m["ratios"] = [r for r in m["ratios"] if r["title"].startswith(tuple(words))]
+    words = tuple(prefixes.split())
+
+    def picked(r, w):
+        return r["title"].startswith(w) or (r.get("of") or "").startswith(w)
+    if unknown := [w for w in words if not any(picked(r, w) for r in m["ratios"])]:
+        raise Bad(f"RELATIONS: no ratio of {m['file']} has a title or case starting with {', '.join(repr(w) for w in unknown)}")
+    m["ratios"] = [r for r in m["ratios"] if any(picked(r, w) for w in words)]
     names = {c for r in m["ratios"] for c in (r["of"], r["to"]) if c}
     names |= {c["baseline"] for c in m["cases"] if c["name"] in names and c["baseline"]}
     m["cases"] = [c for c in m["cases"] if c["name"] in names]

@@ -198,8 +198,10 @@ def test_relations_runs_one_seeds_ratios_and_their_cases(tmp_path):
     assert [l.split(":")[0] for l in r.stdout.splitlines()[:-1]] == ["s004-nodeport", "s004-ingress-default", "s004-ingress-keepalive"]
     r = check("003:")
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "9 cases × 3 rounds", r.stdout
-    for value, message in (("009", "error: RELATIONS: no ratio of bench/run/matrices/seeds.yaml has a title starting with '009'"),
-                           ("004|002", "error: RELATIONS must be title prefixes separated by spaces, got '004|002'")):
+    r = check("s003-nodeport-10")  # a case's name: the rows measuring it, with their baselines
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "4 cases × 3 rounds", r.stdout
+    for value, message in (("009", "error: RELATIONS: no ratio of bench/run/matrices/seeds.yaml has a title or case starting with '009'"),
+                           ("004|002", "error: RELATIONS must be title or case prefixes separated by spaces, got '004|002'")):
         r = check(value)
         assert r.returncode == 1 and [l for l in r.stderr.splitlines() if l.startswith("error:")] == [message], r.stderr
         assert not (tmp_path / "results").exists()

@@ -1,11 +1,14 @@
-"""The local cluster with several nodes (NODES=3, bench/platforms/local/nodes.sh): each node a
+"""The local cluster with several nodes (NODES=4, bench/platforms/local/nodes.sh): each node a
 network namespace of its own with its kubelet, kube-proxy and containerd, labelled by role and
 confined to its role's CPUs (NODE_CPUS auto: the ingress the last CPU, the others the rest); pods
 on every node reach each other and the Services; a NodePort request to a node without the
 backend is answered through the node that has it (the backend's own log shows the first node's
-address). While it is up the host's rulesets, routes and sysctls are as before `up`, but for
-the bridge the nodes hang on; after `down` the whole machine is. Bad input is one line, exit 1,
-nothing started."""
+address). A bench run on it: k6 in the client node (the ingress's log shows the client node's
+address), every workload on its role's node, the server's count agreeing with the client's;
+seed 003's NodePort relation judged there, not "not here"; a backends node lost under load
+(bench:change CHANGE=kill-node) and back, its marks in order. While it is up the host's
+rulesets, routes and sysctls are as before `up`, but for the bridge the nodes hang on; after
+`down` the whole machine is. Bad input is one line, exit 1, nothing started."""
 import json
 import os
 import re
@@ -15,14 +18,14 @@ from pathlib import Path
 import pytest
 
 import machine_state
-from conftest import one_error, sh
+from conftest import bench_change, one_error, sh, task
 
 CLUSTER = "bench/platforms/local/cluster.sh"
 STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
 KUBECONFIG = str(STATE / "pki/admin.kubeconfig")
 BRIDGE = "ibench-nodes"  # bench/platforms/local/nodes.sh NODES_BRIDGE
-NODE_IP = {1: "198.18.63.11", 2: "198.18.63.12", 3: "198.18.63.13"}  # node_ip: .(10+i)
-ROLES = {1: {"ingress"}, 2: {"client"}, 3: {"backends"}}  # node_role with 3 nodes
+NODE_IP = {i: f"198.18.63.{10 + i}" for i in (1, 2, 3, 4)}  # node_ip
+ROLES = {1: {"ingress"}, 2: {"client"}, 3: {"backends"}, 4: {"backends"}}  # node_role with 4 nodes
 
 
 @pytest.mark.parametrize("env, says", [
@@ -60,13 +63,13 @@ def bridge_only(diff):
 
 
 @pytest.fixture(scope="module")
-def nodes3():
+def nodes4():
     assert not STATE.exists(), "a local cluster is up: this module needs a host without one"
     sh("bash", "bench/platforms/lab.sh", "down")
     before = machine_state.snapshot()
     t0 = time.monotonic()
-    up = sh("bash", CLUSTER, "up", env={"NODES": "3"}, timeout=600)
-    print(f"\ncluster:up NODES=3: {time.monotonic() - t0:.1f} s")
+    up = sh("bash", CLUSTER, "up", env={"NODES": "4"}, timeout=600)
+    print(f"\ncluster:up NODES=4: {time.monotonic() - t0:.1f} s")
     assert up.returncode == 0, up.stderr
     while_up = machine_state.snapshot()
     yield {"before": before, "while_up": while_up, "up": up}
@@ -75,16 +78,16 @@ def nodes3():
     assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
 
 
-def test_the_host_keeps_its_tables_routes_and_sysctls_while_up(nodes3):
-    diff = machine_state.diff(nodes3["before"], nodes3["while_up"])
+def test_the_host_keeps_its_tables_routes_and_sysctls_while_up(nodes4):
+    diff = machine_state.diff(nodes4["before"], nodes4["while_up"])
     for part in ("iptables", "ip6tables", "nft", "routes", "routes6", "sysctl"):
         assert bridge_only([d for d in diff if d.startswith(part + ":")]) == [], part
 
 
-def test_nodes_are_ready_with_their_roles_and_addresses(nodes3):
-    assert "3 nodes: ibench-node-1 198.18.63.11 (ingress)" in nodes3["up"].stderr + nodes3["up"].stdout
+def test_nodes_are_ready_with_their_roles_and_addresses(nodes4):
+    assert "4 nodes: ibench-node-1 198.18.63.11 (ingress)" in nodes4["up"].stderr + nodes4["up"].stdout
     nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
-    assert len(nodes) == 3
+    assert len(nodes) == 4
     for n in nodes:
         i = int(n["metadata"]["name"].rsplit("-", 1)[1])
         ready = {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"]
@@ -124,7 +127,7 @@ def get(addr, port=80, path="/"):
 
 
 @pytest.fixture(scope="module")
-def echoes(nodes3):
+def echoes(nodes4):
     image = re.search(r"^NGINX_IMAGE=(\S+)", sh("bash", "-c", ". bench/lib.sh && echo NGINX_IMAGE=$NGINX_IMAGE_NAME:$NGINX_IMAGE_TAG").stdout, re.M)[1]
     docs = "---\n".join(ECHO.format(i=i, image=image) for i in (1, 2, 3)) + "---\n" + SERVICE
     r = sh("bash", "-c", f"KUBECONFIG={KUBECONFIG} kubectl apply -f - <<'EOF'\n{docs}EOF")
@@ -161,7 +164,7 @@ def test_each_nodes_pods_run_on_its_roles_cpus_and_its_capacity_says_so(echoes):
     may run on those CPUs only (the kernel's own Cpus_allowed_list)."""
     last = os.cpu_count() - 1
     rest = "0" if last <= 1 else f"0-{last - 1}"
-    want = {1: str(last), 2: rest, 3: rest}
+    want = {1: str(last), 2: rest, 3: rest, 4: rest}
     for n in json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]:
         i = int(n["metadata"]["name"].rsplit("-", 1)[1])
         assert n["status"]["capacity"]["cpu"] == str(len(cpus(want[i]))), n["status"]["capacity"]
@@ -172,3 +175,88 @@ def test_each_nodes_pods_run_on_its_roles_cpus_and_its_capacity_says_so(echoes):
 
 def cpus(listing):
     return {c for part in listing.split(",") for c in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)}
+
+
+@pytest.fixture(scope="module")
+def run4(echoes, tmp_path_factory):
+    """The quick start on the 4 nodes, as a user types it (monitoring on), and the host's
+    snapshot right after it, the cluster still up."""
+    results = tmp_path_factory.mktemp("run4")
+    r = task("bench:rps", "DURATION=3s", f"RESULTS_ROOT={results}", timeout=900)
+    dirs = [d for d in results.iterdir() if d.is_dir()]
+    return {"r": r, "dir": dirs[0] if len(dirs) == 1 else None, "after": machine_state.snapshot()}
+
+
+def where(selector, namespace="ingress-bench"):
+    pods = json.loads(kubectl("-n", namespace, "get", "pods", "-l", selector, "-o", "json").stdout)["items"]
+    return {int(p["spec"]["nodeName"].rsplit("-", 1)[1]) for p in pods}
+
+
+def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
+    """k6 runs in the client node (node 2: its CPUs, its dashboard at its address), the ingress's
+    access log has only the client node's address (its pod bridge's, 198.18.65.1: the Service's
+    route there is the bridge) for the run's requests, nginx's count agrees with k6's, and every
+    workload is on its role's node; the host's tables and routes are still as before `up`."""
+    r, d = run4["r"], run4["dir"]
+    assert r.returncode == 0 and d is not None, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "k6 in the client node (ibench-node-2" in r.stdout + r.stderr
+    assert f"k6 web dashboard http://{NODE_IP[2]}:5665/" in r.stdout + r.stderr
+    meta, summary = (json.loads((d / f).read_text()) for f in ("meta.json", "summary.json"))
+    assert meta["nodes"] == 4 and meta["placement"]["client_cpus"] == (STATE / "nodes/2/cpus").read_text().strip(), meta
+    assert meta["ingress_budget"]["ingress_node_cpus"] == len(cpus((STATE / "nodes/1/cpus").read_text().strip())), meta
+    assert summary["verdict"]["valid"], summary["verdict"]
+    assert abs(summary["server"]["client_over_server"] - 1) <= 0.01, summary["server"]
+    assert where("app.kubernetes.io/component=ingress") == {1}
+    assert where("app.kubernetes.io/component=backend") <= {3, 4}
+    assert 1 not in where("app.kubernetes.io/name=prometheus", "monitoring") | where("app.kubernetes.io/name=prometheus-operator", "monitoring")
+    assert where("app.kubernetes.io/name=node-exporter", "monitoring") == {2}  # one copy: the machine's CPUs once
+    pod = kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/component=ingress", "-o", "name").stdout.split()[0]
+    log = kubectl("-n", "ingress-bench", "exec", pod.split("/")[1], "-c", "nginx", "--", "cat", "/run/lb/logs/access.log").stdout
+    run = [l.split()[0] for l in log.splitlines() if '"GET /1kb.bin HTTP/1.1"' in l]
+    assert len(run) >= summary["result"]["requests"] and set(run) == {"198.18.65.1"}, set(run)
+    diff = machine_state.diff(nodes4["before"], run4["after"])
+    for part in ("iptables", "ip6tables", "nft", "routes", "routes6"):
+        assert bridge_only([x for x in diff if x.startswith(part + ":")]) == [], part
+
+
+def test_seed_003s_nodeport_relation_is_judged_on_several_nodes(run4, tmp_path):
+    """The NodePort's hop between nodes is here: the relation that says "not here" on one node
+    (seeds.yaml nodes: 2) is judged (its rows' runs had 4 nodes), whichever way it comes out in
+    two 1 s rounds; README has the decided figures."""
+    results = tmp_path / "results"
+    r = task("bench:seeds", "RELATIONS=s003-nodeport-10-4kb", "ROUNDS=2", "DURATION=1s",
+             "MONITORING=0", f"RESULTS_ROOT={results}", timeout=900)
+    assert r.returncode in (0, 99), r.stderr[-2000:]
+    table = next(results.glob("seeds-*/table.md")).read_text()
+    row = [l for l in table.splitlines() if "003: LB -> NodePort vs LB -> Pod, 10 pods, 4 KB" in l]
+    assert row and "not here" not in row[0] and re.search(r"\b(yes|no|undecided)\b", row[0]), table
+    runs = json.loads(next(results.glob("seeds-*/matrix.json")).read_text())["runs"]
+    assert len(runs) == 4 and {r["case"] for r in runs} == {"s003-nodeport-10-4kb", "s003-pods-10-4kb"}, runs
+    # The NodePort's LB asks the backends' nodes (lb.sh), as the seed's LB asked its cluster's:
+    # kube-proxy there sends half the connections on to the other backends node.
+    d = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-lb-basic-nodeport-10pods", "MONITORING": "0"}, timeout=300)
+    assert d.returncode == 0, d.stderr
+    lb = kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/component=ingress", "-o", "name").stdout.split()[0]
+    ups = kubectl("-n", "ingress-bench", "exec", lb.split("/")[1], "-c", "nginx", "--", "cat", "/run/lb/conf/upstreams.conf").stdout
+    assert re.findall(r"^server (\S+):30080;", ups, re.M) == [NODE_IP[3], NODE_IP[4]], ups
+
+
+def test_a_backends_node_lost_under_load_and_back(run4, tmp_path):
+    """bench:change CHANGE=kill-node on node 3 or 4 (the first backend pod's): it is NotReady
+    after its heartbeat's grace, its endpoints moved to the other backends node, then it is back
+    and Ready with every backend; the marks in that order inside the load, and the ingress's
+    access log agrees with the client on what was answered."""
+    settings = {"VARIANT": "nginx-lb-basic-clusterip-10pods", "MONITORING": "0", "RATE": "500", "CHANGE_AT": "3s",
+                "DURATION": "35s", "INGRESS_CPU": "overlay"}
+    r, doc, run = bench_change(tmp_path, "kill-node", settings)
+    assert r.returncode in (0, 99), r.stderr[-3000:]
+    m = doc["analysis"]["marks_ms"]
+    assert 0 < m["start"] < m["NotReady"] < m["moved"] <= m["back"] < m["end"] < 35_000, m
+    assert 8_000 <= m["NotReady"] - m["start"] <= 25_000, m  # 12 s after the last 5 s heartbeat
+    assert any(e["reason"] == "NodeNotReady" for e in doc["events"]), doc["events"]
+    assert doc["server"]["counted"] and doc["server"]["agree"], doc["server"]
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    assert all({c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"] == "True" for n in nodes)
+    ready = kubectl("-n", "ingress-bench", "get", "deploy", "backend", "-o", "jsonpath={.status.readyReplicas}").stdout
+    assert ready == "10", ready
+    assert (run / "charts/change.png").stat().st_size > 0

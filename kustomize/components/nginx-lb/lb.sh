@@ -6,7 +6,9 @@
 #           CHANGE=reload) and reloads nginx in place, as an ingress controller does; the
 #           status port's /generation answers GENERATION once the new workers serve
 # @NODE_IP@ in the config or upstreams: the LB's own node (components/path-lb-nodeport,
-# nginx-lb-hostnetwork).
+# nginx-lb-hostnetwork); an upstreams line with it is one line per node of BACKEND_NODE_IPS
+# when set (the nodes the backends run on, as seed 003's LB listed its cluster's: deploy sets
+# it on our cluster of several nodes).
 set -eu
 p=/run/lb
 render() { # KNOBS GENERATION
@@ -19,7 +21,13 @@ case ${1:-} in
     mkdir -p $p/conf $p/logs $p/tmp
     for f in /etc/lb/knobs/*; do printf '%s=%s\n' "${f##*/}" "$(cat "$f")"; done >$p/knobs.env
     render $p/knobs.env 0
-    sed "s/@NODE_IP@/$NODE_IP/g" /etc/lb/upstreams/upstreams.conf >$p/conf/upstreams.conf
+    while IFS= read -r line; do
+      case $line in
+        '#'*) printf '%s\n' "$line" ;;
+        *@NODE_IP@*) for ip in ${BACKEND_NODE_IPS:-$NODE_IP}; do printf '%s\n' "$line" | sed "s/@NODE_IP@/$ip/g"; done ;;
+        *) printf '%s\n' "$line" ;;
+      esac
+    done </etc/lb/upstreams/upstreams.conf >$p/conf/upstreams.conf
     ln -sfn /etc/lb/tls $p/conf/tls
     exec nginx -p $p/ -c $p/conf/nginx.conf -e /dev/stderr -g 'daemon off;' ;;
   reload)
