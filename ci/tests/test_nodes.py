@@ -4,7 +4,8 @@ confined to its role's CPUs (NODE_CPUS auto: the ingress the last CPU, the other
 on every node reach each other and the Services; a NodePort request to a node without the
 backend is answered through the node that has it (the backend's own log shows the first node's
 address). A bench run on it: k6 in the client node (the ingress's log shows the client node's
-address), every workload on its role's node, the server's count agreeing with the client's;
+address), every workload on its role's node (the in-cluster runners too), the server's count
+agreeing with the client's;
 seed 003's NodePort relation judged there, not "not here"; a backends node lost under load
 (bench:change CHANGE=kill-node) and back, its marks in order. While it is up the host's
 rulesets, routes and sysctls are as before `up`, but for the bridge the nodes hang on; after
@@ -221,6 +222,18 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     diff = machine_state.diff(nodes4["before"], run4["after"])
     for part in ("iptables", "ip6tables", "nft", "routes", "routes6"):
         assert bridge_only([x for x in diff if x.startswith(part + ":")]) == [], part
+
+
+def test_in_cluster_runners_run_on_the_client_node(run4, tmp_path):
+    """The distributed Job's k6 pods (k6/distributed/job.yaml) prefer the client's nodes where
+    the cluster labels roles: both segments on node 2, and nginx counted what they sent."""
+    r = sh("bash", "bench/run/distributed.sh", "rps", env={"SEGMENTS": "2", "RATE": "200", "DURATION": "3s", "MONITORING": "0",
+                                                     "RESULTS_ROOT": str(tmp_path)}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert where("app.kubernetes.io/component=load-generator") == {2}
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["segments"] == 2 and summary["errors"] == 0, summary
+    assert abs(summary["requests"] - summary["server"]["requests"]) <= 0.01 * summary["requests"], summary
 
 
 def test_seed_003s_nodeport_relation_is_judged_on_several_nodes(run4, tmp_path):
