@@ -53,9 +53,11 @@ local_images() {
   [ -S "$sock" ] || sock=$IB_CLUSTER_STATE/nodes/1/containerd/containerd.sock
   ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true
 }
-# client_netns: the network namespace of our cluster's client node (bench/platforms/local/nodes.sh:
-# node 2 of several); nothing with one node, which is this host.
-client_netns() { [ "$(cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1)" = 1 ] || echo "$IB_CLUSTER_STATE/nodes/2/netns"; }
+# The client node of our cluster of several (bench/platforms/local/nodes.sh node_role: node 2):
+# its state directory (its netns, its cpus), and its network namespace, nothing with one node,
+# which is this host.
+CLIENT_NODE_DIR=$IB_CLUSTER_STATE/nodes/2
+client_netns() { [ "$(cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1)" = 1 ] || echo "$CLIENT_NODE_DIR/netns"; }
 # in_netns PATH: this process is in network namespace PATH.
 in_netns() { [ "$(stat -L -c %i /proc/self/ns/net)" = "$(stat -L -c %i "$1" 2>/dev/null)" ]; }
 # pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.

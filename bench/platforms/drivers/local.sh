@@ -17,7 +17,7 @@ pf_check() {
   # On several nodes k6 is the client node's, on its CPUs, the ingress's budget its node's.
   local ns; ns=$(client_netns)
   if [ -n "$ns" ] && in_netns "$ns"; then
-    CLIENT_CPU_LIST=$(cat "$IB_CLUSTER_STATE/nodes/2/cpus")
+    CLIENT_CPU_LIST=$(cat "$CLIENT_NODE_DIR/cpus")
     budget_cpus="$(taskset -c "$CLIENT_CPU_LIST" nproc) $(KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl get nodes -l ingress-bench/role-ingress=true -o jsonpath='{.items[0].status.capacity.cpu}')"
     export CLIENT_CPUS=${CLIENT_CPUS:-${budget_cpus% *}}
   else
@@ -43,7 +43,7 @@ pf_client_netns() {
 pf_enter() {
   local ns; ns=$(pf_client_netns) || exit 1
   [ -n "$ns" ] && ! in_netns "$ns" || return 0
-  say placement "k6 in the client node (ibench-node-2, CPU $(cat "$IB_CLUSTER_STATE/nodes/2/cpus")), the ingress on its own node"
+  say placement "k6 in the client node (ibench-node-2, CPU $(cat "$CLIENT_NODE_DIR/cpus")), the ingress on its own node"
   exec nsenter --net="$ns" "$@"
 }
 
