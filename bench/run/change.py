@@ -188,7 +188,7 @@ def checked(env, reg):
         # A node lost is NotReady 12 s after its last heartbeat (bench/platforms/local/cluster.sh),
         # its endpoints then moved and the node back: the load must outlast all of it.
         after_s = KILL_NODE_AFTER_S
-        nodes = int(env.get("NODES") or mx.shell('cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1').stdout.strip())
+        nodes = int(env.get("NODES") or mx.shell('cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || true').stdout.strip() or reg["NODES"]["default"])
         if nodes < 3:
             raise mx.Bad(f"CHANGE=kill-node loses a backends node of its own while the ingress and the client keep theirs: NODES=3 or more "
                          f"(the local cluster has {nodes} node{'s' if nodes > 1 else ''})")

@@ -63,6 +63,9 @@ VALIDITY_UNJUDGED = {"REQUIRE_VALID": "0"}
 # probes a share first): what each test asserts was set up for the overlay's placement. The
 # budget's own tests set INGRESS_CPU=auto.
 os.environ.setdefault("INGRESS_CPU", "overlay")
+# The shared cluster is one node (NODES=1, the host its node: the host-table, hostNetwork and
+# CPU-manager tests are about that node); test_nodes.py runs the default, several nodes.
+os.environ.setdefault("NODES", "1")
 
 
 def sh(*args, env=None, timeout=300):

@@ -1,8 +1,8 @@
 """The ingress's CPU budget from a probe run (bench/run/budget.py), offline: the share from the
 costs per request, its rounding, the probe's share kept within the noise, whole cores pinned,
 and a probe that measured nothing refused in one line; the lab's placement line from the same
-probe, and that probe on the real lab. The probe on the real cluster: test_cluster_e2e.py
-test_the_quick_start_is_valid_on_this_machine."""
+probe, and that probe on the real lab. The probe on the real cluster: test_nodes.py
+test_a_run_on_several_nodes_loads_from_the_client_node (the quick start)."""
 import json
 import subprocess
 import sys

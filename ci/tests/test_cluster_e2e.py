@@ -3,7 +3,6 @@ overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions 
 requests > 0, no errors, client and server counts within 1%, full handshakes for tps; and the
 machine exactly as found after cluster:down."""
 import json
-import os
 import re
 
 import pytest
@@ -43,34 +42,6 @@ def test_rps_through_each_exposure(bench, variant):
         p = meta["placement"]
         assert p["server_cpus"] == "1" and p["client_cpus"] == "0", p
     print(f"\n{variant}: {r['rps']:.0f} req/s")
-
-
-def test_the_quick_start_is_valid_on_this_machine(tmp_path):
-    """The README's first command as a user types it (INGRESS_CPU unset: auto). A 3 s probe
-    measures what the ingress, k6 and the backends cost per request; the ingress gets the
-    share at which the client side keeps 1.5x what the ingress's rate needs (bench/run/budget.py),
-    so the run measures the ingress: ingress-bound, valid, exit 0. meta.json holds the share and
-    the probe's figures; the answer line gives the headline per ingress CPU, the ingress's
-    cgroup time dividing the server's count."""
-    r = task("bench:rps", env={"INGRESS_CPU": "auto", "RESULTS_ROOT": str(tmp_path)}, timeout=600)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-4000:]
-    d = next(tmp_path.glob("*-rps-*"))
-    b = json.loads((d / "meta.json").read_text())["ingress_budget"]
-    share = int(b["ingress_cpu"][:-1]) / 1000 if b["ingress_cpu"].endswith("m") else float(b["ingress_cpu"])
-    assert b["source"] == "probe" and 0 < share < os.cpu_count(), b
-    assert b["ingress_us_per_request"] > 0 and b["k6_us_per_request"] > 0 and b["backend_us_per_request"] > 0, b
-    assert (d / "budget/summary.json").is_file() and f"budget        ingress CPU {b['ingress_cpu']}: " in out
-    s = json.loads((d / "summary.json").read_text())
-    assert s["verdict"]["limit"] == "ingress-cpu" and s["verdict"]["valid"], s["verdict"]
-    c = s["cpu"]
-    assert c["ingress_cpus"] == share, c
-    # exact: the same two numbers divided
-    assert c["per_ingress_cpu"]["value"] == s["server"]["requests"] / c["ingress_cpu_seconds"], c
-    assert f"answer        ingress-cpu-bound at {share:g} ingress CPU: {round(s['result']['rps']):,} req/s, " \
-           f"{round(c['per_ingress_cpu']['value']):,} req/s per ingress CPU" in out
-    print(f"\nINGRESS_CPU={b['ingress_cpu']} (probe: {b}); {s['result']['rps']:.0f} req/s, "
-          f"{c['per_ingress_cpu']['value']:.0f} req/s per ingress CPU, p99 {s['result']['p99_ms']:.2f} ms")
 
 
 def test_auto_keeps_the_placement_of_an_overlay_without_an_ingress(bench):

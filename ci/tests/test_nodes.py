@@ -1,9 +1,9 @@
-"""The local cluster with several nodes (NODES=4, bench/platforms/local/nodes.sh): each node a
+"""The local cluster with several nodes (the default, 4: bench/platforms/local/nodes.sh): each node a
 network namespace of its own with its kubelet, kube-proxy and containerd, labelled by role and
 confined to its role's CPUs (NODE_CPUS auto: the ingress the last CPU, the others the rest); pods
 on every node reach each other and the Services; a NodePort request to a node without the
 backend is answered through the node that has it (the backend's own log shows the first node's
-address). A bench run on it: k6 in the client node (the ingress's log shows the client node's
+address). The quick start on it, as a user types it (the budget's probe first), valid: k6 in the client node (the ingress's log shows the client node's
 address), every workload on its role's node (the in-cluster runners too), the server's count
 agreeing with the client's;
 seed 003's NodePort relation judged there, not "not here"; a backends node lost under load
@@ -63,15 +63,24 @@ def bridge_only(diff):
     return [d for d in diff if not ours.search(d)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def default_nodes():
+    """NODES as a user leaves it, its default (the suite's is 1: conftest)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("NODES", raising=False)
+        yield
+
+
 @pytest.fixture(scope="module")
 def nodes4():
     assert not STATE.exists(), "a local cluster is up: this module needs a host without one"
     sh("bash", "bench/platforms/lab.sh", "down")
     before = machine_state.snapshot()
     t0 = time.monotonic()
-    up = sh("bash", CLUSTER, "up", env={"NODES": "4"}, timeout=600)
-    print(f"\ncluster:up NODES=4: {time.monotonic() - t0:.1f} s")
+    up = sh("bash", CLUSTER, "up", timeout=600)
+    print(f"\ncluster:up (the default NODES): {time.monotonic() - t0:.1f} s")
     assert up.returncode == 0, up.stderr
+    assert (STATE / "node-count").read_text().strip() == "4", "NODES's default (bench/settings/settings.yaml)"
     while_up = machine_state.snapshot()
     yield {"before": before, "while_up": while_up, "up": up}
     down = sh("bash", CLUSTER, "down", timeout=180)
@@ -180,10 +189,11 @@ def cpus(listing):
 
 @pytest.fixture(scope="module")
 def run4(echoes, tmp_path_factory):
-    """The quick start on the 4 nodes, as a user types it (monitoring on), and the host's
-    snapshot right after it, the cluster still up."""
+    """The README's first command on the default nodes, as a user types it (monitoring on,
+    INGRESS_CPU auto, DURATION its default), and the host's snapshot right after it, the
+    cluster still up."""
     results = tmp_path_factory.mktemp("run4")
-    r = task("bench:rps", "DURATION=3s", f"RESULTS_ROOT={results}", timeout=900)
+    r = task("bench:rps", f"RESULTS_ROOT={results}", env={"INGRESS_CPU": ""}, timeout=900)
     dirs = [d for d in results.iterdir() if d.is_dir()]
     return {"r": r, "dir": dirs[0] if len(dirs) == 1 else None, "after": machine_state.snapshot()}
 
@@ -194,22 +204,38 @@ def where(selector, namespace="ingress-bench"):
 
 
 def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
-    """k6 runs in the client node (node 2: its CPUs, its dashboard at its address), the ingress's
-    access log has only the client node's address (its pod bridge's, 198.18.65.1: the Service's
-    route there is the bridge) for the run's requests, nginx's count agrees with k6's, and every
-    workload is on its role's node; the host's tables and routes are still as before `up`."""
+    """The quick start: a 3 s probe measures what the ingress, k6 and the backends cost per
+    request; the ingress gets the share of its node at which the client side keeps 1.5x what
+    the ingress's rate needs (bench/run/budget.py), so the run measures the ingress:
+    ingress-bound, valid, exit 0, the answer line giving the headline per ingress CPU (the
+    ingress's cgroup time dividing the server's count). k6 runs in the client node (node 2: its
+    CPUs, its dashboard at its address), the ingress's access log has only the client node's
+    address (its pod bridge's, 198.18.65.1: the Service's route there is the bridge) for the
+    run's requests, nginx's count agrees with k6's, and every workload is on its role's node;
+    the host's tables and routes are still as before `up`."""
     r, d = run4["r"], run4["dir"]
     assert r.returncode == 0 and d is not None, r.stdout[-2000:] + r.stderr[-2000:]
     assert "k6 in the client node (ibench-node-2" in r.stdout + r.stderr
     assert f"k6 web dashboard http://{NODE_IP[2]}:5665/" in r.stdout + r.stderr
     meta, summary = (json.loads((d / f).read_text()) for f in ("meta.json", "summary.json"))
     assert meta["nodes"] == 4 and meta["placement"]["client_cpus"] == (STATE / "nodes/2/cpus").read_text().strip(), meta
-    # The suite's INGRESS_CPU=overlay (conftest): the ingress's node whole, no quota below it.
+    b = meta["ingress_budget"]
+    share = int(b["ingress_cpu"][:-1]) / 1000 if b["ingress_cpu"].endswith("m") else float(b["ingress_cpu"])
     node1 = len(cpus((STATE / "nodes/1/cpus").read_text().strip()))
+    assert b["source"] == "probe" and 0 < share <= node1, b
+    assert b["ingress_us_per_request"] > 0 and b["k6_us_per_request"] > 0 and b["backend_us_per_request"] > 0, b
+    assert (d / "budget/summary.json").is_file() and f"budget        ingress CPU {b['ingress_cpu']}: " in r.stdout + r.stderr
     res = json.loads(kubectl("-n", "ingress-bench", "get", "deploy", "-l", "app.kubernetes.io/component=ingress", "-o", "json").stdout)
     res = res["items"][0]["spec"]["template"]["spec"]["containers"][0]["resources"]
-    assert res["limits"]["cpu"] == str(node1) and res["requests"]["cpu"] == f"{node1 * 1000 - 100}m", res
-    assert summary["verdict"]["valid"], summary["verdict"]
+    assert res["limits"]["cpu"] == b["ingress_cpu"], res
+    assert summary["verdict"]["limit"] == "ingress-cpu" and summary["verdict"]["valid"], summary["verdict"]
+    c = summary["cpu"]
+    # exact: the same two numbers divided
+    assert c["ingress_cpus"] == share and c["per_ingress_cpu"]["value"] == summary["server"]["requests"] / c["ingress_cpu_seconds"], c
+    assert f"answer        ingress-cpu-bound at {share:g} ingress CPU: {round(summary['result']['rps']):,} req/s, " \
+           f"{round(c['per_ingress_cpu']['value']):,} req/s per ingress CPU" in r.stdout + r.stderr
+    print(f"\nINGRESS_CPU={b['ingress_cpu']}: {summary['result']['rps']:.0f} req/s, "
+          f"{c['per_ingress_cpu']['value']:.0f} req/s per ingress CPU, p99 {summary['result']['p99_ms']:.2f} ms")
     assert abs(summary["server"]["client_over_server"] - 1) <= 0.01, summary["server"]
     assert where("app.kubernetes.io/component=ingress") == {1}
     assert where("app.kubernetes.io/component=backend") <= {3, 4}
