@@ -25,14 +25,14 @@ pf_check() {
   fi
 }
 
-# pf_client_netns: on our cluster of several nodes (NODES, or the one up) the client node's
+# pf_client_netns: on our cluster of several nodes (the one up, else NODES) the client node's
 # network namespace, the seeds' client machine, where the run's client side belongs; nothing
 # with one node. The cluster and its monitoring are brought up first, from the host: the
 # namespace is the cluster's, and what their first up builds (the module proxy, Debian's
 # archive) is not reachable from a node.
 pf_client_netns() {
   local ns; ns=$(client_netns)
-  [ "$(setting NODES)" -gt 1 ] || [ -n "$ns" ] || return 0
+  [ -n "$ns" ] || { [ ! -e "$IB_CLUSTER_STATE/node-count" ] && [ "$(setting NODES)" -gt 1 ]; } || return 0
   { [ -n "$ns" ] && in_netns "$ns"; } || pf_cluster_up >&2
   client_netns
 }
