@@ -1,7 +1,12 @@
-"""Builds the ingress-bench Grafana dashboard (ingress-bench.json, beside this file) from code.
+"""Builds the ingress-bench dashboard from code, one panel list in two renderings: Grafana's
+(ingress-bench.json, beside this file, for users' Grafana) and Perses' (live/ingress-bench.perses.json,
+the live page's on the embedded default, dashboards/live/).
 
-    python dashboards/generate.py [PATH]            write it (default dashboards/ingress-bench.json)
-    python dashboards/generate.py --check [PATH]    exit 1 when PATH is not what this code builds
+    python dashboards/generate.py [PATH]            write both (PATH: the Grafana one's only)
+    python dashboards/generate.py --check [PATH]    exit 1 when a file is not what this code builds
+
+A panel the live page cannot render the same way (a kind, unit, reducer or variable Perses has no
+counterpart for: LIVE below) stops the build with one line per problem, so the two cannot drift.
 
 Panels read only the signal contract (monitoring/signals.yaml): the bench:* recording rules, which
 every platform computes from its own raw metrics, and k6's own k6_* series. lint.py enforces it.
@@ -9,8 +14,10 @@ The saturation panels are coloured from the contract's levels: red from exactly 
 which the verdict calls that resource the limit.
 """
 import json
+import re
 import string
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from grafana_foundation_sdk.builders import common, dashboard, prometheus, stat, timeseries
@@ -22,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py: the signal contract)
 
 OUT = Path(__file__).with_name("ingress-bench.json")
+LIVE_OUT = Path(__file__).with_name("live") / "ingress-bench.perses.json"
 # A fixed uid keeps links, bookmarks and the sidecar's provisioned copy pointing at one dashboard.
 UID = "ingress-bench-main"
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -104,51 +112,73 @@ NEUTRAL = [(None, "blue")]
 ERROR_BUDGET = [(None, "green"), (0.0001, "red")]  # the suite's default ERROR_RATE_MAX
 
 
-def _panel(builder, title, unit, targets, desc, w, h, instant=False):
-    """Common to every panel: the datasource variable on the panel and each target, refIds A, B..."""
-    builder.title(title).description(desc).datasource(DS).unit(unit).span(w).height(h)
-    for ref, (expr, legend) in zip(string.ascii_uppercase, targets):
-        q = prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DS)
-        builder.with_target(q.instant() if instant else q)
-    return builder
+@dataclass
+class Panel:
+    """One panel, renderer-neutral: the Grafana dashboard and the live page's are built from it.
+    kind: "timeseries" or "stat"; unit: Grafana's unit id; targets: (PromQL, legend) pairs.
+    Stats: calc (Grafana's reducer), instant (the query itself covers $__range, evaluated once
+    at its end). Time series: ceiling (a regexp of legends drawn dashed: the limit the others
+    run into), soft_max, steps (thresholds, drawn as dashed lines on a time series)."""
+    kind: str
+    title: str
+    unit: str
+    targets: list
+    desc: str
+    w: int = 12
+    h: int = 8
+    calc: str = None
+    steps: list = None
+    instant: bool = False
+    ceiling: str = None
+    soft_max: float = None
 
 
 def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None, steps=None):
-    """A time series; legends as tables with mean and max, the numbers a benchmark is read by.
-    ceiling: a regexp of legends drawn dashed, the limit or capacity the other series run into.
-    steps: thresholds drawn as dashed lines (a saturation signal's levels)."""
-    p = (timeseries.Panel().min(0).fill_opacity(10).show_points(cm.VisibilityMode.NEVER)
-         .legend(common.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
-                 .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["mean", "max"]))
-         .tooltip(common.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI)
-                  .sort(cm.SortOrder.DESCENDING)))
-    if soft_max is not None:
-        p.axis_soft_max(soft_max)
-    if steps:
-        p.thresholds(dashboard.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
-                     .steps([dm.Threshold(value=v, color=c) for v, c in steps]))
-        p.thresholds_style(common.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.DASHED))
-    if ceiling:
-        p.override_by_regexp(ceiling, [
-            dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
-            dm.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
-        ])
-    return _panel(p, title, unit, targets, desc, w, h)
+    """A time series; legends as tables with mean and max, the numbers a benchmark is read by."""
+    return Panel("timeseries", title, unit, list(targets), desc, w, h, steps=steps, ceiling=ceiling, soft_max=soft_max)
 
 
 def single(title, unit, expr, legend, calc, steps, desc, instant=False):
-    """A stat over the time range; one value per run when several are selected. instant: the
-    query itself covers the range ($__range), evaluated once at its end."""
-    p = (stat.Panel().graph_mode(cm.BigValueGraphMode.AREA).color_mode(cm.BigValueColorMode.BACKGROUND)
-         .reduce_options(common.ReduceDataOptions().calcs([calc]))
-         .thresholds(dashboard.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
-                     .steps([dm.Threshold(value=v, color=c) for v, c in steps])))
-    return _panel(p, title, unit, [(expr, legend)], desc, 4, 4, instant)
+    """A stat over the time range; one value per run when several are selected."""
+    return Panel("stat", title, unit, [(expr, legend)], desc, 4, 4, calc=calc, steps=steps, instant=instant)
+
+
+def thresholds(steps):
+    return (dashboard.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
+            .steps([dm.Threshold(value=v, color=c) for v, c in steps]))
+
+
+def grafana_panel(panel):
+    """The Grafana SDK builder of a Panel: the datasource variable on the panel and each target,
+    refIds A, B..."""
+    if panel.kind == "stat":
+        b = (stat.Panel().graph_mode(cm.BigValueGraphMode.AREA).color_mode(cm.BigValueColorMode.BACKGROUND)
+             .reduce_options(common.ReduceDataOptions().calcs([panel.calc])).thresholds(thresholds(panel.steps)))
+    else:
+        b = (timeseries.Panel().min(0).fill_opacity(10).show_points(cm.VisibilityMode.NEVER)
+             .legend(common.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
+                     .placement(cm.LegendPlacement.BOTTOM).show_legend(True).calcs(["mean", "max"]))
+             .tooltip(common.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI)
+                      .sort(cm.SortOrder.DESCENDING)))
+        if panel.soft_max is not None:
+            b.axis_soft_max(panel.soft_max)
+        if panel.steps:
+            b.thresholds(thresholds(panel.steps))
+            b.thresholds_style(common.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.DASHED))
+        if panel.ceiling:
+            b.override_by_regexp(panel.ceiling, [
+                dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+                dm.DynamicConfigValue(id_val="custom.fillOpacity", value=0),
+            ])
+    b.title(panel.title).description(panel.desc).datasource(DS).unit(panel.unit).span(panel.w).height(panel.h)
+    for ref, (expr, legend) in zip(string.ascii_uppercase, panel.targets):
+        q = prometheus.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(DS)
+        b.with_target(q.instant() if panel.instant else q)
+    return b
 
 
 def rows():
-    """Row title -> its panels, top to bottom. Fresh builders per call: the SDK positions a panel
-    on the grid the first time it is added."""
+    """Row title -> its panels, top to bottom."""
     return {
         "Summary: what limited the run": summary_panels(),
         "Client (k6)": client_panels(),
@@ -309,16 +339,16 @@ def build():
                       "ingress, backends, network and load generator spent doing it.")
          .time("now-30m", "now").refresh("10s").tooltip(dm.DashboardCursorSync.CROSSHAIR)
          .with_variable(dashboard.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
-         .with_variable(label_variable("variant", "Variant", "label_values(k6_http_reqs_total, variant)"))
-         .with_variable(label_variable("scenario", "Scenario",
-                                       'label_values(k6_http_reqs_total{variant=~"$variant"}, scenario)'))
-         .with_variable(label_variable("testid", "Run", RUNS, dm.VariableSort.ALPHABETICAL_DESC))
+         .with_variable(label_variable("variant", "Variant", VARIABLES[0][2]))
+         .with_variable(label_variable("scenario", "Scenario", VARIABLES[1][2]))
+         .with_variable(label_variable("testid", "Run", VARIABLES[2][2], dm.VariableSort.ALPHABETICAL_DESC))
          .annotation(dashboard.AnnotationQuery().name("k6 runs").datasource(DS).enable(True)
                      .icon_color("#8F3BB8").expr(RUN_ACTIVE)))
     for title, panels in rows().items():
         b.with_row(dashboard.Row(title))  # expanded rows: their panels follow them at top level
         for p in panels:
-            b.with_panel(p)
+            # a fresh builder each: the SDK positions a panel on the grid the first time it is added
+            b.with_panel(grafana_panel(p))
     model = b.build()
     for i, p in enumerate(model.panels, 1):  # in layout order: stable while the layout is
         p.id_val = i
@@ -328,21 +358,123 @@ def build():
     return result
 
 
+# What the live page (Perses 0.52) renders of a Panel, by the Panel's Grafana names. A name
+# missing here is a panel the page cannot show as Grafana does: unsupported() refuses it.
+LIVE = {
+    "kind": {"timeseries": "TimeSeriesChart", "stat": "StatChart"},
+    # Perses has no free suffix: a "suffix: X" unit maps to the nearest of its own, the
+    # panel's title naming the quantity.
+    "unit": {"reqps": "requests/sec", "s": "seconds", "percentunit": "percent-decimal", "bps": "bits/sec",
+             "pps": "packets/sec", "short": "decimal", CORES: "decimal", "suffix: iter/s": "counts/sec",
+             "suffix: handshakes/s": "counts/sec", "suffix: req/s per core": "decimal"},
+    "calc": {"mean": "mean", "max": "max", "lastNotNull": "last-number"},
+    # Grafana's palette names, as the colours Grafana draws them.
+    "color": {"green": "#73BF69", "orange": "#FF9830", "red": "#F2495C", "blue": "#5794F2"},
+    # Perses' built-in variables and the dashboard's own ($__interval, $__rate_interval and
+    # $__range are Perses' too).
+    "variables": {"__interval", "__rate_interval", "__range", "variant", "scenario", "testid"},
+}
+VARIABLE = re.compile(r"\$\{?(\w+)")
+
+
+def unsupported(panel):
+    """Why the live page cannot render PANEL as Grafana does, one reason per problem."""
+    why = [f"{what} {value!r}" for what, value in (("kind", panel.kind), ("unit", panel.unit), ("calc", panel.calc))
+           if value is not None and value not in LIVE[what]]
+    why += [f"colour {c!r}" for _, c in panel.steps or [] if c not in LIVE["color"]]
+    why += [f"variable ${v}" for expr, legend in panel.targets for v in VARIABLE.findall(expr)
+            if v not in LIVE["variables"]]
+    if panel.ceiling and not any(re.fullmatch(panel.ceiling, legend) for _, legend in panel.targets):
+        why.append(f"ceiling {panel.ceiling!r} matches no legend")
+    return [f"panel {panel.title!r}: the live page has no counterpart for {w}" for w in why]
+
+
+def perses_thresholds(steps):
+    (_, base), *rest = steps
+    return {"defaultColor": LIVE["color"][base], "steps": [{"value": v, "color": LIVE["color"][c]} for v, c in rest]}
+
+
+def perses_panel(panel):
+    unit = {"unit": LIVE["unit"][panel.unit]}
+    if panel.kind == "stat":
+        spec = {"calculation": LIVE["calc"][panel.calc], "format": unit, "sparkline": {},
+                "thresholds": perses_thresholds(panel.steps)}
+    else:
+        spec = {"legend": {"position": "bottom", "mode": "table", "values": ["mean", "max"]},
+                "yAxis": {"format": unit, "min": 0}, "visual": {"areaOpacity": 0.1, "lineWidth": 1.25}}
+        if panel.steps:
+            spec["thresholds"] = perses_thresholds(panel.steps)
+        if panel.ceiling:
+            spec["querySettings"] = [{"queryIndex": i, "lineStyle": "dashed", "areaOpacity": 0}
+                                     for i, (_, legend) in enumerate(panel.targets) if re.fullmatch(panel.ceiling, legend)]
+    return {"kind": "Panel", "spec": {
+        "display": {"name": panel.title, "description": panel.desc},
+        "plugin": {"kind": LIVE["kind"][panel.kind], "spec": spec},
+        "queries": [{"kind": "TimeSeriesQuery", "spec": {"plugin": {"kind": "PrometheusTimeSeriesQuery", "spec": {
+            "query": expr, "seriesNameFormat": legend}}}} for expr, legend in panel.targets]}}
+
+
+def perses_variable(name, label, query, sort="alphabetical-asc"):
+    """A Grafana label_values(SELECTOR, LABEL) variable as Perses' label-values one."""
+    selector, label_name = re.fullmatch(r"label_values\((.+), (\w+)\)", query).groups()
+    return {"kind": "ListVariable", "spec": {
+        "name": name, "display": {"name": label}, "allowMultiple": True, "allowAllValue": True,
+        "customAllValue": ".*", "sort": sort,
+        "plugin": {"kind": "PrometheusLabelValuesVariable", "spec": {"labelName": label_name, "matchers": [selector]}}}}
+
+
+VARIABLES = [("variant", "Variant", "label_values(k6_http_reqs_total, variant)", "alphabetical-asc"),
+             ("scenario", "Scenario", 'label_values(k6_http_reqs_total{variant=~"$variant"}, scenario)', "alphabetical-asc"),
+             ("testid", "Run", RUNS, "alphabetical-desc")]
+
+
+def build_live(grafana):
+    """The Perses dashboard: the same panels, rows and grid positions as GRAFANA (the built Grafana
+    dashboard), the Prometheus the page is served from as its datasource (the page fills its URL)."""
+    panels, layouts, n = {}, [], 0
+    flat = [p for ps in rows().values() for p in ps]
+    for g in grafana["panels"]:
+        if g["type"] == "row":
+            top = g["gridPos"]["y"] + 1
+            layouts.append({"kind": "Grid", "spec": {"display": {"title": g["title"], "collapse": {"open": True}}, "items": []}})
+            continue
+        panel, n = flat[n], n + 1
+        key = f"p{g['id']}"
+        panels[key] = perses_panel(panel)
+        pos = g["gridPos"]
+        layouts[-1]["spec"]["items"].append({"x": pos["x"], "y": pos["y"] - top, "width": pos["w"], "height": pos["h"],
+                                             "content": {"$ref": f"#/spec/panels/{key}"}})
+    return {"kind": "Dashboard", "metadata": {"name": "ingress-bench", "project": "ingress-bench"}, "spec": {
+        "display": {"name": "ingress-bench", "description": grafana["description"]},
+        "duration": "30m", "refreshInterval": "10s",
+        "datasources": {"prometheus": {"default": True, "plugin": {"kind": "PrometheusDatasource", "spec": {"directUrl": ""}}}},
+        "variables": [perses_variable(*v) for v in VARIABLES], "panels": panels, "layouts": layouts}}
+
+
+def dumps(doc):
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def render():
-    return json.dumps(build(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return dumps(build())
 
 
 def main(argv):
     check = "--check" in argv
     paths = [a for a in argv if a != "--check"]
-    out = Path(paths[0]) if paths else OUT
-    text = render()
-    if not check:
-        out.write_text(text)
-    elif not out.exists() or out.read_text() != text:
-        print(f"error: {out} is not what dashboards/generate.py builds: run python dashboards/generate.py "
-              "and commit both", file=sys.stderr)
+    problems = [w for ps in rows().values() for p in ps for w in unsupported(p)]
+    if problems:
+        print("\n".join(f"error: {w}" for w in problems), file=sys.stderr)
         return 1
+    grafana = build()
+    outputs = {Path(paths[0]): dumps(grafana)} if paths else {OUT: dumps(grafana), LIVE_OUT: dumps(build_live(grafana))}
+    for out, text in outputs.items():
+        if not check:
+            out.write_text(text)
+        elif not out.exists() or out.read_text() != text:
+            print(f"error: {out} is not what dashboards/generate.py builds: run python dashboards/generate.py "
+                  "and commit both", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -1,6 +1,8 @@
 """Dashboards as code: the committed JSON is what dashboards/generate.py builds, it passes the
 linter, the linter catches each kind of breakage, kustomize makes the ConfigMap Grafana's sidecar
-loads, and queries() yields PromQL ready for a live Prometheus."""
+loads, and queries() yields PromQL ready for a live Prometheus. The live page's Perses dashboard
+is the same panel list: the same panels, queries and grid, and a panel it cannot render as
+Grafana does stops the build."""
 import json
 import sys
 
@@ -10,9 +12,11 @@ import yaml
 from conftest import ROOT, sh
 
 sys.path.insert(0, str(ROOT / "dashboards"))
+import generate  # noqa: E402
 import lint  # noqa: E402
 
 DASHBOARD = ROOT / "dashboards/ingress-bench.json"
+LIVE = ROOT / "dashboards/live/ingress-bench.perses.json"
 TESTID = "20261121T155928Z-rps-nginx-lb-default"
 
 
@@ -40,6 +44,45 @@ def test_check_reports_a_stale_json_in_one_line(tmp_path, dashboard):
     r = sh(sys.executable, "dashboards/generate.py", "--check", str(stale))
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and "generate.py" in r.stderr
+
+
+def test_the_live_dashboard_is_the_same_panels(dashboard):
+    """Every Grafana panel is a Perses panel with its title, its queries and legends in order and
+    its place on the grid (rows as Perses' grids, in order); the stats' thresholds the same."""
+    live = json.loads(LIVE.read_text())["spec"]
+    grids = iter(live["layouts"])
+    for g in dashboard["panels"]:
+        if g["type"] == "row":
+            grid = next(grids)["spec"]
+            assert grid["display"]["title"] == g["title"]
+            top, items = g["gridPos"]["y"] + 1, {i["content"]["$ref"].rsplit("/", 1)[1]: i for i in grid["items"]}
+            continue
+        p = live["panels"][f"p{g['id']}"]["spec"]
+        assert p["display"]["name"] == g["title"] and p["display"]["description"] == g["description"]
+        assert [(q["spec"]["plugin"]["spec"]["query"], q["spec"]["plugin"]["spec"]["seriesNameFormat"]) for q in p["queries"]] \
+            == [(t["expr"], t["legendFormat"]) for t in g["targets"]], g["title"]
+        pos, item = g["gridPos"], items[f"p{g['id']}"]
+        assert (item["x"], item["y"] + top, item["width"], item["height"]) == (pos["x"], pos["y"], pos["w"], pos["h"])
+        assert p["plugin"]["kind"] == {"timeseries": "TimeSeriesChart", "stat": "StatChart"}[g["type"]]
+        if g["type"] == "stat":
+            steps = [s["value"] for s in g["fieldConfig"]["defaults"]["thresholds"]["steps"]][1:]
+            assert [s["value"] for s in p["plugin"]["spec"]["thresholds"]["steps"]] == steps, g["title"]
+    assert next(grids, None) is None and len(live["panels"]) == sum(g["type"] != "row" for g in dashboard["panels"])
+
+
+def test_a_panel_the_live_page_cannot_show_stops_the_build(monkeypatch, capsys):
+    """A kind, unit, reducer, colour or variable the live page has no counterpart for: one line
+    each, naming the panel, and nothing written."""
+    odd = generate.Panel("heatmap", "Odd one", "decbytes", [('sum(rate(x{node="$node"}[1m]))', "{{node}}")], "d",
+                         calc="median", steps=[(None, "purple")])
+    assert len(generate.unsupported(odd)) == 5 and all("panel 'Odd one'" in w for w in generate.unsupported(odd))
+    rows = generate.rows()
+    monkeypatch.setattr(generate, "rows", lambda: {**rows, "Odd": [odd]})
+    before = LIVE.read_bytes()
+    assert generate.main([]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 5 and "unit 'decbytes'" in err and "variable $node" in err, err
+    assert LIVE.read_bytes() == before
 
 
 def test_the_dashboard_passes_lint():
