@@ -34,6 +34,11 @@ say() { printf '%-13s %s\n' "$1" "$2" >&2; }
 IB_KUBE_DIR=$IB_CACHE/kubernetes-$KUBE_VERSION-2
 IB_ETCD_DIR=$IB_CACHE/etcd-debian
 IB_PROMETHEUS_DIR=$IB_CACHE/prometheus-$PROMETHEUS_VERSION
+# The live page (dashboards/live/, built by ./task tools): keyed by its lockfile and sources, as
+# k6 by its extension's; the dashboard it shows is copied in when monitoring comes up.
+IB_LIVE_DIR=$IB_CACHE/live-$(cd "$IB_ROOT/dashboards/live" 2>/dev/null && cat package-lock.json build.mjs index.html src/* 2>/dev/null | sha256sum | cut -c1-12)
+# The browser tests' driver (ci/tools/browser/: playwright-core, Debian's chromium).
+IB_BROWSER_DIR=$IB_CACHE/browser-$(cat "$IB_ROOT/ci/tools/browser/package-lock.json" 2>/dev/null | sha256sum | cut -c1-12)
 IB_OPERATOR_DIR=$IB_CACHE/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION
 IB_NODE_EXPORTER_DIR=$IB_CACHE/node_exporter-$NODE_EXPORTER_VERSION
 export PATH="$IB_KUBE_DIR:$IB_ETCD_DIR:$PATH"

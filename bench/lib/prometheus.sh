@@ -78,3 +78,12 @@ link_capacity_bits() {
   [[ $1 =~ ^([0-9]+(\.[0-9]+)?)([KMG]?)$ ]] || die "LINK_CAPACITY must look like 10G, 1G or 100M, got '$1'"
   awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" 'BEGIN {m = (u == "G") ? 1e9 : (u == "M") ? 1e6 : (u == "K") ? 1e3 : 1; printf "%.0f\n", n * m}'
 }
+
+# live_view PROMETHEUS_URL START_MS END_MS [REFRESH]: the live page's view of this run (its
+# testid, variant and scenario; dashboards/live/) from START to END, when that Prometheus serves
+# the page (bench/platforms/monitoring/monitoring.sh live_assets); nothing otherwise.
+live_view() {
+  curl -fsS -o /dev/null --max-time 2 "$1/user/ingress-bench.perses.json" 2>/dev/null || return 0
+  jq -rn --arg p "$1" --arg s "$2" --arg e "$3" --arg r "${4:-}" --arg t "$testid" --arg v "$VARIANT" --arg c "$SCENARIO" \
+    '"\($p)/user/?start=\($s)&end=\($e)\(if $r == "" then "" else "&refresh=\($r)" end)&var-testid=\($t|@uri)&var-variant=\($v|@uri)&var-scenario=\($c|@uri)"'
+}

@@ -11,6 +11,11 @@ class Link:
         self.text, self.href = text, href
 
 
+def href(target):
+    """A link's target as written: a local file's name quoted, an address as it is."""
+    return target if urllib.parse.urlsplit(target).scheme else urllib.parse.quote(target)
+
+
 class Doc:
     """A page as blocks, written as HTML and as Markdown from the same content."""
 
@@ -29,7 +34,7 @@ class Doc:
 
         def cell(c):
             if isinstance(c, Link):
-                return f'<a href="{e(urllib.parse.quote(c.href))}">{e(c.text)}</a>'
+                return f'<a href="{e(href(c.href))}">{e(c.text)}</a>'
             return e(str(c))
 
         for kind, a, kw in self.blocks:
@@ -56,7 +61,7 @@ class Doc:
 
     def markdown(self):
         def cell(c):
-            t = f"[{c.text}]({urllib.parse.quote(c.href)})" if isinstance(c, Link) else str(c)
+            t = f"[{c.text}]({href(c.href)})" if isinstance(c, Link) else str(c)
             return t.replace("|", "\\|").replace("\n", " ")
 
         def table(head, rows):

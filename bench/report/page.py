@@ -161,6 +161,9 @@ def meta_section(doc, run):
     files = {"summary.txt": "k6's summary as printed", "summary.json": "result, client, server, correlation, verdict",
              "meta.json": "run metadata", "k6.log": "k6's log", "timeseries.json": "the series charted above"}
     doc.add("table", ["file", "holds"], [[Link(f, f), what] for f, what in files.items() if (run.dir / f).exists()])
+    live = run.dir / "live.url"  # bench/run/bench.sh: the live page's view of the run, where it was served
+    if live.is_file():
+        doc.add("p", Link("The live page: this run on the dashboard's panels (its Prometheus must be up)", live.read_text().strip()))
 
 
 def render(run):

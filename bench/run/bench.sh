@@ -128,6 +128,12 @@ stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothi
 cpu_groups=$(pf_cpu_groups)
 cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" usage <<<"$cpu_groups" 2>/dev/null || true; }
 
+# Seconds k6 has after the first signal before the second, 3 more, then it is killed: its
+# graceful stop (the scenario's gracefulStop, 5 s), the teardown's one Prometheus query (its
+# 10 s timeout) and handleSummary, with room for a busy node (k6, the backends and the control
+# plane on one CPU), where a teardown cut short loses the run's summary.
+stop_grace=17
+
 # Correlation and live views. k6 streams its metrics into Prometheus (native histograms,
 # tagged testid/variant/scenario/platform), the teardown reads the bench:* rules back, and
 # the web dashboard serves the run live (loopback; where k6 runs in a namespace of its own, the
@@ -142,6 +148,11 @@ if [ "$MONITORING" = 1 ]; then
   mapfile -t rw < <(k6_rw_env "$PROMETHEUS_URL")
   K6_ENV+=(PROMETHEUS_URL="$PROMETHEUS_URL" "${rw[@]}")
   say monitoring "Prometheus $PROMETHEUS_URL; k6 web dashboard http://$dash/"
+  # The live page: the dashboard's panels on this run, from its start to its planned end
+  # (a stopped run's teardown included), refreshed every 2 s; afterwards the run's view.
+  live_start=$(($(date +%s) * 1000))
+  live=$(live_view "$PROMETHEUS_URL" "$live_start" $((live_start + $(duration_ms "$(setting DURATION)") + stop_grace * 1000)) 2s)
+  [ -z "$live" ] || say monitoring "live page $live"
 fi
 # k6 in its own cgroup: its CPU is the load generator's signal (bench/platforms/monitoring/cgroups.sh).
 RUN=(bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" run loadgen "${RUN[@]}")
@@ -164,11 +175,6 @@ meta=$(jq -nc \
 # The results directory's filesystem filling up: one line, not a tool's own error.
 disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $4 " KiB left on " $6}') (${1:-free some space or set RESULTS_ROOT})"; }
 
-# Seconds k6 has after the first signal before the second, 3 more, then it is killed: its
-# graceful stop (the scenario's gracefulStop, 5 s), the teardown's one Prometheus query (its
-# 10 s timeout) and handleSummary, with room for a busy node (k6, the backends and the control
-# plane on one CPU), where a teardown cut short loses the run's summary.
-stop_grace=17
 before=$(stub) usage_before=$(cpu_usage)
 # `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
 # taskset and env exec into): a run where the client saturates measures the client.
@@ -266,6 +272,8 @@ if [ -n "$lost" ]; then  # no client figures to draw: the directory holds the se
   exit "$signal_rc"
 fi
 if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || [ $? != 3 ] || exit 1; fi
+# The run's view on the live page, for the report's link and ./task dashboard.
+[ -z "${live:-}" ] || live_view "$PROMETHEUS_URL" "$live_start" $(($(date +%s) * 1000)) >"$dir/live.url"
 report render "$dir" >/dev/null || { [ $? != 3 ] || exit 1; echo "warning: the report of $dir could not be rendered" >&2; }
 say results "$dir/ (report: $dir/report.html)"
 [ "$signal_rc" = 0 ] || exit "$signal_rc" # 130 SIGINT, 143 SIGTERM: never a pass

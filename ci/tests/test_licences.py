@@ -1,7 +1,9 @@
 """The licences: LICENSE and xk6/LICENSE are the texts NOTICE names, and NOTICE lists every
 third-party component the pins name (ci/tools/versions.env, requirements.txt, every go.mod in
-the tree, the test venv), each under a licence the project may use that way."""
+the tree, every package.json, the test venv), each under a licence the project may use that way;
+every package an npm lockfile holds is under a permissive licence."""
 import importlib.metadata
+import json
 import re
 
 from conftest import ROOT
@@ -21,7 +23,7 @@ NOT_COMPONENTS = {
 PACKAGE_LISTS = ("APT_PACKAGES", "CLUSTER_APT_PACKAGES")
 # Debian packages installed outside the lists: node where it is missing, etcd's binary unpacked.
 EXTRA_PACKAGES = {"nodejs": "ci/tools/tools.sh", "etcd-server": "bench/platforms/local/build.sh"}
-PERMISSIVE = {"Apache-2.0", "MIT", "MIT-CMU", "BSD-2-Clause", "BSD-3-Clause", "PSF-2.0", "curl"}
+PERMISSIVE = {"Apache-2.0", "MIT", "MIT-CMU", "BSD-2-Clause", "BSD-3-Clause", "ISC", "PSF-2.0", "curl"}
 RUN_ONLY = {"GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-or-later"}
 AGPL = {"go.k6.io/k6", "grafana/k6"}
 
@@ -99,3 +101,38 @@ def test_only_the_extension_links_agpl_and_gpl_is_only_run():
             assert r["use"].startswith("installed:"), f"{r['component']} is {lic}: it may only be run"
     linking = [str(m.relative_to(ROOT)) for m in go_mods() if "go.k6.io/k6" in m.read_text() and m.parent.name != "xk6"]
     assert not linking, f"modules outside xk6/ that link k6 (AGPL-3.0): {linking}"
+
+
+# The licences npm packages may have here: permissive ones (BlueOak-1.0.0 is; CC-BY-4.0 is
+# caniuse-lite's data, read at build time only).
+NPM_LICENCES = PERMISSIVE | {"0BSD", "BlueOak-1.0.0", "(MIT OR Apache-2.0)", "CC-BY-4.0"}
+# Packages whose lockfile entry names no licence, as their own LICENSE file says.
+NPM_UNDECLARED = {"@perses-dev/prometheus-plugin": "Apache-2.0", "@perses-dev/stat-chart-plugin": "Apache-2.0",
+                  "@perses-dev/timeseries-chart-plugin": "Apache-2.0", "typed-function": "MIT"}
+
+
+def npm_projects():
+    return sorted(p.parent for p in ROOT.rglob("package-lock.json") if "node_modules" not in p.parts and ".git" not in p.parts)
+
+
+def test_every_npm_dependency_is_listed_and_every_locked_package_permissive():
+    rows = {(r["component"], r["source"]): r for r in notice_rows()}
+    assert npm_projects(), "no package-lock.json found"
+    for project in npm_projects():
+        rel = project.relative_to(ROOT)
+        pkg = json.loads((project / "package.json").read_text())
+        direct = {**pkg.get("dependencies", {}), **pkg.get("devDependencies", {})}
+        unlisted = [d for d in direct if (d, f"{rel}/package.json") not in rows]
+        assert not unlisted, f"{rel}/package.json's dependencies missing from NOTICE: {unlisted}"
+        locked = json.loads((project / "package-lock.json").read_text())["packages"]
+        odd = {}
+        for path, entry in locked.items():
+            if not path:
+                continue
+            name = path.rsplit("node_modules/", 1)[1]
+            licence = entry.get("license") or NPM_UNDECLARED.get(name)
+            if licence not in NPM_LICENCES:
+                odd[name] = licence
+            elif name in direct and rows[(name, f"{rel}/package.json")]["licence"] != licence:
+                odd[name] = f"{licence}, NOTICE says {rows[(name, f'{rel}/package.json')]['licence']}"
+        assert not odd, f"{rel}/package-lock.json: packages under a licence not allowed here: {odd}"

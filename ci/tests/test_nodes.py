@@ -217,6 +217,10 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     assert r.returncode == 0 and d is not None, r.stdout[-2000:] + r.stderr[-2000:]
     assert "k6 in the client node (ibench-node-2" in r.stdout + r.stderr
     assert f"k6 web dashboard http://{NODE_IP[2]}:5665/" in r.stdout + r.stderr
+    # Prometheus as printed answers the host (its NodePort on the client node: no route to a ClusterIP).
+    prom = f"http://{NODE_IP[2]}:30090"  # monitoring/local/prometheus.yaml
+    assert f"monitoring    Prometheus {prom};" in r.stdout + r.stderr and f"monitoring    live page {prom}/user/?" in r.stderr
+    assert sh("curl", "-fsS", "--max-time", "5", f"{prom}/-/ready").returncode == 0
     meta, summary = (json.loads((d / f).read_text()) for f in ("meta.json", "summary.json"))
     assert meta["nodes"] == 4 and meta["placement"]["client_cpus"] == (STATE / "nodes/2/cpus").read_text().strip(), meta
     b = meta["ingress_budget"]

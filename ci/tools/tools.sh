@@ -27,6 +27,23 @@ go_tool() {
 # k6 with the project's extension, built the way xk6 builds one (xk6 itself is not obtainable
 # here): a main.go importing go.k6.io/k6/cmd and the extension, go mod tidy, go build. Users
 # with xk6: `xk6 build $K6_VERSION --with github.com/ingress-bench/ingress-bench/xk6=./xk6`.
+# npm_build NAME DIR SRC WHAT [OUT]: SRC's locked packages (npm ci, no install scripts) into DIR,
+# built (node build.mjs) when SRC has a build, DIR then holding OUT's files and index.html;
+# marked when complete. npm's own cache is outside the checkout (~/.npm).
+npm_build() {
+  local name=$1 dir=$2 src=$3 what=$4 out=${5:-} tmp
+  [ -f "$dir/.complete" ] && return 0
+  command -v npm >/dev/null || die "npm is not installed: $what needs Node.js and npm (Debian: apt install nodejs npm)"
+  say tools "$what"
+  tmp=$(mktemp -d "$IB_CACHE/.$name-build-XXXXXX")
+  cp -r "$src/." "$tmp/"; rm -rf "$tmp/node_modules" "$tmp/dist"
+  (cd "$tmp" && npm ci --no-audit --no-fund --ignore-scripts && { [ ! -f build.mjs ] || node build.mjs; }) >"$IB_CACHE/npm-$name.log" 2>&1 ||
+    { tail -n 3 "$IB_CACHE/npm-$name.log" >&2; rm -rf "$tmp"; die "npm ci in $src failed (log: $IB_CACHE/npm-$name.log)"; }
+  rm -rf "$dir"
+  if [ -n "$out" ]; then mkdir -p "$dir"; cp -r "$tmp/$out/." "$tmp/index.html" "$dir/"; rm -rf "$tmp"; else mv "$tmp" "$dir"; fi
+  touch "$dir/.complete"
+}
+
 k6_build() {
   [ -x "$IB_K6_DIR/k6" ] && return 0
   need_go "k6 $K6_VERSION"
@@ -154,6 +171,8 @@ if [ ! -f "$IB_VENV/.complete" ]; then
     { tail -n 3 "$IB_CACHE/pip.log" >&2; rm -rf "$IB_VENV"; die "pip install -r ci/tools/requirements.txt failed (log: $IB_CACHE/pip.log)"; }
   touch "$IB_VENV/.complete"
 fi
+npm_build live "$IB_LIVE_DIR" "$IB_ROOT/dashboards/live" "the live page (Perses, bundled by esbuild)" dist
+npm_build browser "$IB_BROWSER_DIR" "$IB_ROOT/ci/tools/browser" "the browser tests' driver (playwright-core)"
 say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, helm $HELM_VERSION, task $TASK_VERSION, nginx $(nginx_version), wrk $(wrk_version) ready"
 [ "${1:-all}" = cluster ] || exit 0
 # shellcheck disable=SC2086

@@ -18,6 +18,17 @@ CGROUPS=$IB_ROOT/bench/platforms/monitoring/cgroups.sh
 LAB_STATE=/run/ingress-bench/monitoring-lab
 LAB_PROM_ADDR=$LAB_HOST_IP:$LAB_PROMETHEUS_PORT # on the lab bridge's host address
 LOCAL_TEXTFILE=$IB_CLUSTER_STATE/textfile # must match node-exporter's hostPath (monitoring/local)
+LOCAL_LIVE=$IB_CLUSTER_STATE/live         # must match Prometheus' hostPath (monitoring/local/prometheus.yaml)
+
+# live_assets DIR: the live page (dashboards/live/, built by ./task tools) and the dashboard it
+# shows, into DIR, which the run's Prometheus serves at /user/ (--web.user-assets): same origin
+# as its API, no server of its own. A page not built leaves DIR empty, and runs say nothing of it.
+live_assets() {
+  mkdir -p "$1"
+  [ -f "$IB_LIVE_DIR/.complete" ] || return 0
+  cp -r "$IB_LIVE_DIR/." "$1/" && rm -f "$1/.complete"
+  cp "$IB_ROOT/dashboards/live/ingress-bench.perses.json" "$1/"
+}
 
 # The sampler runs while monitoring is up; its pid file sits beside what it writes.
 sampler_start() { # DIR
@@ -43,14 +54,23 @@ crd_dir() {
   echo "$d/example/prometheus-operator-crd"
 }
 
+# operator_url: Prometheus as the user's browser and the bench both reach it: its ClusterIP on
+# one node (the host is the node), its NodePort on the client node's address on several.
 operator_url() {
-  local ip; ip=$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.clusterIP}' 2>/dev/null) || return 1
+  local ip
+  if [ -n "$(client_netns)" ]; then
+    ip=$(kubectl get nodes -l ingress-bench/role-client=true -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) || return 1
+    [ -n "$ip" ] && echo "http://$ip:$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.ports[0].nodePort}' 2>/dev/null)"
+    return
+  fi
+  ip=$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.clusterIP}' 2>/dev/null) || return 1
   [ -n "$ip" ] && echo "http://$ip:9090"
 }
 
 operator_up() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
   bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
+  live_assets "$LOCAL_LIVE"
   local url; url=$(operator_url) && ready "$url" && sampler_alive "$LOCAL_TEXTFILE" && { say monitoring "up: $url"; return 0; }
   local t0=$SECONDS
   bash "$IB_ROOT/bench/platforms/local/images.sh" monitoring
@@ -69,7 +89,7 @@ operator_up() {
 
 operator_down() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-  sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE"
+  sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE" "$LOCAL_LIVE"
   if bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then
     kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/part-of=ingress-bench-monitoring --ignore-not-found >/dev/null 2>&1 || true
     remove_monitoring_stack kubelet # the operator's --kubelet-service (monitoring/local/operator.yaml)
@@ -82,10 +102,12 @@ host_up() {
   need_root "monitoring:up on the lab"
   # (Not a pipe into grep -q: under pipefail, grep's early exit fails the pipeline.)
   [[ $(ip -o addr show 2>/dev/null) == *" ${LAB_PROM_ADDR%:*}/"* ]] || die "the lab is not up: run './task lab:up' (its Prometheus listens on the lab bridge)"
-  ready "http://$LAB_PROM_ADDR" && [ -n "$(host_pids)" ] && sampler_alive "$LAB_STATE/textfile" && { say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
+  ready "http://$LAB_PROM_ADDR" && [ -n "$(host_pids)" ] && sampler_alive "$LAB_STATE/textfile" &&
+    { live_assets "$LAB_STATE/live"; say monitoring "up: http://$LAB_PROM_ADDR (lab)"; return 0; }
   host_down
   bash "$IB_ROOT/bench/platforms/monitoring/build.sh" prometheus
   mkdir -p "$LAB_STATE/rules" "$LAB_STATE/data" "$LAB_STATE/textfile"
+  live_assets "$LAB_STATE/live"
   cp "$IB_ROOT/monitoring/lab/prometheus.yml" "$LAB_STATE/"
   "$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" lab "$(link_capacity_bits "${LINK_CAPACITY:-10G}")" >"$LAB_STATE/rules/bench.yaml"
   sampler_start "$LAB_STATE/textfile"
@@ -93,7 +115,7 @@ host_up() {
   local m=--ingress-bench-lab-monitoring
   setsid bash -c 'exec -a "prometheus-node-exporter '"$m"'" prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults --collector.cpu --collector.netdev --collector.textfile --collector.textfile.directory="$1"' _ "$LAB_STATE/textfile" >"$LAB_STATE/node-exporter.log" 2>&1 </dev/null &
   setsid bash -c 'exec -a "prometheus-nginx-exporter '"$m"'" prometheus-nginx-exporter -web.listen-address=127.0.0.1:19113 -nginx.scrape-uri='"$LAB_STUB"'' >"$LAB_STATE/nginx-exporter.log" 2>&1 </dev/null &
-  setsid bash -c 'exec -a "prometheus '"$m"'" "$1" --config.file="$2/prometheus.yml" --storage.tsdb.path="$2/data" --storage.tsdb.retention.time=1d --web.listen-address='"$LAB_PROM_ADDR"' --web.enable-remote-write-receiver --enable-feature=native-histograms' _ "$IB_PROMETHEUS_DIR/prometheus" "$LAB_STATE" >"$LAB_STATE/prometheus.log" 2>&1 </dev/null &
+  setsid bash -c 'exec -a "prometheus '"$m"'" "$1" --config.file="$2/prometheus.yml" --storage.tsdb.path="$2/data" --storage.tsdb.retention.time=1d --web.listen-address='"$LAB_PROM_ADDR"' --web.enable-remote-write-receiver --enable-feature=native-histograms --web.user-assets="$2/live"' _ "$IB_PROMETHEUS_DIR/prometheus" "$LAB_STATE" >"$LAB_STATE/prometheus.log" 2>&1 </dev/null &
   poll 30 ready "http://$LAB_PROM_ADDR" || die "the lab's Prometheus did not become ready: $(tail -n1 "$LAB_STATE/prometheus.log")"
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at http://$LAB_PROM_ADDR (lab), node-exporter and nginx-prometheus-exporter on loopback"
 }

@@ -1,0 +1,51 @@
+// node ci/tests/page.cjs URL SCREENSHOT SECONDS: the live page in Debian's chromium (headless,
+// driven by playwright-core from IB_BROWSER_DIR, ./task tools), watched for SECONDS, then a
+// screenshot of the whole page. Prints one JSON object: the console's errors and the page's
+// uncaught ones, the status line, each panel's title and text as shown, and every range query
+// the page made with its answer's points per series (when, and what each panel was given).
+const { chromium } = require(`${process.env.IB_BROWSER_DIR}/node_modules/playwright-core`);
+
+const [url, screenshot, seconds] = process.argv.slice(2);
+
+(async () => {
+  // The flags this machine's closed network needs (no background fetches to Google's hosts).
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  const errors = [];
+  const queries = [];
+  try {
+    // Tall enough that every panel is in view: Perses renders a panel once it is.
+    const page = await browser.newPage({ viewport: { width: 1600, height: 4200 } });
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('response', async (r) => {
+      if (!r.url().includes('/api/v1/query_range')) return;
+      const form = new URLSearchParams(r.request().postData() || new URL(r.url()).search);
+      let points = null;
+      try {
+        points = (await r.json()).data.result.map((s) => (s.values || []).length);
+      } catch (e) {
+        points = null;
+      }
+      queries.push({ at: Date.now(), query: form.get('query'), status: r.status(), points });
+    });
+    const started = Date.now();
+    await page.goto(url);
+    await page.waitForTimeout(Number(seconds) * 1000);
+    const panels = await page.$$eval('section[data-testid="panel"]', (sections) => sections.map((s) => ({
+      title: s.querySelector('h6')?.textContent ?? '',
+      text: s.innerText.replace(s.querySelector('header')?.innerText ?? '', '').trim(),
+    })));
+    const status = await page.textContent('#status');
+    await page.screenshot({ path: screenshot, fullPage: true });
+    console.log(JSON.stringify({ started, errors, status, panels, queries }));
+  } finally {
+    await browser.close();
+  }
+})().catch((e) => {
+  console.error(`page.cjs: ${e}`);
+  process.exit(1);
+});

@@ -1,0 +1,136 @@
+"""The live page (dashboards/live/, issue 31): the dashboard's panels rendered by Perses in
+Debian's chromium (ci/tests/page.cjs), served by the run's own Prometheus at /user/. On the lab:
+opened while a 20 s run loads, its request-rate series gains points (live, not a snapshot);
+the run's view afterwards (live.url, which the report links): no console error, every panel
+with data, the p99 and error stats the summary's, a screenshot in the run's directory; the
+Prometheus stopped under the open page: one line says so. On the local cluster: the same view
+after a run there."""
+import html
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh
+
+RPS_PANEL = "Requests per second"
+
+
+def browser_dir():
+    return sh("bash", "-c", ". bench/lib.sh && echo $IB_BROWSER_DIR").stdout.strip()
+
+
+def page(url, shot, seconds):
+    """The page at URL watched for SECONDS in chromium: page.cjs's JSON."""
+    env = dict(os.environ, IB_BROWSER_DIR=browser_dir())
+    r = subprocess.run(["node", "ci/tests/page.cjs", url, str(shot), str(seconds)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=seconds + 90)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
+
+
+def has_data(panel):
+    """What the page shows: a stat's value, a time series' legend rows below its header."""
+    text = panel["text"]
+    return bool(text) and "No data" not in text and text.split() != ["Name", "Avg", "Max"]
+
+
+def shown(p99_text):
+    """A stat's value as shown ("6.15ms", "1.2s") in seconds."""
+    m = re.fullmatch(r"([\d.]+)\s*(ms|s|µs)", p99_text.strip())
+    assert m, p99_text
+    return float(m[1]) * {"ms": 1e-3, "s": 1.0, "µs": 1e-6}[m[2]]
+
+
+def assert_the_runs_view(run, shot):
+    """The run's view (its live.url): loads without an error, every panel has data but those
+    empty by design, and the stats show the summary's p99 (within one bucket of k6's native
+    histogram: 2^(1/8), 9 %) and errors."""
+    url = (run.dir / "live.url").read_text().strip()
+    testid = json.loads((run.dir / "meta.json").read_text())["testid"]
+    assert "/user/?start=" in url and f"&var-testid={testid}&" in url, url
+    assert html.escape(url) in (run.dir / "report.html").read_text()  # the report links it
+    view = page(url, shot, 6)
+    assert view["errors"] == [] and view["status"] == "", (view["errors"], view["status"])
+    titles = [p["title"] for p in view["panels"]]
+    assert len(titles) == 28, titles  # dashboards/live/ingress-bench.perses.json
+    empty = [p["title"] for p in view["panels"] if not has_data(p) and not empty_by_design(p["title"])]
+    assert empty == [], empty
+    stat = {}
+    for p in view["panels"]:  # the summary row's stats first: "Errors" is a time series too
+        stat.setdefault(p["title"], p["text"])
+    p99 = run.summary["result"]["p99_ms"] / 1000
+    # exact: one bucket of k6's native histograms (schema 3: each bucket 2^(1/8) = 1.09x the last)
+    assert abs(shown(stat["p99 latency"]) / p99 - 1) <= 0.09, (stat["p99 latency"], p99)
+    assert run.summary["result"]["errors"] == 0 and stat["Errors"].strip() in ("0%", "0.00%", "0"), stat["Errors"]
+    assert shot.stat().st_size > 10_000
+    return view
+
+
+@pytest.fixture(scope="module")
+def lab_live(tmp_path_factory):
+    """A 20 s lab run, its live page opened as soon as the run prints its address and watched
+    for 8 s of the load (4 refreshes): (the run, the page as watched). The browser shares the
+    machine with k6: the run's validity is not this test's subject (REQUIRE_VALID=0)."""
+    root = tmp_path_factory.mktemp("live")
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+    env = dict(os.environ, PLATFORM="lab", RESULTS_ROOT=str(root), DURATION="20s", CONNECTIONS="20",
+               **LATENCY_UNJUDGED, **VALIDITY_UNJUDGED)
+    proc = subprocess.Popen(["bash", "bench/run/bench.sh", "rps"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    err, watched = [], None
+    for line in proc.stderr:
+        err.append(line)
+        if line.startswith("monitoring    live page "):
+            watched = page(line.split()[-1], tmp_path_factory.mktemp("live-during") / "during.png", 8)
+            break
+    out, rest = proc.communicate(timeout=180)
+    run = Run(subprocess.CompletedProcess(proc.args, proc.returncode, out, "".join(err) + rest), root)
+    return run, watched
+
+
+def test_the_live_page_follows_a_lab_run(lab_live):
+    """Opened during the load: no error, and each request-rate answer it fetched (every 2 s)
+    had more points than the one before: the series grows with the run."""
+    run, watched = lab_live
+    assert run.rc == 0 and watched is not None, run.err[-3000:]
+    assert watched["errors"] == [], watched["errors"]
+    rps = [q for q in watched["queries"] if q["query"].startswith("sum by (testid) (rate(k6_http_reqs_total{")
+           and q["status"] == 200 and q["points"]]
+    points = [max(q["points"]) for q in rps]
+    assert len(points) >= 3 and points[-1] > points[0], points
+    print(f"\nthe request-rate series as fetched: {points} points")
+
+
+def test_the_runs_view_on_the_lab_is_the_summarys(lab_live):
+    run, _ = lab_live
+    assert run.rc == 0, run.err[-3000:]
+    assert_the_runs_view(run, run.dir / "live.png")
+
+
+def test_the_page_says_when_its_prometheus_is_down(lab_live, tmp_path):
+    """The lab's Prometheus stopped 3 s after the page opened: its status line says so, in one
+    line. The page is the last test of the lab's monitoring: it comes back for the next run."""
+    run, _ = lab_live
+    url = (run.dir / "live.url").read_text().strip()
+    env = dict(os.environ, IB_BROWSER_DIR=browser_dir())
+    viewer = subprocess.Popen(["node", "ci/tests/page.cjs", url, str(tmp_path / "down.png"), "8"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
+    out, err = viewer.communicate(timeout=120)
+    assert viewer.returncode == 0, err
+    status = json.loads(out)["status"]
+    assert status.startswith("Prometheus at ") and " is down (" in status and "\n" not in status, status
+
+
+def test_the_runs_view_on_the_local_cluster(local_cluster, bench):
+    """The suite's one-node cluster at the overlay's CPU, where k6 is the limit: the page's
+    subject is the panels, not the verdict (REQUIRE_VALID=0)."""
+    run = bench("rps", PLATFORM="local", DURATION="10s", **VALIDITY_UNJUDGED)
+    assert run.rc == 0, run.err[-3000:]
+    assert "monitoring    live page http" in run.err
+    assert_the_runs_view(run, run.dir / "live.png")
