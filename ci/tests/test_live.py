@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh
+from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh, task
 
 RPS_PANEL = "Requests per second"
 
@@ -134,3 +134,16 @@ def test_the_runs_view_on_the_local_cluster(local_cluster, bench):
     assert run.rc == 0, run.err[-3000:]
     assert "monitoring    live page http" in run.err
     assert_the_runs_view(run, run.dir / "live.png")
+
+
+def test_task_dashboard_gives_the_last_runs_view(lab_live, tmp_path):
+    """./task dashboard: the last run's view, as its live.url says; no run with a page, or a
+    run without one: one line, exit 1."""
+    run, _ = lab_live
+    assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "up", env={"PLATFORM": "lab"}).returncode == 0
+    r = task("dashboard", env={"RESULTS_ROOT": str(run.dir.parent)})
+    assert r.returncode == 0 and r.stderr.strip() == f"dashboard     {(run.dir / 'live.url').read_text().strip()}", r.stderr
+    r = task("dashboard", env={"RESULTS_ROOT": str(tmp_path)})
+    assert r.returncode == 1 and r.stderr.strip() == f"error: no run under {tmp_path} has a live page: ./task bench:rps (monitoring on) makes one", r.stderr
+    r = task("dashboard", env={"RUN": str(tmp_path)})
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "has no live page" in r.stderr, r.stderr
