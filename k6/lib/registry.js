@@ -100,6 +100,8 @@ export const REGISTRY = {
     {"name": "TMPDIR", "by": "system", "meaning": "temporary files"},
     {"name": "XDG_CACHE_HOME", "by": "system", "meaning": "the cache's parent (IB_CACHE)"},
     {"name": "GOFLAGS", "by": "system", "meaning": "the go command's flags, kept beside ours"},
+    {"name": "BROWSER", "by": "system", "meaning": "`./task dashboard` opens the last run's live page with it when set"},
+    {"name": "NODE_ENV", "by": "system", "meaning": "dashboards/live/build.mjs: the bundle's React and MUI built as production (a constant there, not read)"},
     {"name": "KUBERNETES_SERVICE_HOST", "by": "system", "meaning": "set in a pod: distributed.sh run inside a cluster"},
     {"name": "K6_OUT", "by": "k6", "meaning": "a user's own k6 output, passed on beside ours"},
     {"name": "K6_HTTP_DEBUG", "by": "k6", "meaning": "k6/http's request dumps: refused with ENGINE=native, which has none"},
