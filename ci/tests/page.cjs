@@ -32,7 +32,6 @@ const [url, screenshot, seconds] = process.argv.slice(2);
       }
       queries.push({ at: Date.now(), query: form.get('query'), status: r.status(), points });
     });
-    const started = Date.now();
     await page.goto(url);
     await page.waitForTimeout(Number(seconds) * 1000);
     const panels = await page.$$eval('section[data-testid="panel"]', (sections) => sections.map((s) => ({
@@ -41,7 +40,7 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     })));
     const status = await page.textContent('#status');
     await page.screenshot({ path: screenshot, fullPage: true });
-    console.log(JSON.stringify({ started, errors, status, panels, queries }));
+    console.log(JSON.stringify({ errors, status, panels, queries }));
   } finally {
     await browser.close();
   }

@@ -16,9 +16,6 @@ import pytest
 
 from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh, task
 
-RPS_PANEL = "Requests per second"
-
-
 def browser_dir():
     return sh("bash", "-c", ". bench/lib.sh && echo $IB_BROWSER_DIR").stdout.strip()
 
@@ -93,8 +90,8 @@ def lab_live(tmp_path_factory):
 
 
 def test_the_live_page_follows_a_lab_run(lab_live):
-    """Opened during the load: no error, and each request-rate answer it fetched (every 2 s)
-    had more points than the one before: the series grows with the run."""
+    """Opened during the load: no error, and the request-rate answers it fetched (every 2 s)
+    grew: the last had more points than the first, the series following the run."""
     run, watched = lab_live
     assert run.rc == 0 and watched is not None, run.err[-3000:]
     assert watched["errors"] == [], watched["errors"]
