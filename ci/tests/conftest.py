@@ -53,6 +53,10 @@ class Run:
 LATENCY_UNJUDGED = {"P95_MS": "3600000", "P99_MS": "3600000"}
 # ... and every k6 threshold but the validity one, for a test of bench:change's own gate.
 K6_UNJUDGED = {**LATENCY_UNJUDGED, "ERROR_RATE_MAX": "1", "DROPPED_MAX": "1000000000", "LATE_MAX": "1"}
+# For a cluster test whose subject is k6's figures and the servers' counts, no Prometheus
+# signal: unmonitored, a deploy is ready at its rollout, not ~14 s later once the new pod has
+# been scraped and its rules recorded (each time a test changes the variant).
+UNMONITORED = {"MONITORING": "0"}
 # ... and the validity threshold, for a test whose subject is a statistic over many lab runs: k6
 # on the lab's one client CPU at 20 connections runs near its saturation level (0.9) on this
 # host, so one run in ten can be NOT VALID (exit 99) on a slow hour (CI, issue 27).

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import LOG_FIELDS, Run, dashboard_query_gaps, kubectl, sh, task, within
+from conftest import LOG_FIELDS, UNMONITORED, Run, dashboard_query_gaps, kubectl, sh, task, within
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
 
@@ -32,7 +32,7 @@ def assert_clean_k8s_run(run, scenario, variant):
 
 @pytest.mark.parametrize("variant", ["nginx-lb-default", "nginx-lb-full", "nodeport-direct"])
 def test_rps_through_each_exposure(bench, variant):
-    run = bench("rps", PLATFORM="local", VARIANT=variant)
+    run = bench("rps", PLATFORM="local", VARIANT=variant, **UNMONITORED)
     r = assert_clean_k8s_run(run, "rps", variant)
     meta = json.loads((run.dir / "meta.json").read_text())
     if variant.startswith("nginx-lb"):
@@ -185,9 +185,9 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
     shows where every request went: each pod's address (headless Service, resolved once the
     backends were ready), the Service's ClusterIP, or the node's NodePort."""
     variant = f"nginx-lb-basic-{path}-10pods"
-    assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": variant}, timeout=300).returncode == 0
+    assert sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": variant, **UNMONITORED}, timeout=300).returncode == 0
     seen = len(lb_log())
-    run = bench("rps", PLATFORM="local", VARIANT=variant, PAYLOAD="100kb" if path == "pods" else "4kb")
+    run = bench("rps", PLATFORM="local", VARIANT=variant, PAYLOAD="100kb" if path == "pods" else "4kb", **UNMONITORED)
     r = assert_clean_k8s_run(run, "rps", variant)
     assert run.metric("data_received")["count"] >= r["requests"] * (102400 if path == "pods" else 4096)
     addrs = set(upstream_addrs(lb_log()[seen:]))
@@ -204,7 +204,7 @@ def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
     """seed002's hostNetwork: the LB's sockets are the node's, bound to its bridge address
     only, never to every host interface; a clean run through it."""
     variant = "nginx-lb-full-hostnetwork"
-    run = bench("rps", PLATFORM="local", VARIANT=variant)
+    run = bench("rps", PLATFORM="local", VARIANT=variant, **UNMONITORED)
     r = assert_clean_k8s_run(run, "rps", variant)
     listening = [l.split()[3] for l in sh("ss", "-Hltn").stdout.splitlines()]
     for port in ("80", "443", "8080"):

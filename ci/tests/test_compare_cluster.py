@@ -7,14 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LATENCY_UNJUDGED, ROOT, lab_leftovers, sh, table_row, task
+from conftest import LATENCY_UNJUDGED, ROOT, UNMONITORED, lab_leftovers, sh, table_row, task
 
 # GATE_CV_MAX 30: this VM's identical runs vary by 15-20 % (test_compare.py).
 SHORT = {"PLATFORM": "local", "DURATION": "3s", "CONNECTIONS": "50", "GATE_CV_MAX": "30", **LATENCY_UNJUDGED}
-# The compares' gates are k6's figures (and the cgroups' CPU), no Prometheus signal: without
-# it each side's deploy is ready at its rollout (with it, ~14 s more each time the sides
-# alternate, waiting for the new pod's first scrapes and rules).
-UNMONITORED = {"MONITORING": "0"}
 
 
 def args(**more):
@@ -43,7 +39,7 @@ def rate_of(doc):
     return next(m for m in doc["metrics"] if m["key"] == "rate")
 
 
-@pytest.mark.leaves_monitoring_down  # UNMONITORED
+@pytest.mark.leaves_monitoring_down  # UNMONITORED: the compares' gates are k6's figures
 def test_tuned_against_default_is_better(tuned_vs_default):
     """Tuned is faster with an interval that excludes 1.0: pass, exit 0; HEAD's runs saved."""
     r, doc, results = tuned_vs_default
