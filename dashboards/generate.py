@@ -297,9 +297,13 @@ def loadgen_panels():
                desc=f"The larger of k6's share of the CPUs it may use and how busy those CPUs are: from "
                     f"{level(LOADGEN_CPU)} (the red line) the verdict says the measurement is the "
                     "client's limit, not the ingress's."),
-        series("CPUs busy, by the role that may run on them", "percentunit", ("bench:cpus_busy:ratio", "{{role}}"),
+        # One query: a run whose processes published no CPU list (k6 in pods) still has the nodes'.
+        series("CPUs busy, by the role that may run on them, and each node's", "percentunit",
+               ("bench:cpus_busy:ratio or bench:node_cpus_busy:ratio", "{{role}}{{instance}}"),
                w=8, soft_max=1, desc="How busy the CPUs each role is pinned to are, whoever used them: the "
-                                     "host k6's, and on the lab the LB's and backends' (which share theirs)."),
+                                     "host k6's, and on the lab the LB's and backends' (which share theirs); and "
+                                     "all the CPUs each node-exporter sees (a node's; here the machine's), "
+                                     "by its address."),
     ]
 
 

@@ -283,7 +283,9 @@ def local_cluster(shared_cluster):
     assert up.returncode == 0, up.stderr
 
 
-KPS_VERSION = re.search(r"^KPS_CHART_VERSION=(\S+)", (ROOT / "ci/tools/versions.env").read_text(), re.M)[1]
+# ci/tools/versions.env, every pin the tools are built from: name -> version.
+PINS = dict(re.findall(r'^([A-Z0-9_]+)="?([^"\n]*)"?$', (ROOT / "ci/tools/versions.env").read_text(), re.M))
+KPS_VERSION = PINS["KPS_CHART_VERSION"]
 
 
 def offline_chart():

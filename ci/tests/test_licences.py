@@ -6,7 +6,7 @@ import importlib.metadata
 import json
 import re
 
-from conftest import ROOT
+from conftest import PINS, ROOT
 
 # Pins that name no component of their own: what it is built from is listed under another pin.
 NOT_COMPONENTS = {
@@ -37,10 +37,6 @@ def notice_rows():
     return [dict(zip(("component", "source", "licence", "use"), r)) for r in rows]
 
 
-def pins():
-    return dict(re.findall(r'^([A-Z0-9_]+)="?([^"\n]*)"?$', (ROOT / "ci/tools/versions.env").read_text(), re.M))
-
-
 def go_mods():
     return sorted(p for p in ROOT.rglob("go.mod") if ".git" not in p.parts)
 
@@ -55,13 +51,13 @@ def test_the_licence_files_are_the_texts_notice_names():
 
 def test_every_pin_names_a_listed_component():
     sources = " ".join(r["source"] for r in notice_rows())
-    unlisted = [v for v in pins() if v not in NOT_COMPONENTS and v not in PACKAGE_LISTS
+    unlisted = [v for v in PINS if v not in NOT_COMPONENTS and v not in PACKAGE_LISTS
                 and f"versions.env:{v}" not in sources]
     assert not unlisted, f"pins of ci/tools/versions.env that NOTICE does not list: {unlisted}"
 
 
 def test_every_debian_package_is_listed_and_no_other():
-    p = pins()
+    p = PINS
     for name, script in EXTRA_PACKAGES.items():
         assert name in (ROOT / script).read_text(), f"{name} is no longer installed by {script}"
     wanted = {w for v in PACKAGE_LISTS for w in p[v].split()} | set(EXTRA_PACKAGES)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, sh
+from conftest import PINS, ROOT, sh
 
 RUN = {"SEGMENTS": "2", "SCENARIO": "rps", "TARGET": "http://198.18.64.5", "DURATION": "30s",
        "CONNECTIONS": "100", "RATE": "", "TESTID": "20261121T133602Z-rps-nginx-lb-default-x2",
@@ -28,11 +28,6 @@ def field(text, name):
     return m.group(1).strip()
 
 
-def versions():
-    """ci/tools/versions.env as a dict: the pins both manifests and the kind config must follow."""
-    return dict(re.findall(r"^([A-Z0-9_]+)=(\S*)", (ROOT / "ci/tools/versions.env").read_text(), re.M))
-
-
 def error_lines(r):
     return [l for l in r.stderr.splitlines() if l.startswith("error:")]
 
@@ -40,7 +35,7 @@ def error_lines(r):
 def local_k6_image():
     """The local k6 image: the pin plus the hash of the xk6/ extension's sources (bench/lib.sh)."""
     image = sh("bash", "-c", ". bench/lib.sh && echo $K6_IMAGE_NAME:$K6_LOCAL_TAG").stdout.strip()
-    pins = versions()
+    pins = PINS
     assert re.fullmatch(rf"{re.escape(pins['K6_IMAGE_NAME'])}:{re.escape(pins['K6_VERSION'])}-xk6-[0-9a-f]{{12}}", image), image
     return image
 
@@ -58,7 +53,7 @@ def test_testrun_renders_valid_and_matches_the_job():
     assert " /scripts/rps.js " in job.stdout and "{ name: scenarios, configMap: { name: k6-scenarios } }" in job.stdout
     assert "{ name: lib, configMap: { name: k6-lib } }" in tr.stdout and "{ name: lib, configMap: { name: k6-lib } }" in job.stdout
     assert "{ name: lib, mountPath: /test/lib }" in tr.stdout and "{ name: lib, mountPath: /scripts/lib }" in job.stdout
-    pins = versions()
+    pins = PINS
     assert field(tr.stdout, "image") == field(job.stdout, "image") == local_k6_image()
     # The same environment, entry by entry, in the same order.
     tr_env, job_env = ENV_LINE.findall(tr.stdout), ENV_LINE.findall(job.stdout)
@@ -96,7 +91,7 @@ def test_with_a_prometheus_both_stream_to_it():
 
 @pytest.mark.parametrize("platform,image_set,pin", [("external", "", "K6_IMAGE_UPSTREAM"), ("external", "local", None)])
 def test_external_clusters_get_the_upstream_k6_image_unless_told(platform, image_set, pin):
-    pins = versions()
+    pins = PINS
     for template in ("job.yaml", "testrun.yaml"):
         r = render(template, PLATFORM=platform, IMAGE_SET=image_set)
         assert r.returncode == 0, r.stderr
@@ -157,7 +152,7 @@ def test_kind_config_has_the_local_clusters_shape():
     assert r.returncode == 0, r.stderr
     summary = r.stderr.strip().splitlines()[-1]
     assert f"pods {cluster_value('POD_CIDR')}, services {cluster_value('SERVICE_CIDR')}," in summary, summary
-    kube_minor = versions()["KUBE_VERSION"].rsplit(".", 1)[0]  # v1.34.4 -> v1.34
+    kube_minor = PINS["KUBE_VERSION"].rsplit(".", 1)[0]  # v1.34.4 -> v1.34
     assert f"kindest/node:{kube_minor}." in summary, summary
     assert "kube-proxy iptables" in summary and "cpuManagerPolicy static" in summary, summary
     # The same unsafe sysctls as the local cluster's kubelet allows (for the nginx-lb pod).
