@@ -86,7 +86,7 @@ def test_with_a_prometheus_both_stream_to_it():
     assert tr_env == ENV_LINE.findall(job.stdout)
     assert dict(tr_env) == {**dict(tr_env), "PROMETHEUS_URL": f'"{url}"', "K6_OUT": '"experimental-prometheus-rw"',
                             "K6_PROMETHEUS_RW_SERVER_URL": f'"{url}/api/v1/write"', "K6_PROMETHEUS_RW_TREND_AS_NATIVE_HISTOGRAM": '"true"',
-                            "K6_PROMETHEUS_RW_PUSH_INTERVAL": '"2s"', "K6_PROMETHEUS_RW_STALE_MARKERS": '"true"'}, tr_env
+                            "K6_PROMETHEUS_RW_PUSH_INTERVAL": '"2s"', "K6_PROMETHEUS_RW_STALE_MARKERS": '"false"'}, tr_env
 
 
 @pytest.mark.parametrize("platform,image_set,pin", [("external", "", "K6_IMAGE_UPSTREAM"), ("external", "local", None)])
