@@ -300,7 +300,9 @@ def test_a_backends_node_lost_under_load_and_back(run4, tmp_path):
     assert r.returncode in (0, 99), r.stderr[-3000:]
     m = doc["analysis"]["marks_ms"]
     assert 0 < m["start"] < m["NotReady"] < m["moved"] <= m["back"] < m["end"] < 35_000, m
-    assert 8_000 <= m["NotReady"] - m["start"] <= 25_000, m  # 12 s after the last 5 s heartbeat
+    # 12 s (the grace) after its last lease renewal, which is 0-5 s before the kill: 7 s at the
+    # soonest (c34: 7.29 s), plus the node controller's 2 s tick and a loaded machine's delays.
+    assert 6_500 <= m["NotReady"] - m["start"] <= 25_000, m
     assert any(e["reason"] == "NodeNotReady" for e in doc["events"]), doc["events"]
     assert doc["server"]["counted"] and doc["server"]["agree"], doc["server"]
     nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
