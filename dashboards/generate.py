@@ -93,6 +93,8 @@ def last_pushed(series):
 ERRORS_RUN = (f"({last_pushed(f'k6_http_reqs_total{{{K6[1:-1]}, {FAILED}}}')} or 0 * {last_pushed('k6_http_reqs_total' + K6)})"
               f" / {last_pushed('k6_http_reqs_total' + K6)}")
 P99_RUN = quantile(0.99, last_pushed("k6_http_req_duration_seconds" + K6))
+# The load's requests and setup's, not the teardown's query (bench.sh leaves it out of the count).
+REQUESTS_RUN = last_pushed(f'k6_http_reqs_total{{{K6[1:-1]}, name!="bench-correlation"}}')
 RECEIVED_BITS = f"8 * {k6_rate('k6_data_received_total')}"
 
 CORES = "suffix: cores"
@@ -143,9 +145,9 @@ def series(title, unit, *targets, desc, w=12, h=8, ceiling=None, soft_max=None, 
     return Panel("timeseries", title, unit, list(targets), desc, w, h, steps=steps, ceiling=ceiling, soft_max=soft_max)
 
 
-def single(title, unit, expr, legend, calc, steps, desc, instant=False):
+def single(title, unit, expr, legend, calc, steps, desc, instant=False, w=4):
     """A stat over the time range; one value per run when several are selected."""
-    return Panel("stat", title, unit, [(expr, legend)], desc, 4, 4, calc=calc, steps=steps, instant=instant)
+    return Panel("stat", title, unit, [(expr, legend)], desc, w, 4, calc=calc, steps=steps, instant=instant)
 
 
 def thresholds(steps):
@@ -198,21 +200,26 @@ def rows():
 def summary_panels():
     """The verdict's signals at a glance: the run's rate, p99, errors, and each resource's peak."""
     return [
-        single("Requests/s (k6)", "reqps", RPS, "{{testid}}", "mean", NEUTRAL,
-               "Mean client request rate of each selected run."),
+        # > 0: after the load k6's counter stands still (no stale markers: bench/lib/prometheus.sh).
+        single("Requests/s (k6)", "reqps", f"{RPS} > 0", "{{testid}}", "mean", NEUTRAL,
+               "Mean client request rate of each selected run while it loaded."),
+        # The run's count as its summary has it (not a mean of rates), 3 wide like its neighbours.
+        single("Requests", "none", REQUESTS_RUN, "{{testid}}", "lastNotNull", NEUTRAL,
+               "The run's requests until the time range's end (k6's counter as last pushed in "
+               "$__range): the summary's count when the range reaches the run's end.", instant=True, w=3),
         single("p99 latency", "s", P99_RUN, "{{testid}}", "lastNotNull", NEUTRAL,
                "p99 request duration of the run's requests until the time range's end (k6's "
                "native histograms as last pushed in $__range): the run's p99 when the range "
-               "reaches its end.", instant=True),
+               "reaches its end.", instant=True, w=3),
         single("Errors", "percentunit", ERRORS_RUN, "{{testid}}", "lastNotNull", ERROR_BUDGET,
                "Failed requests over all the run's requests until the time range's end; red "
-               "above the suite's 0.01 % threshold.", instant=True),
+               "above the suite's 0.01 % threshold.", instant=True, w=3),
         single("Ingress CPU", "percentunit", INGRESS_CPU, "ingress", "max", saturation(INGRESS_CPU),
                f"Peak ingress CPU against its limit. Red from {level(INGRESS_CPU)}, where the verdict "
                "calls the ingress CPU-bound (the verdict judges the run's mean, this panel its peak)."),
         single("NIC", "percentunit", NIC, "NIC", "max", saturation(NIC),
                f"Peak link use against the declared capacity. Red from {level(NIC)}, where the verdict "
-               "calls the network the limit (the verdict judges the run's mean, this panel its peak)."),
+               "calls the network the limit (the verdict judges the run's mean, this panel its peak).", w=3),
         single("Load generator CPU", "percentunit", LOADGEN_CPU, "k6", "max", saturation(LOADGEN_CPU),
                f"Peak k6 CPU against the CPUs it may use. Red from {level(LOADGEN_CPU)}, where the "
                "verdict says the client, not the ingress, set the number (the verdict judges the run's "
@@ -375,6 +382,8 @@ LIVE = {
     # panel's title naming the quantity.
     "unit": {"reqps": "requests/sec", "s": "seconds", "percentunit": "percent-decimal", "bps": "bits/sec",
              "pps": "packets/sec", "short": "decimal", CORES: "decimal", "suffix: iter/s": "counts/sec",
+             # A count in full, as Grafana's "none" shows it.
+             "none": {"unit": "decimal", "shortValues": False},
              "suffix: handshakes/s": "counts/sec", "suffix: req/s per core": "decimal"},
     "calc": {"mean": "mean", "max": "max", "lastNotNull": "last-number"},
     # Grafana's palette names, as the colours Grafana draws them.
@@ -404,7 +413,8 @@ def perses_thresholds(steps):
 
 
 def perses_panel(panel):
-    unit = {"unit": LIVE["unit"][panel.unit]}
+    unit = LIVE["unit"][panel.unit]
+    unit = unit if isinstance(unit, dict) else {"unit": unit}
     if panel.kind == "stat":
         spec = {"calculation": LIVE["calc"][panel.calc], "format": unit, "sparkline": {},
                 "thresholds": perses_thresholds(panel.steps)}

@@ -272,8 +272,9 @@ if [ -n "$lost" ]; then  # no client figures to draw: the directory holds the se
   exit "$signal_rc"
 fi
 if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || [ $? != 3 ] || exit 1; fi
-# The run's view on the live page, for the report's link and ./task dashboard.
-[ -z "${live:-}" ] || live_view "$PROMETHEUS_URL" "$live_start" $(($(date +%s) * 1000)) >"$dir/live.url"
+# The run's view on the live page, for the report's link and ./task dashboard: to now and the
+# grace after (Perses aligns a query's end down to its step, which would leave k6's last push out).
+[ -z "${live:-}" ] || live_view "$PROMETHEUS_URL" "$live_start" $((($(date +%s) + stop_grace) * 1000)) >"$dir/live.url"
 report render "$dir" >/dev/null || { [ $? != 3 ] || exit 1; echo "warning: the report of $dir could not be rendered" >&2; }
 say results "$dir/ (report: $dir/report.html)"
 [ "$signal_rc" = 0 ] || exit "$signal_rc" # 130 SIGINT, 143 SIGTERM: never a pass

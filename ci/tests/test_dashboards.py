@@ -171,13 +171,13 @@ def test_queries_are_promql_for_one_run(dashboard):
     targets = sum(len(p.get("targets", [])) for p in dashboard["panels"])
     assert len(qs) == targets + 3 + 1  # + the variant, scenario and testid variables, the run annotation
     assert not [q for q in qs.values() if "$" in q]
-    assert qs['panel 9 "Requests per second" target A'] == (
+    assert qs['panel 10 "Requests per second" target A'] == (
         f'sum by (testid) (rate(k6_http_reqs_total{{testid=~"{TESTID}", variant=~".*", scenario=~".*"}}[20s]))')
     assert qs["variable testid"] == 'group by (testid) (last_over_time(k6_http_reqs_total{variant=~".*", scenario=~".*"}[5m]))'
     assert f'testid=~"{TESTID}"' in qs['annotation "k6 runs"']
     narrowed = dict(lint.queries(dashboard, TESTID, interval="30s", variant="nginx-lb-default"))
     assert 'variant=~"nginx-lb-default"' in narrowed["variable scenario"]
-    assert "[30s]" in narrowed['panel 9 "Requests per second" target A']
+    assert "[30s]" in narrowed['panel 10 "Requests per second" target A']
 
 
 def test_queries_refuse_a_variable_without_a_value(dashboard):

@@ -45,7 +45,7 @@ def shown(p99_text):
 def assert_the_runs_view(run, shot):
     """The run's view (its live.url): loads without an error, every panel has data but those
     empty by design, and the stats show the summary's p99 (within one bucket of k6's native
-    histogram: 2^(1/8), 9 %) and errors."""
+    histogram: 2^(1/8), 9 %), its count of requests exactly, and its errors."""
     url = (run.dir / "live.url").read_text().strip()
     testid = json.loads((run.dir / "meta.json").read_text())["testid"]
     assert "/user/?start=" in url and f"&var-testid={testid}&" in url, url
@@ -53,7 +53,7 @@ def assert_the_runs_view(run, shot):
     view = page(url, shot, 6)
     assert view["errors"] == [] and view["status"] == "", (view["errors"], view["status"])
     titles = [p["title"] for p in view["panels"]]
-    assert len(titles) == 28, titles  # dashboards/live/ingress-bench.perses.json
+    assert len(titles) == len(json.loads((ROOT / "dashboards/live/ingress-bench.perses.json").read_text())["spec"]["panels"]), titles
     empty = [p["title"] for p in view["panels"] if not has_data(p) and not empty_by_design(p["title"])]
     assert empty == [], empty
     stat = {}
@@ -62,6 +62,7 @@ def assert_the_runs_view(run, shot):
     p99 = run.summary["result"]["p99_ms"] / 1000
     # exact: one bucket of k6's native histograms (schema 3: each bucket 2^(1/8) = 1.09x the last)
     assert abs(shown(stat["p99 latency"]) / p99 - 1) <= 0.09, (stat["p99 latency"], p99)
+    assert int(stat["Requests"].replace(",", "")) == run.summary["result"]["requests"], (stat["Requests"], run.summary["result"])
     assert run.summary["result"]["errors"] == 0 and stat["Errors"].strip() in ("0%", "0.00%", "0"), stat["Errors"]
     assert shot.stat().st_size > 10_000
     return view
