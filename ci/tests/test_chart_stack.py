@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import KUBECONFIG, PINS, ROOT, kubectl, lint, query_gaps, sh, within
+from conftest import KUBECONFIG, PINS, kubectl, query_gaps, sh, within
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 
