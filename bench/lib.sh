@@ -61,5 +61,6 @@ IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
 . "$IB_ROOT/bench/lib/variants.sh"
 . "$IB_ROOT/bench/lib/placement.sh"
 . "$IB_ROOT/bench/lib/kube.sh"
+. "$IB_ROOT/bench/lib/gateway.sh"
 . "$IB_ROOT/bench/lib/prometheus.sh"
 . "$IB_ROOT/bench/lib/k6.sh"

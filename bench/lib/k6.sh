@@ -24,7 +24,27 @@ host_description() {
 }
 
 # stub_counts URL: "accepts requests" from an nginx stub_status page (nothing if unreachable).
-# Reading it counts as one request and, on a new connection, one accept.
-stub_counts() { curl -sf --max-time 3 "$1" | stub_parse; }
+# Reading it counts as one request and, on a new connection, one accept. A URL of Envoy's
+# statistics (.../stats/prometheus: a Gateway's proxy, components/envoy-gateway) gives
+# "accepts requests envoy": the connections its gateway listeners accepted and the requests
+# their HTTP connection managers took, not those of its own stats and readiness listeners
+# (which the read goes to: it counts in neither).
+stub_counts() {
+  case $1 in
+    */stats/prometheus) curl -sf --max-time 3 "$1" | envoy_parse ;;
+    *) curl -sf --max-time 3 "$1" | stub_parse ;;
+  esac
+}
+# Envoy's own listeners and connection managers, not the gateway's: its admin, Envoy Gateway's
+# stats (19001) and readiness (19003) listeners (eg-*; the same as bench:server_requests:rate's
+# in monitoring/signals.yaml).
+ENVOY_OWN_STATS='"(admin|eg-[^"]*)"|_190[0-9][0-9]"'
+# envoy_parse: stdin Envoy's Prometheus statistics -> "accepts requests envoy".
+envoy_parse() {
+  awk -v own="$ENVOY_OWN_STATS" '
+    /^envoy_listener_downstream_cx_total\{/ && $0 !~ own { a += $NF; seen = 1 }
+    /^envoy_http_downstream_rq_total\{/ && $0 !~ own { r += $NF; seen = 1 }
+    END { if (seen) printf "%d %d envoy\n", a, r }'
+}
 # stub_parse: stdin a stub_status page -> "accepts requests"; nothing for any other page.
 stub_parse() { awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'; }

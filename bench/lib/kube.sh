@@ -53,6 +53,21 @@ local_images() {
   [ -S "$sock" ] || sock=$IB_CLUSTER_STATE/nodes/1/containerd/containerd.sock
   ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true
 }
+# manifest_images FILE: every image a manifest names, one per line: the `image` fields of its
+# objects at any depth (pods' containers, and where a controller takes them from, such as an
+# EnvoyProxy's), not text inside a ConfigMap.
+manifest_images() {
+  "$IB_VENV/bin/python" -c '
+import sys, yaml
+def walk(o):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if k == "image" and isinstance(v, str): print(v)
+            else: walk(v)
+    elif isinstance(o, list):
+        for v in o: walk(v)
+for doc in yaml.safe_load_all(open(sys.argv[1])): walk(doc)' "$1" | sort -u
+}
 # The client node of our cluster of several (bench/platforms/local/nodes.sh node_role: node 2):
 # its state directory (its netns, its cpus), and its network namespace, nothing with one node,
 # which is this host.
@@ -77,18 +92,21 @@ IB_KUBELET_CGROUP=ibench
 # its group's path in every hierarchy as a glob over the nodes (NODES) and QoS levels (cgroups.sh usage).
 pod_groups() {
   kubectl -n ingress-bench get pods -o json 2>/dev/null | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
-    | .metadata.labels["app.kubernetes.io/component"] as $role | .metadata.uid as $uid
-    | (.status.containerStatuses // [])[] | select(.name != "nginx-exporter" and .containerID != null)
+    | (.metadata.labels["ingress-bench/role"] // .metadata.labels["app.kubernetes.io/component"]) as $role | .metadata.uid as $uid
+    | (.status.containerStatuses // [])[] | select(.name != "nginx-exporter" and .name != "shutdown-manager" and .containerID != null)
     | (.containerID | sub(".*://"; "")) as $cid | "", "node-*/" | . as $node | "", "*/"
     | "\($role) '"$IB_KUBELET_CGROUP"'/\($node)kubepods/\(.)pod\($uid)/\($cid)"'
 }
 # The CPUs the ingress pod's container is confined to (its cpuset, as the static CPU manager
 # set it), for meta.json: proof of the placement, not a guess from the spec.
 ingress_cpuset() {
-  local uid cid
-  uid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.uid}' 2>/dev/null) || return 0
+  local uid cid pod
+  # Ours (component ingress), or a Gateway's proxy (ingress-bench/role, components/gateway-api).
+  pod=$(kubectl -n ingress-bench get pod -o json 2>/dev/null | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
+    | select((.metadata.labels["ingress-bench/role"] // .metadata.labels["app.kubernetes.io/component"]) == "ingress")][0] // empty') || return 0
+  [ -n "$pod" ] || return 0
+  uid=$(jq -r .metadata.uid <<<"$pod")
   # The first container that is not the metrics sidecar (components/monitoring).
-  cid=$(kubectl -n ingress-bench get pod -l app.kubernetes.io/component=ingress -o json 2>/dev/null |
-    jq -r '[.items[0].status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID')
+  cid=$(jq -r '[.status.containerStatuses[] | select(.name != "nginx-exporter")][0].containerID' <<<"$pod")
   cat /sys/fs/cgroup/cpuset/$IB_KUBELET_CGROUP/{,node-*/}kubepods/{,*/}pod"$uid"/"${cid#*://}"/cpuset.cpus 2>/dev/null | head -n1 || true
 }

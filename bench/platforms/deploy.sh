@@ -35,11 +35,15 @@ case "$cluster" in
   own)
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
     bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
+    # A Gateway API variant's CRDs and its controller's images (bench/lib/gateway.sh): from
+    # this host, which reaches the module proxy (the client node reaches only the cluster).
+    gateway_up "$OVERLAY"
     # With several nodes the host has no route into it: the rest from the client node.
     ns=$(client_netns)
     [ -z "$ns" ] || in_netns "$ns" || exec nsenter --net="$ns" bash "$0" "$@" ;;
   user)
-    need_external_cluster "deploys into" ;;
+    need_external_cluster "deploys into"
+    gateway_up "$OVERLAY" ;;
   *) die "PLATFORM=$PLATFORM has no cluster to deploy into" ;;
 esac
 
@@ -66,6 +70,16 @@ fi
 [ "$images" = upstream ] || extra+=("$IB_ROOT/kustomize/components/images-local")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# cpu_patches REQUEST LIMIT: the ingress container's CPU where a variant sets it: the first
+# container of our ingress Deployment, or the proxies' of a Gateway's EnvoyProxy (the
+# controller makes their Deployment from it).
+cpu_patches() {
+  local t
+  for t in 'kind: Deployment, labelSelector: app.kubernetes.io/component=ingress|/spec/template/spec/containers/0/resources' \
+           'kind: EnvoyProxy|/spec/provider/kubernetes/envoyDeployment/container/resources'; do
+    printf '  - target: { %s }\n    patch: |\n      - { op: add, path: %s/requests/cpu, value: "%s" }\n      - { op: add, path: %s/limits/cpu, value: "%s" }\n' "${t%|*}" "${t#*|}" "$1" "${t#*|}" "$2"
+  done
+}
 render() { # [LINK_CAPACITY_BITS]
   {
     echo "apiVersion: kustomize.config.k8s.io/v1beta1"
@@ -76,8 +90,8 @@ render() { # [LINK_CAPACITY_BITS]
     [ -z "$backend_nodes" ] || printf '  - target: { kind: Deployment, name: nginx-lb }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/env/-, value: { name: BACKEND_NODE_IPS, value: "%s" } }\n' "$backend_nodes"
     # INGRESS_CPU: the ingress container's CPU, request = limit (whole cores: pinned by the
     # static CPU manager; a fraction: a CFS quota), the overlay's other settings as they are.
-    [ -z "$ingress_cpu" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%s" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$ingress_cpu" "$ingress_cpu"
-    [ -z "$node_cpus" ] || printf '  - target: { kind: Deployment, labelSelector: app.kubernetes.io/component=ingress }\n    patch: |\n      - { op: add, path: /spec/template/spec/containers/0/resources/requests/cpu, value: "%sm" }\n      - { op: add, path: /spec/template/spec/containers/0/resources/limits/cpu, value: "%s" }\n' "$((node_cpus * 1000 - 100))" "$node_cpus"
+    [ -z "$ingress_cpu" ] || cpu_patches "$ingress_cpu" "$ingress_cpu"
+    [ -z "$node_cpus" ] || cpu_patches "$((node_cpus * 1000 - 100))m" "$node_cpus"
     # The link capacity NIC utilization is judged against (bench:link_capacity:bits).
     [ -z "${1:-}" ] || printf '  - target: { kind: PrometheusRule, name: bench-link-capacity }\n    patch: |\n      - { op: replace, path: /spec/groups/0/rules/0/expr, value: "vector(%s)" }\n' "$1"
     # A kube-prometheus-stack with the chart's default selectors picks monitors and rules by
@@ -102,7 +116,7 @@ fi
 # sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
 if [ "$cluster" = own ] && [ "$images" = local ]; then
   have=$(local_images)
-  for img in $(awk '$1 == "image:" || $1 == "-" && $2 == "image:" {print $NF}' "$work/manifest.yaml" | tr -d '"' | sort -u); do
+  for img in $(manifest_images "$work/manifest.yaml"); do
     grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
       die "image $img of overlay $OVERLAY is not on the local node and no registry is reachable: it validates ('./task lint') but cannot run here"
   done
@@ -145,9 +159,19 @@ same=0; unchanged && same=1
 if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   # Only what the new manifest cannot take over as it is (bench/platforms/stale_objects.py): the
   # backends most overlays share keep running, or roll.
-  stale=$(kubectl get all,configmap,ingress,serviceaccount,role,rolebinding -n "$NS" -o json |
+  kinds=all,configmap,ingress,serviceaccount,role,rolebinding gateways=''
+  ! kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 || gateways=gateway,httproute
+  stale=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json |
     "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
   say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
+  # A Gateway's routes and the Gateway first, while its controller runs: the controller then
+  # removes the proxies it made for it, and its finalizers (it holds one on the class while a
+  # Gateway uses it).
+  routed=$(grep -E '^(gateway|httproute)/' <<<"$stale" || true)
+  # shellcheck disable=SC2086 # one name a word
+  [ -z "$routed" ] || kubectl -n "$NS" delete $routed --ignore-not-found --wait --timeout=60s >/dev/null
+  [ -z "$gateways" ] || kubectl delete gatewayclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" --wait --timeout=60s >/dev/null 2>&1 || true
+  stale=$(grep -vxF -f <(printf '%s\n' $routed) <<<"$stale" || true)
   # shellcheck disable=SC2086 # one name a word
   [ -z "$stale" ] || kubectl -n "$NS" delete $stale --ignore-not-found --wait --timeout=60s >/dev/null
   kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
@@ -180,7 +204,9 @@ rollout() { # SELECTOR: wait for the matching Deployments
   done
 }
 apply() { # [SELECTOR]
-  kubectl apply ${1:+-l "$1"} -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
+  # (A selector no object matches is not a failure: a Gateway's proxies are its controller's.)
+  kubectl apply ${1:+-l "$1"} -f "$work/manifest.yaml" >/dev/null 2>"$work/err" || grep -q 'no objects passed to apply' "$work/err" ||
+    die "kubectl apply of $OVERLAY failed: $(head -n1 "$work/err")"
 }
 # Backends first, the ingress once they serve: an LB that resolves its upstreams when it
 # starts (components/path-lb-pods) then sees every backend pod.
@@ -202,8 +228,16 @@ if [ "$same" = 0 ]; then
     kubectl -n "$NS" delete pod -l "$(kubectl -n "$NS" get deploy "${d%=*}" -o go-template='{{range $k, $v := .spec.selector.matchLabels}}{{$k}}={{$v}},{{end}}' | sed 's/,$//')" --wait=false >/dev/null
     rollout app.kubernetes.io/component=ingress
   done
-  kubectl annotate ns "$NS" --overwrite "ingress-bench/manifest=$digest $(objects | head -n1)" >/dev/null
 fi
+# A Gateway's proxies are its controller's to make (labelled by the Gateway's infrastructure
+# labels, components/gateway-api): ready once the controller reports the Gateway programmed
+# and their Deployment has rolled out.
+if grep -q '^kind: Gateway$' "$work/manifest.yaml"; then
+  kubectl -n "$NS" wait --for=condition=Programmed gateway --all --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1 ||
+    die "the Gateway is not programmed after ${DEPLOY_TIMEOUT}s: $(kubectl -n "$NS" get gateway -o jsonpath='{.items[0].status.conditions[?(@.type=="Programmed")].message}' 2>/dev/null || echo 'no status')"
+  rollout ingress-bench/role=ingress
+fi
+[ "$same" = 1 ] || kubectl annotate ns "$NS" --overwrite "ingress-bench/manifest=$digest $(objects | head -n1)" >/dev/null
 
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
 # (512 MiB): after 4 s idle the first 512 MB pass at full speed, so a short run reads more
@@ -221,10 +255,12 @@ if [ "$cluster" = own ] && [ -n "$shaped" ]; then
 fi
 
 # The ingress: the Service labelled app.kubernetes.io/component=ingress (the controller's,
-# nginx-lb's, or a NodePort of an exposure path). Its address for the load: ClusterIP, or
+# nginx-lb's, or a NodePort of an exposure path), or a Gateway's proxies' (ingress-bench/role). Its address for the load: ClusterIP, or
 # node address:nodePort for a NodePort Service.
-svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpath='{.items[0].metadata.name}')
-[ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress"
+svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpath='{.items[*].metadata.name}')
+[ -n "$svc" ] || svc=$(kubectl -n "$NS" get svc -l ingress-bench/role=ingress -o jsonpath='{.items[*].metadata.name}')
+svc=${svc%% *}
+[ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress (nor a Gateway's, ingress-bench/role=ingress)"
 if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort ]; then
   addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].nodePort}')
 elif [ "$for_pods" = 1 ]; then

@@ -52,8 +52,8 @@ def main(argv=None):
     i.add_argument("--out", help="directory for the report (default: the runs' common parent)")
     c = sub.add_parser("check", help="every image and local link of a page exists (exit 1 if not)")
     c.add_argument("page")
-    stub = dict(type=stub_reading, default=None, metavar="'ACCEPTS REQUESTS'",
-                help="nginx stub_status before/after the load (bench/lib/k6.sh stub_counts; empty: none)")
+    stub = dict(type=stub_reading, default=None, metavar="'ACCEPTS REQUESTS [SOURCE]'",
+                help="the server's counts before/after the load (bench/lib/k6.sh stub_counts; empty: none)")
     s = sub.add_parser("summary", help="RUN_DIR/summary.json: k6's, plus the client's CPU and the server's "
                                        "counts; their lines into summary.txt")
     s.add_argument("run_dir")

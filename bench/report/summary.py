@@ -20,20 +20,27 @@ from .fmt import num
 from .run import Bad, contract, profile, read_json
 
 
+# Where a reading's counts come from (bench/lib/k6.sh stub_counts): its source's name in the
+# summary, and whether reading it is itself a request on a new connection that it counts.
+SOURCES = {"nginx": ("nginx stub_status", 1, "nginx"), "envoy": ("Envoy statistics", 0, "Envoy")}
+
+
 def stub_reading(text):
-    """`accepts requests` (bench/lib/k6.sh stub_counts) -> (accepts, requests); empty -> None."""
+    """`accepts requests [source]` (bench/lib/k6.sh stub_counts) -> (accepts, requests, source);
+    empty -> None. Without a source: nginx's stub_status."""
     if not text.strip():
         return None
-    if not re.fullmatch(r"\s*\d+\s+\d+\s*", text):
-        raise Bad(f"a stub_status reading is 'ACCEPTS REQUESTS', got '{text}'")
-    accepts, requests = map(int, text.split())
-    return accepts, requests
+    m = re.fullmatch(r"\s*(\d+)\s+(\d+)(?:\s+(\w+))?\s*", text)
+    if not m or (m[3] or "nginx") not in SOURCES:
+        raise Bad(f"a server reading is 'ACCEPTS REQUESTS [{'|'.join(SOURCES)}]', got '{text}'")
+    return int(m[1]), int(m[2]), m[3] or "nginx"
 
 
 def served(before, after):
-    """(requests, connections accepted) between two stub_status readings. The second read is
-    itself a request on a new connection (the first one is inside `before`): minus one each."""
-    return after[1] - before[1] - 1, after[0] - before[0] - 1
+    """(requests, connections accepted) between two readings. A stub_status read is itself a
+    request on a new connection (the first one is inside `before`): minus one each."""
+    own = SOURCES[after[2]][1]  # (the sources' entries: the summary's name, own requests, who counted)
+    return after[1] - before[1] - own, after[0] - before[0] - own
 
 
 def per(a, b):
@@ -126,7 +133,7 @@ def cpu_lines(c, s, host_cpus):
 
 def server(client_requests, before, after):
     requests, accepted = served(before, after)
-    return {"source": "nginx stub_status", "requests": requests, "connections_accepted": accepted,
+    return {"source": SOURCES[after[2]][0], "requests": requests, "connections_accepted": accepted,
             "client_over_server": per(client_requests, requests)}
 
 
@@ -207,7 +214,7 @@ def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None, usa
     if before and after:
         srv = s["server"] = server(s["result"].get("requests"), before, after)
         lines.append(f"server        {srv['requests']} requests, {srv['connections_accepted']} connections counted "
-                     f"by nginx (client/server {agreement(srv['client_over_server'])})")
+                     f"by {SOURCES[after[2]][2]} (client/server {agreement(srv['client_over_server'])})")
     else:
         lines.append("server        no server-side count (no stub_status for this target)")
     c = cpu(s["result"], s.get("settings", {}).get("SCENARIO") or s["result"].get("scenario"), *usage,
@@ -336,5 +343,5 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
         lines.append(f"{'result':<14}ABORTED (interrupted after {aborted} s by {s['interrupted']['signal']})")
     if verdict:
         lines.append(f"verdict       {verdict['text']} (segments: {', '.join(map(str, verdict['segments']))})")
-    return lines + [f"server        {requests} requests counted by nginx "
+    return lines + [f"server        {requests} requests counted by {SOURCES[after[2]][2]} "
                     f"(client/server {agreement(s['server']['client_over_server'])})"]

@@ -79,18 +79,22 @@ trap 'on_signal SIGTERM 143' TERM
 # that (need_ingress_cpu, above).
 budget=$(jq -nc --arg q "${INGRESS_CPU:-}" 'if $q == "" or $q == "auto" or $q == "overlay" then {source: "overlay"} else {ingress_cpu: $q, source: "INGRESS_CPU"} end')
 # An overlay whose "ingress" is only a Service (seed 004's NodePort straight to the backends)
-# has no ingress CPU to budget: it keeps its own placement, and says so.
+# has no ingress CPU to budget, nor has a Gateway's, whose proxies its controller makes (a
+# probe's share would roll them beside the old pod): it keeps its own placement, and says so.
 # (An overlay that does not build counts as having one: deploy says why it does not build.)
-ingress_deployment() {
+no_ingress_deployment() { # prints why
   local manifest
-  manifest=$(kustomize build --load-restrictor LoadRestrictionsNone "$IB_ROOT/overlays/$VARIANT" 2>/dev/null) || return 0
+  manifest=$(kustomize build --load-restrictor LoadRestrictionsNone "$IB_ROOT/overlays/$VARIANT" 2>/dev/null) || return 1
   "$IB_VENV/bin/python" -c '
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
-sys.exit(not any(d.get("kind") == "Deployment" and (d["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "ingress" for d in docs))' <<<"$manifest"
+if any(d.get("kind") == "Deployment" and (d["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "ingress" for d in docs):
+    sys.exit(1)
+print("its ingress is a Gateway, whose proxies its controller makes" if any(d.get("kind") == "Gateway" for d in docs)
+      else "its Service leads straight to the backends")' <<<"$manifest"
 }
-if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && ! ingress_deployment; then
-  say budget "overlay $VARIANT has no ingress Deployment (its Service leads straight to the backends): no ingress CPU to budget, the overlay's placement"
+if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && why=$(no_ingress_deployment); then
+  say budget "overlay $VARIANT has no ingress Deployment ($why): no ingress CPU to budget, the overlay's placement"
   budget='{"source":"overlay","reason":"no ingress Deployment"}'
   INGRESS_CPU=overlay
 fi

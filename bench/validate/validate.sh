@@ -56,6 +56,17 @@ dry_run_server() {
     die "$1: server-side dry-run: $(first_error "$TMP/dry-run.err")"
 }
 
+# ensure_crd_schemas: the custom resources' schemas (the Gateway API variants'), from the CRDs
+# of the pinned modules (bench/lib/gateway.sh), converted once into a cache keyed by their pins.
+CRD_SCHEMAS=$IB_CACHE/crd-schemas-gateway-api-$GATEWAY_API_VERSION-envoy-gateway-$ENVOY_GATEWAY_VERSION
+ensure_crd_schemas() {
+  [ ! -d "$CRD_SCHEMAS" ] || return 0
+  local crds; crds=$(mktemp -d)
+  gateway_crd_files "$crds" && "$KV_DIR/venv/bin/python" "$IB_ROOT/bench/validate/crd_schemas.py" "$CRD_SCHEMAS.tmp" "$crds"/*.yaml ||
+    { rm -rf "$crds" "$CRD_SCHEMAS.tmp"; die "converting the Gateway API CRDs into schemas failed"; }
+  rm -rf "$crds"; mv "$CRD_SCHEMAS.tmp" "$CRD_SCHEMAS"
+}
+
 validate_overlay() {
   local dir=$1 name v n
   name=$(basename "$dir")
@@ -64,6 +75,7 @@ validate_overlay() {
   for v in $K8S_VERSIONS; do
     kubeconform -strict -kubernetes-version "$v" \
       -schema-location "$SCHEMAS/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
+      -schema-location "$CRD_SCHEMAS/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json" \
       <"$TMP/built.yaml" >"$TMP/kubeconform.out" 2>&1 ||
       die "$name: kubeconform (Kubernetes $v): $(first_error "$TMP/kubeconform.out")"
   done
@@ -76,6 +88,7 @@ validate_overlay() {
 [ -d "$OVERLAYS_DIR" ] || die "no overlays directory at $OVERLAYS_DIR (OVERLAYS_DIR)"
 mkdir -p "$KV_DIR"
 ensure_schemas
+ensure_crd_schemas
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 dry_run=

@@ -19,6 +19,8 @@ NOT_COMPONENTS = {
     "NGINX_IMAGE_TAG": "the local nginx image: Debian's nginx",
     "COREDNS_IMAGE_NAME": "the local CoreDNS image: COREDNS_VERSION",
     "K6_IMAGE_NAME": "the local k6 image: K6_VERSION and busybox-static",
+    "ENVOY_GATEWAY_IMAGE_NAME": "the local Envoy Gateway image: ENVOY_GATEWAY_VERSION",
+    "ENVOY_IMAGE_NAME": "the local Envoy image: ENVOY_VERSION",
 }
 PACKAGE_LISTS = ("APT_PACKAGES", "CLUSTER_APT_PACKAGES")
 # Debian packages installed outside the lists: node where it is missing, etcd's binary unpacked.

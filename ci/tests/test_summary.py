@@ -99,6 +99,39 @@ def test_client_over_server(tmp_path):
     assert list(s)[-2:] == ["client", "server"]  # after k6's own keys, as jq added them
 
 
+def test_envoys_count_has_no_read_of_its_own(tmp_path):
+    """A Gateway's proxy counts on its gateway listeners; its statistics are read on another
+    (bench/lib/k6.sh envoy_parse), so nothing is taken off for the reads."""
+    d = k6_run(tmp_path, {"requests": 1000})
+    assert summary(d, before="10 100 envoy", after="60 1100 envoy").returncode == 0
+    s = json.loads((d / "summary.json").read_text())
+    assert s["server"] == {"source": "Envoy statistics", "requests": 1000, "connections_accepted": 50, "client_over_server": 1}
+    assert lines(d)[1] == "server        1000 requests, 50 connections counted by Envoy (client/server 1)"
+
+
+def envoy_stats(requests, accepted):
+    """Envoy's statistics as its stats listener serves them: the gateway's listeners and
+    connection managers, and its own (admin, eg-*, ports 19001/19003), which count the reads."""
+    return "\n".join([
+        "# TYPE envoy_http_downstream_rq_total counter",
+        'envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="admin"} 94',
+        'envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="eg-ready-http"} 54',
+        'envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="eg-stats-http"} 94',
+        f'envoy_http_downstream_rq_total{{envoy_http_conn_manager_prefix="http-10080"}} {requests - 1}',
+        'envoy_http_downstream_rq_total{envoy_http_conn_manager_prefix="https-10443"} 1',
+        f'envoy_listener_downstream_cx_total{{envoy_listener_address="0.0.0.0_10080"}} {accepted}',
+        'envoy_listener_downstream_cx_total{envoy_listener_address="0.0.0.0_19001"} 2',
+        'envoy_listener_downstream_cx_total{envoy_listener_address="0.0.0.0_19003"} 54', ""])
+
+
+def test_envoys_statistics_are_read_on_the_gateways_listeners_only():
+    r = subprocess.run(["bash", "-c", '. bench/lib.sh && envoy_parse'], input=envoy_stats(2000, 30),
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "30 2000 envoy\n", r
+    none = subprocess.run(["bash", "-c", '. bench/lib.sh && envoy_parse'], input="not stats\n", cwd=ROOT, capture_output=True, text=True)
+    assert none.stdout == ""
+
+
 def test_zero_requests_give_null_not_a_division(tmp_path):
     d = k6_run(tmp_path, {"requests": 0})
     r = summary(d, before="100 1000", after="101 1001")  # nothing served but the second read
@@ -157,7 +190,8 @@ def test_a_pod_replaced_during_the_run_has_no_cpu_figure(tmp_path):
 BAD = {
     "no summary": (lambda d: (d / "summary.json").unlink(), [], "summary.json is not readable JSON"),
     "k6 wrote no result": (lambda d: (d / "summary.json").write_text("{}"), [], "has no .result"),
-    "bad reading": (None, ["--stub-before", "accepts"], "a stub_status reading is 'ACCEPTS REQUESTS', got 'accepts'"),
+    "bad reading": (None, ["--stub-before", "accepts"], "a server reading is 'ACCEPTS REQUESTS [nginx|envoy]', got 'accepts'"),
+    "unknown source": (None, ["--stub-before", "1 2 haproxy"], "a server reading is 'ACCEPTS REQUESTS [nginx|envoy]', got '1 2 haproxy'"),
     "no times": (None, ["--times", "1"], "argument --times: expected 3 arguments"),
     "bad usage reading": (None, ["--usage-before", "ingress lots"], "a CPU usage reading is 'ROLE NS'"),
 }

