@@ -161,6 +161,7 @@ if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   # backends most overlays share keep running, or roll.
   kinds=all,configmap,ingress,serviceaccount,role,rolebinding gateways=''
   ! kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 || gateways=gateway,httproute
+  ! kubectl get crd envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 || gateways+=,envoyproxy
   stale=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json |
     "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
   say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
@@ -170,11 +171,30 @@ if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   routed=$(grep -E '^(gateway|httproute)/' <<<"$stale" || true)
   # shellcheck disable=SC2086 # one name a word
   [ -z "$routed" ] || kubectl -n "$NS" delete $routed --ignore-not-found --wait --timeout=60s >/dev/null
-  [ -z "$gateways" ] || kubectl delete gatewayclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" --wait --timeout=60s >/dev/null 2>&1 || true
+  # Its proxies now, not after their graceful drain (Envoy Gateway's waits up to 6 min for
+  # connections such as the scrapes' to end): no run is on them, and the new ingress needs
+  # their node's CPU. (Labelled by the Gateway's infrastructure labels: ours.)
+  if [ -n "$routed" ]; then
+    kubectl -n "$NS" delete deploy,svc -l ingress-bench/role=ingress --ignore-not-found --wait=false >/dev/null
+    kubectl -n "$NS" delete pod -l ingress-bench/role=ingress --grace-period=1 --ignore-not-found --wait --timeout=60s >/dev/null
+  fi
+  # Its class, unless the new overlay has the same (name and controller: the latter cannot
+  # change): a class a Gateway still uses is never released by its controller's finalizer.
+  if [ -n "$gateways" ]; then
+    keep=$("$IB_VENV/bin/python" -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d.get("kind") == "GatewayClass": print(d["metadata"]["name"], d["spec"]["controllerName"])' "$work/manifest.yaml")
+    for gc in $(kubectl get gatewayclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" \
+                  -o jsonpath='{range .items[*]}{.metadata.name}={.spec.controllerName}{" "}{end}'); do
+      grep -qx "${gc%%=*} ${gc#*=}" <<<"$keep" || kubectl delete gatewayclass "${gc%%=*}" --wait --timeout=60s >/dev/null
+    done
+  fi
   stale=$(grep -vxF -f <(printf '%s\n' $routed) <<<"$stale" || true)
   # shellcheck disable=SC2086 # one name a word
   [ -z "$stale" ] || kubectl -n "$NS" delete $stale --ignore-not-found --wait --timeout=60s >/dev/null
   kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
+  # Envoy Gateway's certificates, which its certgen Job made (its chart's label), with it.
+  ! grep -qx deployment/envoy-gateway <<<"$stale" || kubectl -n "$NS" delete secret -l control-plane=envoy-gateway --ignore-not-found >/dev/null
 fi
 # prune_monitoring: the PodMonitors and PrometheusRules of ours that the applied overlay has not.
 prune_monitoring() {

@@ -1,0 +1,286 @@
+"""bench/run/migrate.py: `./task bench:migrate FROM=<variant> TO=<variant>` — leaving one ingress for
+another (ingress-nginx, retired, for a Gateway API controller): the same traffic on both, side by
+side, in one table and one page.
+
+  1. Behaviour: the same requests (PROBES) to each side as deployed, sent from where k6 runs: the
+     status code, the response headers (names; values where they are not per response) and the
+     body's size. Every difference is listed.
+  2. Speed: for each of SCENARIOS (default rps tps throughput) bench:compare BASE=FROM HEAD=TO
+     (bench/run/compare.py: the sides in alternated rounds, ROUNDS of each, default 3): each
+     side's median rate and rate per ingress CPU (its cgroup time), TO/FROM with its t 95 %
+     interval over the rounds' ratios, and p99.
+  3. Change under load (CHANGES, default scale): a 20 s rps run on each side with its backends
+     scaled 1 -> 3 -> 1 in it; the run's errors (the scale-down takes endpoints away while
+     requests are on them) and when each scale was asked and done.
+What it says: "no change" when every judged ratio's interval lies within ±GATE_RATE_DROP % of 1
+and no behaviour differs; else each change, with its interval ("undecided" where an interval
+straddles the tolerance: more ROUNDS or a quieter machine). A variant against itself says
+"no change". Written to RESULTS_ROOT/migrate-<UTC time>/: report.html and report.md (the page),
+migrate.json, and each comparison's and change's own directory.
+Exit: 0 both sides measured; 1 bad input (one line, nothing started) or a part that failed.
+"""
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import matrix as mx  # noqa: E402
+from report.doc import Doc, Link, write_doc  # noqa: E402
+
+ROOT = mx.ROOT
+# The requests both sides answer (Host: the scenarios' host unless a probe gives its own):
+# scheme, method, path, extra headers. The scenarios' payloads, a miss, a method the
+# backends do not serve, another host, and a query string.
+PROBES = [
+    ("http", "GET", "/1kb.bin", {}),
+    ("http", "GET", "/0kb.bin", {}),
+    ("http", "GET", "/1mb.bin", {}),
+    ("http", "HEAD", "/1kb.bin", {}),
+    ("http", "GET", "/1kb.bin?q=1&r=%20", {}),
+    ("http", "GET", "/does-not-exist", {}),
+    ("http", "POST", "/1kb.bin", {"Content-Length": "0"}),
+    ("http", "GET", "/1kb.bin", {"Host": "other.example"}),
+    ("https", "GET", "/1kb.bin", {}),
+    ("https", "GET", "/0kb.bin", {}),
+]
+# Headers whose value is the response's own (a time, a counter, an id): compared by presence.
+PER_RESPONSE = {"date", "x-envoy-upstream-service-time", "x-request-id", "last-modified", "etag", "age", "expires"}
+TIMEOUT_S = 5
+# The change under load: a rps run this long, the backends scaled 1 -> SCALE_TO at SCALE_AT[0]
+# s into it, back to 1 SCALE_AT[1] s after they are ready.
+SCALE_RUN, SCALE_TO, SCALE_AT = "20s", 3, (4, 3)
+
+
+def probe(addr, host):
+    """Each of PROBES against ADDR (IP or IP:PORT): [{status, headers, body}] in order."""
+    out = []
+    for scheme, method, path, extra in PROBES:
+        headers = {"Host": host, **extra}
+        if scheme == "https":
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # the platform's own, generated
+            conn = http.client.HTTPSConnection(addr.split(":")[0], 443, timeout=TIMEOUT_S, context=ctx)
+        else:
+            conn = http.client.HTTPConnection(addr, timeout=TIMEOUT_S)
+        try:
+            conn.request(method, path, headers=headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            out.append({"status": resp.status, "body": len(body),
+                        "headers": {k.lower(): v for k, v in resp.getheaders()}})
+        except OSError as e:
+            out.append({"status": None, "error": f"{type(e).__name__}: {e}", "body": None, "headers": {}})
+        finally:
+            conn.close()
+    return out
+
+
+def label(p):
+    scheme, method, path, extra = p
+    return f"{method} {scheme}://…{path}" + "".join(f" ({k}: {v})" for k, v in extra.items() if k != "Content-Length")
+
+
+def differences(a, b):
+    """The differences between two sides' answers to PROBES: [(probe, what, FROM's, TO's)]."""
+    diffs = []
+    for p, x, y in zip(PROBES, a, b):
+        if x["status"] != y["status"]:
+            diffs.append((label(p), "status", x["status"] or x.get("error"), y["status"] or y.get("error")))
+        if x["body"] != y["body"]:
+            diffs.append((label(p), "body bytes", x["body"], y["body"]))
+        for h in sorted(x["headers"].keys() | y["headers"].keys()):
+            hx, hy = x["headers"].get(h), y["headers"].get(h)
+            if hx is None or hy is None:
+                diffs.append((label(p), f"header {h}", hx if hx is not None else "—", hy if hy is not None else "—"))
+            elif h not in PER_RESPONSE and hx != hy:
+                diffs.append((label(p), f"header {h}", hx, hy))
+    return diffs
+
+
+def behaviour(variant, env):
+    """VARIANT deployed (bench/platforms/deploy.sh), then PROBES from where k6 runs."""
+    up = mx.shell('load_platform && pf_check rps && pf_cluster_up >/dev/null && bash "$IB_ROOT/bench/platforms/deploy.sh"',
+                  env=dict(env, VARIANT=variant))
+    if up.returncode != 0:
+        raise mx.Bad(f"{variant}: {mx.error_line(up.stderr + up.stdout)}")
+    addr = up.stdout.strip().splitlines()[-1]
+    ns = mx.shell("load_platform && pf_client_netns", env=env).stdout.strip()
+    cmd = [sys.executable, __file__, "--probe", addr, env.get("HOST") or mx.default_of("HOST")]
+    r = subprocess.run((["nsenter", f"--net={ns}"] if ns else []) + cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise mx.Bad(f"{variant}: the probes failed: {mx.error_line(r.stderr)}")
+    return json.loads(r.stdout)
+
+
+def compare(scenario, env, out):
+    """bench:compare BASE=FROM HEAD=TO for SCENARIO: its compare.json, and its directory."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench/run/compare.py")], env=dict(
+        env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, ROUNDS=env.get("ROUNDS") or "3", RESULTS_ROOT=str(out)),
+        capture_output=True, text=True)
+    (out / f"compare-{scenario}.log").write_text(r.stdout + r.stderr)
+    found = sorted(out.glob("compare-*/compare.json"), key=lambda p: p.stat().st_mtime)
+    if r.returncode not in (0, 98, 99) or not found:
+        raise mx.Bad(f"bench:compare of {scenario} failed: {mx.error_line(r.stderr + r.stdout)}")
+    return json.loads(found[-1].read_text()), found[-1].parent
+
+
+def scaled_under_load(variant, env, out):
+    """A rps run of SCALE_RUN on VARIANT with its backends scaled 1 -> SCALE_TO -> 1 in it (the
+    scale-down is the disruptive part: endpoints leave while requests are on them): the run's
+    requests and errors, and when each scale was asked and done (seconds into the run)."""
+    kube = dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip())
+
+    def kubectl(*args):
+        r = subprocess.run(["kubectl", "-n", "ingress-bench", *args], env=kube, capture_output=True, text=True, timeout=150)
+        if r.returncode != 0:
+            raise mx.Bad(f"{variant}: kubectl {' '.join(args)}: {mx.error_line(r.stderr)}")
+        return r.stdout
+
+    root = out / f"scale-{variant}"
+    proc = subprocess.Popen(["bash", str(ROOT / "bench/run/bench.sh"), "rps"], env=dict(
+        env, VARIANT=variant, DURATION=SCALE_RUN, RESULTS_ROOT=str(root)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0, marks = None, {}
+    try:
+        # The load has begun once bench.sh says k6's address (the deploy and checks before it).
+        for line in proc.stdout:
+            if line.startswith("monitoring    Prometheus") or line.startswith("target ") or "k6 web dashboard" in line:
+                break
+        t0 = time.time()
+        time.sleep(SCALE_AT[0])
+        for step, n in (("up", SCALE_TO), ("down", 1)):
+            marks[f"{step}_asked_s"] = round(time.time() - t0, 1)
+            kubectl("scale", "deployment/backend", f"--replicas={n}")
+            kubectl("rollout", "status", "deployment/backend", "--timeout=120s")
+            marks[f"{step}_done_s"] = round(time.time() - t0, 1)
+            time.sleep(SCALE_AT[1])
+        log = proc.stdout.read()
+    finally:
+        rc = proc.wait()
+    (out / f"scale-{variant}.log").write_text(log if t0 else "")
+    runs = sorted(root.glob("*/summary.json"))
+    if not runs:
+        return {"error": f"the run did not finish (exit {rc})"}
+    r = json.loads(runs[-1].read_text())["result"]
+    return {"requests": r["requests"], "errors": r["errors"], **marks, "run": str(runs[-1].parent)}
+
+
+def speed_rows(scenario, doc, tol):
+    """The table's rows of one comparison: the judged rate, the other rate, p99."""
+    rows = []
+    for m in doc["metrics"]:
+        if m["key"] not in ("rate", "per_cpu", "p99"):
+            continue
+        iv = m.get("interval")
+        judged = m.get("says") != "shown, not judged"
+        if iv is None:
+            says = "no value"
+        elif not judged:
+            says = "shown"
+        elif m["better"] == "higher":
+            says = "no change" if iv["low"] >= 1 - tol and iv["high"] <= 1 + tol else \
+                "faster" if iv["low"] > 1 + tol else "slower" if iv["high"] < 1 - tol else "undecided"
+        else:  # a latency: lower is better
+            says = "no change" if iv["low"] >= 1 / (1 + tol) and iv["high"] <= 1 + tol else \
+                "lower" if iv["high"] < 1 / (1 + tol) else "higher" if iv["low"] > 1 + tol else "undecided"
+        rows.append({"scenario": scenario, "metric": m["title"], "from": m["base"].get("median"), "to": m["head"].get("median"),
+                     "ratio": iv and iv["ratio"], "low": iv and iv["low"], "high": iv and iv["high"], "format": m["format"],
+                     "judged": judged and m["key"] != "p99" or False, "says": says,
+                     "cv": [m["base"].get("cv_percent"), m["head"].get("cv_percent")]})
+    return rows
+
+
+def fmt(v, f):
+    return "—" if v is None else format(v, f)
+
+
+def page(out, env, rows, diffs, changes, verdict, notes):
+    doc = Doc(f"migrate: {env['FROM']} → {env['TO']}", f"{verdict}; " + "; ".join(notes), wide=True)
+    doc.add("h2", "Speed: TO/FROM per scenario (alternated rounds, t 95 % interval)")
+    doc.add("table", ["scenario", "metric", env["FROM"], env["TO"], "TO/FROM", "95 % interval", "CV FROM / TO", "says"],
+            [[r["scenario"], r["metric"], fmt(r["from"], r["format"]), fmt(r["to"], r["format"]),
+              fmt(r["ratio"], ".3f") + ("×" if r["ratio"] else ""),
+              f"{fmt(r['low'], '.3f')}–{fmt(r['high'], '.3f')}" if r["low"] is not None else "—",
+              " / ".join("—" if c is None else f"{c:.1f} %" for c in r["cv"]), r["says"]] for r in rows])
+    doc.add("h2", f"Change under load: the backends scaled during a {SCALE_RUN} rps run")
+    doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["—"] * 4])
+    doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {len(PROBES)} requests")
+    doc.add("table", ["request", "what", env["FROM"], env["TO"]], [list(map(str, d)) for d in diffs] or [["none", "", "", ""]])
+    doc.add("p", Link("migrate.json: every value", "migrate.json"))
+    write_doc(doc, out)
+    return doc
+
+
+def change_row(variant, c):
+    if "error" in c:
+        return [f"scale 1 → {SCALE_TO} → 1", variant, f"did not complete: {c['error']}", ""]
+    return [f"scale 1 → {SCALE_TO} → 1", variant, f"{c['errors']:,} of {c['requests']:,}",
+            f"up at {c['up_asked_s']} s (ready {c['up_done_s']} s), down at {c['down_asked_s']} s (done {c['down_done_s']} s)"]
+
+
+def main(argv):
+    env = dict(os.environ)
+    names = [n for n in ("FROM", "TO", "SCENARIOS", "ROUNDS", "CHANGES", "GATE_RATE_DROP") if env.get(n)]
+    mx.check_values([{"where": "", "names": names, "env": env}])
+    if not env.get("FROM") or not env.get("TO"):
+        raise mx.Bad("FROM and TO are both needed: ./task bench:migrate FROM=<variant you run> TO=<its replacement>")
+    for side in ("FROM", "TO"):
+        r = mx.shell('need_overlay "$1"', env[side], env=env)
+        if r.returncode != 0:
+            raise mx.Bad(f"{side}: {mx.error_line(r.stderr)}")
+    scenarios = (env.get("SCENARIOS") or mx.default_of("SCENARIOS")).split()
+    changes = (env.get("CHANGES") if env.get("CHANGES") is not None else "scale").split()
+    tol = float(env.get("GATE_RATE_DROP") or mx.default_of("GATE_RATE_DROP")) / 100
+    out = Path(env.get("RESULTS_ROOT") or ROOT / "results").resolve() / f"migrate-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    out.mkdir(parents=True)
+    notes, failed = [], []
+
+    mx.say("migrate", f"behaviour: {len(PROBES)} requests to {env['FROM']}, then to {env['TO']}")
+    answers = {s: behaviour(env[s], env) for s in ("FROM", "TO")}
+    diffs = differences(answers["FROM"], answers["TO"])
+
+    rows, compares = [], {}
+    for s in scenarios:
+        mx.say("migrate", f"speed: {s}, {env['FROM']} against {env['TO']} in alternated rounds")
+        try:
+            doc, d = compare(s, env, out)
+            compares[s] = str(d)
+            rows += speed_rows(s, doc, tol)
+        except mx.Bad as e:
+            failed.append(str(e))
+    change_rows, scaled = [], {}
+    for side in ("FROM", "TO") if "scale" in changes else ():
+        mx.say("migrate", f"change under load: the backends of {env[side]} scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} run")
+        c = scaled[side] = scaled_under_load(env[side], env, out)
+        failed += [f"scale on {env[side]}: {c['error']}"] if "error" in c else []
+        change_rows.append(change_row(env[side], c))
+
+    changed = [f"{r['scenario']} {r['metric']} {r['says']} ({r['ratio']:.3f}×, {r['low']:.3f}–{r['high']:.3f})"
+               for r in rows if r["judged"] and r["says"] not in ("no change", "undecided")]
+    open_ = [f"{r['scenario']} {r['metric']}" for r in rows if r["judged"] and r["says"] == "undecided"]
+    if diffs:
+        changed.append(f"{len(diffs)} behaviour difference(s)")
+    verdict = ("changed: " + "; ".join(changed)) if changed else \
+        (f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)")
+    notes.append(f"rounds: {env.get('ROUNDS') or 3} of each side per scenario, alternated")
+    notes += [f"failed: {f}" for f in failed]
+    page(out, env, rows, diffs, change_rows, verdict, notes)
+    (out / "migrate.json").write_text(json.dumps({
+        "from": env["FROM"], "to": env["TO"], "verdict": verdict, "tolerance": tol, "speed": rows,
+        "behaviour": {"probes": [label(p) for p in PROBES], "answers": answers, "differences": diffs},
+        "scaled": scaled, "compares": compares, "failed": failed}, indent=1) + "\n")
+    print((out / "report.md").read_text(), end="")
+    mx.say("migrate", f"verdict: {verdict}")
+    mx.say("results", f"{out}/ (page: {out}/report.html)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--probe"]:
+        print(json.dumps(probe(sys.argv[2], sys.argv[3])))
+    else:
+        mx.entry(main, sys.argv)

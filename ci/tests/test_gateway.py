@@ -1,0 +1,94 @@
+"""Gateway API on the local cluster: Envoy Gateway, built from its module, reconciles the Gateway
+and HTTPRoute of components/gateway-api; k6 loads through the Envoy it runs, whose own
+statistics agree with k6's count; leaving the variant leaves nothing of it. And, without a
+cluster: its control plane is what its chart renders, and its custom resources are validated
+against the pinned CRDs' schemas."""
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import ROOT, UNMONITORED, kubectl, sh, within
+
+VARIANT = "envoy-gateway-default"
+
+
+def condition(conditions, kind):
+    return next((c["status"] for c in conditions if c["type"] == kind), None)
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_envoy_gateway_programs_the_gateway_and_envoy_counts_what_k6_sent(bench):
+    run = bench("rps", PLATFORM="local", VARIANT=VARIANT, DURATION="5s")
+    # 99: a verdict that k6, beside the ingress on this node's two CPUs, was the limit
+    assert run.rc in (0, 99), run.err
+    r = run.result
+    assert r["requests"] > 0 and r["errors"] == 0, r
+    gw = json.loads(kubectl("-n", "ingress-bench", "get", "gateway", "bench", "-o", "json").stdout)
+    assert condition(gw["status"]["conditions"], "Programmed") == "True", gw["status"]
+    assert {l["name"]: l["attachedRoutes"] for l in gw["status"]["listeners"]} == {"http": 1, "https": 1}, gw["status"]
+    route = json.loads(kubectl("-n", "ingress-bench", "get", "httproute", "bench", "-o", "json").stdout)
+    parent = route["status"]["parents"][0]
+    assert parent["controllerName"] == "gateway.envoyproxy.io/gatewayclass-controller"
+    assert condition(parent["conditions"], "Accepted") == condition(parent["conditions"], "ResolvedRefs") == "True", parent
+    # The server's count is Envoy's own, on the gateway's listeners only.
+    srv = run.summary["server"]
+    assert srv["source"] == "Envoy statistics" and within(r["requests"], srv["requests"], 0.01), (r["requests"], srv)
+    # Monitoring read the proxy: its CPU from cAdvisor, its requests from its statistics, and
+    # the verdict from them.
+    s = run.summary["correlation"]["signals"]
+    assert s["ingress_cpu_cores"] > 0 and s["ingress_cpu_limit_cores"] == 1, s
+    # (a 5 s run's rules average in its ramp: the rate is read, not matched to k6's here)
+    assert 0 < s["server_rps"] <= r["rps"] * 1.05, (s["server_rps"], r["rps"])
+    assert run.summary["verdict"]["limit"] not in (None, "unknown"), run.summary["verdict"]
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_tls_through_the_gateway_is_a_full_handshake_per_request(bench):
+    run = bench("tps", PLATFORM="local", VARIANT=VARIANT, **UNMONITORED)
+    assert run.rc == 0, run.err
+    r, srv = run.result, run.summary["server"]
+    assert r["requests"] > 0 and r["errors"] == 0, r
+    # a new connection per request, each accepted by the gateway's HTTPS listener
+    assert within(r["requests"], srv["requests"], 0.01) and within(srv["connections_accepted"], srv["requests"], 0.01), srv
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_leaving_the_gateway_leaves_nothing_of_it():
+    up = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": VARIANT, **UNMONITORED})
+    assert up.returncode == 0, up.stderr
+    assert kubectl("-n", "ingress-bench", "get", "pods", "-l", "ingress-bench/role=ingress", "-o", "name").stdout.strip()
+    back = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-lb-default", **UNMONITORED})
+    assert back.returncode == 0, back.stderr
+    left = kubectl("-n", "ingress-bench", "get", "all,gateway,httproute,envoyproxy,serviceaccount,role,rolebinding,secret",
+                   "-o", "name").stdout.split()
+    assert [o for o in left if "envoy" in o or "gateway" in o or o.startswith("httproute")] == [], left
+    assert kubectl("get", "gatewayclass,clusterrole,clusterrolebinding", "-o", "name").stdout.count("gateway") == 0
+
+
+def test_the_control_plane_is_what_its_chart_renders():
+    r = sh("bash", "kustomize/components/envoy-gateway/render.sh", "--check")
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_field_the_crd_does_not_have_fails_validation(tmp_path):
+    """kubeconform -strict holds the custom resources to the pinned CRDs' schemas, as the
+    built-in kinds to Kubernetes': a misspelt EnvoyProxy field is one line, exit 1."""
+    bad = tmp_path / "overlays" / "typo"
+    bad.mkdir(parents=True)
+    base = os.path.relpath(ROOT / "overlays" / VARIANT, bad)
+    (bad / "kustomization.yaml").write_text(f"""resources: [{base}]
+patches:
+  - target: {{ kind: EnvoyProxy }}
+    patch: |
+      - {{ op: add, path: /spec/provider/kubernetes/envoyDeployment/replica, value: 2 }}
+""")
+    good = tmp_path / "overlays" / VARIANT
+    shutil.copytree(ROOT / "overlays" / VARIANT, good)
+    (good / "kustomization.yaml").write_text((good / "kustomization.yaml").read_text().replace("../../", os.path.relpath(ROOT, good) + "/"))
+    r = sh("bash", "bench/validate/validate.sh", env={"OVERLAYS_DIR": str(tmp_path / "overlays")})
+    assert r.returncode == 1, r.stderr
+    assert f"validate      {VARIANT}: " in r.stderr, r.stderr
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: typo: kubeconform") and "replica" in errors[0], r.stderr

@@ -1,0 +1,64 @@
+"""bench:migrate on the local cluster: the nginx LB against the Gateway API variant (Envoy Gateway),
+and a variant against itself, which must say "no change". Bad input is one line before anything
+is deployed."""
+import json
+
+import pytest
+
+from conftest import UNMONITORED, one_error, task
+
+# Short: the table's shape and its intervals are the subject, not the figures (README: the
+# migration table measured with the defaults). Unmonitored: the rates per CPU come from the
+# cgroups, the behaviour from the probes.
+SHORT = {"SCENARIOS": "rps", "DURATION": "3s", "CHANGES": "", **UNMONITORED}
+
+
+def migrate(tmp_path, **settings):
+    results = tmp_path / "results"
+    r = task("bench:migrate", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in {**SHORT, **settings}.items()), timeout=900)
+    runs = sorted(results.glob("migrate-*"))
+    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    return r, json.loads((runs[0] / "migrate.json").read_text()), runs[0]
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_nginx_lb_to_envoy_gateway_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
+    r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="envoy-gateway-default", ROUNDS="3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {(x["scenario"], x["metric"]): x for x in doc["speed"]}
+    rate = rows[("rps", "req/s")]
+    assert rate["from"] > 0 and rate["to"] > 0 and rate["low"] <= rate["ratio"] <= rate["high"], rate
+    per_cpu = next(x for x in doc["speed"] if x["scenario"] == "rps" and "per ingress CPU" in x["metric"])
+    assert per_cpu["from"] > 0 and per_cpu["to"] > 0 and per_cpu["low"] <= per_cpu["ratio"] <= per_cpu["high"], per_cpu
+    # The same requests, answered by nginx and by Envoy: every probe answered on both sides, and
+    # the servers say who they are.
+    a = doc["behaviour"]["answers"]
+    assert all(x["status"] for x in a["FROM"] + a["TO"]), a
+    diffs = {(p, what): (x, y) for p, what, x, y in doc["behaviour"]["differences"]}
+    assert diffs[("GET http://…/1kb.bin", "header server")] == ("nginx/1.22.1", "envoy"), diffs
+    assert not any(what == "body bytes" and p == "GET http://…/1kb.bin" for p, what in diffs), diffs
+    # One page: the table and the differences in it.
+    page = (d / "report.md").read_text()
+    assert "| rps | req/s |" in page and "95 % interval" in page and "header server" in page, page
+    assert (d / "report.html").exists()
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_a_variant_against_itself_says_no_change(tmp_path):
+    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", ROUNDS="4")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert doc["behaviour"]["differences"] == [], doc["behaviour"]["differences"]
+    assert doc["verdict"] == "no change (within ±10 %)", doc["verdict"]
+    assert "migrate       verdict: no change (within ±10 %)" in r.stderr
+
+
+@pytest.mark.parametrize("settings,error", [
+    ({"TO": "envoy-gateway-default"}, "FROM and TO are both needed"),
+    ({"FROM": "nginx-lb-default", "TO": "no-such-variant"}, "TO: "),
+    ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "CHANGES": "explode"}, "CHANGES"),
+])
+def test_bad_input_is_one_line_before_anything_runs(tmp_path, settings, error):
+    results = tmp_path / "results"
+    r = task("bench:migrate", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in settings.items()))
+    assert r.returncode == 1 and error in one_error(r), r.stderr
+    assert not results.exists()
