@@ -30,22 +30,25 @@ def test_nginx_lb_to_envoy_gateway_is_one_table_with_intervals_and_a_behaviour_d
     assert rate["from"] > 0 and rate["to"] > 0 and rate["low"] <= rate["ratio"] <= rate["high"], rate
     per_cpu = next(x for x in doc["speed"] if x["scenario"] == "rps" and "per ingress CPU" in x["metric"])
     assert per_cpu["from"] > 0 and per_cpu["to"] > 0 and per_cpu["low"] <= per_cpu["ratio"] <= per_cpu["high"], per_cpu
-    # The same requests, answered by nginx and by Envoy: every probe answered on both sides, and
-    # the servers say who they are.
+    # The same requests, answered by nginx and by Envoy: every probe answered on both sides. The
+    # LB's one server block takes any Host; the Gateway routes bench.ingress.test only.
     a = doc["behaviour"]["answers"]
     assert all(x["status"] for x in a["FROM"] + a["TO"]), a
     diffs = {(p, what): (x, y) for p, what, x, y in doc["behaviour"]["differences"]}
-    assert diffs[("GET http://…/1kb.bin", "header server")] == ("nginx/1.22.1", "envoy"), diffs
-    assert not any(what == "body bytes" and p == "GET http://…/1kb.bin" for p, what in diffs), diffs
+    assert diffs[("GET http://…/1kb.bin (Host: other.example)", "status")] == (200, 404), diffs
+    # the scenarios' own requests: the same status and body on both
+    assert not [k for k in diffs if k[0] in ("GET http://…/1kb.bin", "GET https://…/1kb.bin") and k[1] in ("status", "body bytes")], diffs
     # One page: the table and the differences in it.
     page = (d / "report.md").read_text()
-    assert "| rps | req/s |" in page and "95 % interval" in page and "header server" in page, page
+    assert "| rps | req/s |" in page and "95 % interval" in page and "other.example" in page, page
     assert (d / "report.html").exists()
 
 
 @pytest.mark.usefixtures("local_cluster")
 def test_a_variant_against_itself_says_no_change(tmp_path):
-    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", ROUNDS="4")
+    """"No change" is a claim: every interval within ±10 % of 1. 3 s runs vary 6-9 % here (an
+    interval of 0.89-1.09 over 4 rounds: undecided, as it should say); 10 s runs, 4 rounds."""
+    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", ROUNDS="4", DURATION="10s")
     assert r.returncode == 0, r.stderr[-3000:]
     assert doc["behaviour"]["differences"] == [], doc["behaviour"]["differences"]
     assert doc["verdict"] == "no change (within ±10 %)", doc["verdict"]

@@ -71,7 +71,8 @@ pf_up() {
   else
     # nginx-lb's status port, or a Gateway's proxy's statistics (its pod's stats port: the
     # controller's Service has none); one replica, so exact counts.
-    local proxy; proxy=$(kubectl -n ingress-bench get pod -l ingress-bench/role=ingress --field-selector=status.phase=Running -o jsonpath='{.items[0].status.podIP}' 2>/dev/null)
+    local proxy; proxy=$(kubectl -n ingress-bench get pod -l ingress-bench/role=ingress --field-selector=status.phase=Running -o jsonpath='{.items[*].status.podIP}')
+    proxy=${proxy%% *}
     if [ -n "$proxy" ]; then STUB=http://$proxy:19001/stats/prometheus; else STUB=http://$addr:8080/stub_status; fi
   fi
   export TARGET=$scheme://$addr
