@@ -47,8 +47,8 @@ def test_nginx_lb_to_envoy_gateway_is_one_table_with_intervals_and_a_behaviour_d
 @pytest.mark.usefixtures("local_cluster")
 def test_a_variant_against_itself_says_no_change(tmp_path):
     """"No change" is a claim: every interval within ±10 % of 1. 3 s runs vary 6-9 % here (an
-    interval of 0.89-1.09 over 4 rounds: undecided, as it should say); 10 s runs, 4 rounds."""
-    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", ROUNDS="4", DURATION="10s")
+    interval of 0.89-1.09 over 4 rounds: undecided, as it should say); 10 s runs, 5 rounds."""
+    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", ROUNDS="5", DURATION="10s")
     assert r.returncode == 0, r.stderr[-3000:]
     assert doc["behaviour"]["differences"] == [], doc["behaviour"]["differences"]
     assert doc["verdict"] == "no change (within ±10 %)", doc["verdict"]
