@@ -25,10 +25,14 @@ gateway_crd_files() { # OUT_DIR
 # with local images, Envoy Gateway's built and imported. A user's cluster must have the CRDs:
 # they are cluster-wide, and another program's to install.
 gateway_up() {
-  kustomize build "$IB_ROOT/overlays/$1" 2>/dev/null | grep -q '^apiVersion: gateway\.\(networking\.k8s\|envoyproxy\)\.io/' || return 0
+  local groups
+  groups=$(kustomize build "$IB_ROOT/overlays/$1" 2>/dev/null | sed -n 's|^apiVersion: \(gateway\.[a-z0-9.]*\)/.*|\1|p' | sort -u)
+  [ -n "$groups" ] || return 0
   if [ "$(pf_trait cluster)" != own ]; then
     kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 ||
       die "the cluster has no Gateway API CRDs: install Gateway API $GATEWAY_API_VERSION (standard channel) and the controller's, then re-run"
+    ! grep -qx gateway.envoyproxy.io <<<"$groups" || kubectl get crd envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 ||
+      die "the cluster has no Envoy Gateway CRDs: install Envoy Gateway $ENVOY_GATEWAY_VERSION's (its gateway-crds-helm chart), then re-run"
     return 0
   fi
   if ! kubectl get crd gateways.gateway.networking.k8s.io envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1; then
