@@ -20,6 +20,16 @@ gateway_crd_files() { # OUT_DIR
   done
   chmod u+w "$1"/*.yaml
 }
+# gateway_crds_up: on our cluster (KUBECONFIG), the CRDs of the pinned modules, once.
+gateway_crds_up() {
+  kubectl get crd gateways.gateway.networking.k8s.io envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 && return 0
+  local dir; dir=$(mktemp -d)
+  gateway_crd_files "$dir" || { rm -rf "$dir"; return 1; }
+  kubectl apply --server-side --force-conflicts -f "$dir" >/dev/null || { rm -rf "$dir"; die "the Gateway API CRDs did not apply"; }
+  rm -rf "$dir"
+  kubectl wait --for=condition=Established crd envoyproxies.gateway.envoyproxy.io gateways.gateway.networking.k8s.io httproutes.gateway.networking.k8s.io gatewayclasses.gateway.networking.k8s.io --timeout=60s >/dev/null ||
+    die "the Gateway API CRDs are not established"
+}
 # gateway_up OVERLAY: what an overlay with Gateway API objects needs before it is applied.
 # Our cluster: the CRDs (server-side: several exceed the client-side annotation limit) and,
 # with local images, Envoy Gateway's built and imported. A user's cluster must have the CRDs:
@@ -35,15 +45,7 @@ gateway_up() {
       die "the cluster has no Envoy Gateway CRDs: install Envoy Gateway $ENVOY_GATEWAY_VERSION's (its gateway-crds-helm chart), then re-run"
     return 0
   fi
-  if ! kubectl get crd gateways.gateway.networking.k8s.io envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1; then
-    local dir; dir=$(mktemp -d)
-    gateway_crd_files "$dir" || { rm -rf "$dir"; return 1; }
-    kubectl apply --server-side --force-conflicts -f "$dir" >/dev/null || { rm -rf "$dir"; die "the Gateway API CRDs did not apply"; }
-    rm -rf "$dir"
-    kubectl wait --for=condition=Established crd -l gateway.networking.k8s.io/bundle-version --timeout=60s >/dev/null 2>&1 || true
-    kubectl wait --for=condition=Established crd envoyproxies.gateway.envoyproxy.io gateways.gateway.networking.k8s.io --timeout=60s >/dev/null ||
-      die "the Gateway API CRDs are not established"
-  fi
+  gateway_crds_up
   if [ "$(image_set)" = local ]; then
     bash "$IB_ROOT/bench/platforms/local/images.sh" gateway
     local have b missing=(); have=$(local_images)

@@ -51,6 +51,8 @@ first_error() {
 # does not exist yet, even when the same apply would create it.
 dry_run_server() {
   [ -n "$dry_run" ] || return 0
+  # A Gateway API overlay's custom resources need their CRDs, as its deploy applies them first.
+  ! grep -q '^apiVersion: gateway\.' "$2" || KUBECONFIG=$IB_CLUSTER_KUBECONFIG gateway_crds_up
   awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$2" | KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply -f - >/dev/null 2>&1 || true
   KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f - <"$2" >/dev/null 2>"$TMP/dry-run.err" ||
     die "$1: server-side dry-run: $(first_error "$TMP/dry-run.err")"
