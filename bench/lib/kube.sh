@@ -88,11 +88,14 @@ pod_problem() {
 # The local cluster kubelet's cgroupRoot (bench/platforms/local/cluster.sh): every pod's groups
 # are below it, Guaranteed pods directly below kubepods, the others one QoS level deeper.
 IB_KUBELET_CGROUP=ibench
+# A pod's role, for jq: its component label (ingress, backend), or the ingress-bench/role label a
+# Gateway's infrastructure labels put on the proxies its controller makes (components/gateway-api).
+IB_POD_ROLE='(.metadata.labels["ingress-bench/role"] // .metadata.labels["app.kubernetes.io/component"])'
 # pod_groups: "ROLE REL" for each container of the namespace's pods (not the metrics sidecar),
 # its group's path in every hierarchy as a glob over the nodes (NODES) and QoS levels (cgroups.sh usage).
 pod_groups() {
   kubectl -n ingress-bench get pods -o json 2>/dev/null | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
-    | (.metadata.labels["ingress-bench/role"] // .metadata.labels["app.kubernetes.io/component"]) as $role | .metadata.uid as $uid
+    | '"$IB_POD_ROLE"' as $role | .metadata.uid as $uid
     | (.status.containerStatuses // [])[] | select(.name != "nginx-exporter" and .name != "shutdown-manager" and .containerID != null)
     | (.containerID | sub(".*://"; "")) as $cid | "", "node-*/" | . as $node | "", "*/"
     | "\($role) '"$IB_KUBELET_CGROUP"'/\($node)kubepods/\(.)pod\($uid)/\($cid)"'
@@ -101,9 +104,8 @@ pod_groups() {
 # set it), for meta.json: proof of the placement, not a guess from the spec.
 ingress_cpuset() {
   local uid cid pod
-  # Ours (component ingress), or a Gateway's proxy (ingress-bench/role, components/gateway-api).
   pod=$(kubectl -n ingress-bench get pod -o json 2>/dev/null | jq -c '[.items[] | select(.metadata.deletionTimestamp == null)
-    | select((.metadata.labels["ingress-bench/role"] // .metadata.labels["app.kubernetes.io/component"]) == "ingress")][0] // empty') || return 0
+    | select('"$IB_POD_ROLE"' == "ingress")][0] // empty') || return 0
   [ -n "$pod" ] || return 0
   uid=$(jq -r .metadata.uid <<<"$pod")
   # The first container that is not the metrics sidecar (components/monitoring).

@@ -46,9 +46,8 @@ prometheus_wait_loaded() {
       jq -e --argjson n "$n" '(.data.result[0].value[1] // "0" | tonumber) >= $n' >/dev/null 2>&1
   }
   local pods n q
-  # (A pod's role: its component label, or a Gateway's proxy's ingress-bench/role.)
   pods=$([ -z "$ns" ] || kubectl -n "$ns" get pods -o json 2>/dev/null | jq -r --arg role "$role" '[.items[]
-    | select((.metadata.labels["ingress-bench/role"] // .metadata.labels["app.kubernetes.io/component"]) == $role)
+    | select('"$IB_POD_ROLE"' == $role)
     | select(.metadata.deletionTimestamp == null and .status.phase == "Running") | .metadata.name] | join("|")') || pods=
   if [ -z "$pods" ]; then n=1 q="count_over_time(up{role=\"$role\"}[1m]) >= 2"
   else
