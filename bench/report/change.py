@@ -69,7 +69,8 @@ def totals(slots):
 
 def analyse(tl, marks):
     """The change's figures. marks: unix ms of "start" and "end" (none for CHANGE=none) and of
-    anything else the change observed ("serving": its new configuration or endpoints served)."""
+    anything else the change observed ("serving": its new configuration or endpoints served, or
+    the added route; "edited": the edited route in effect)."""
     origin, slot = tl["origin_ms"], tl["slot_ms"]
     slots = slots_of(tl)
     run_end = len(slots) * slot
@@ -111,6 +112,8 @@ def analyse(tl, marks):
            "change_ms": end - start if start is not None and end is not None else None}
     if "serving" in rel and start is not None:
         out["serving_after_ms"] = rel["serving"] - start
+    if "edited" in rel and start is not None:
+        out["edited_after_ms"] = rel["edited"] - start
     return out, slots
 
 

@@ -17,13 +17,21 @@ the bare-metal lab: PLATFORM=lab):
                 answers)
   rollout       the ingress Deployment restarted (kubectl rollout restart); ends when rolled out
   kill-ingress  the ingress pod deleted; ends when a new one is ready
+  route         a route added (an exact path to the load's payload) and the load's route edited
+                (a response header added), in one update: the nginx-lb reloads with the
+                template's ROUTE_* knobs, as a controller renders a changed Ingress; a Gateway
+                API variant's HTTPRoute is applied changed, for its controller to program.
+                Marks when the added route first answers 200 ("serving") and the load's route
+                first carries the header ("edited"), each on new connections every 20 ms; ends
+                at the later
   none          nothing changes: the control run, which must show no error and no disruption
 The run is bench.sh's (its checks, server counts and report); the native engine's timeline
 (timeline.json: 100 ms slots by each request's send) and the change's marks (unix ms, from
 this script's own observation of the cluster, or the lab script's return) give change.json,
 change.md and the timeline chart on the run's report page (bench/report/change.py). The server's
 side: the ingress's access log (every response it sent, by status) over the run, while its pod
-(the lab: its nginx master) lives.
+(the lab: its nginx master) lives; a Gateway's proxy: Envoy's own statistics (its responses by
+status class), less the change's probes.
 Exit: 0; 99 when the run crossed a threshold or more requests than CHANGE_ERRORS_MAX failed
 during the change (sends the open model never made are DROPPED_MAX's); 1 bad input or a failed run.
 """
@@ -75,6 +83,24 @@ def server_side(before, after, path, client_statuses, client_answered):
             "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
 
 
+def envoy_side(before, after, probes, client_statuses, client_answered):
+    """server_side() for a Gateway's proxy: Envoy's counts over the run (after minus before,
+    same pod) by status class, less the change's probes (PROBES: their statuses, counted by
+    the change), beside the client's."""
+    (pod0, c0), (pod1, c1) = before, after
+    if pod1 is None or pod0 != pod1:
+        return {"counted": False, "why": "the proxy pod was replaced during the run: its statistics went with it"}
+    delta = {k: v - c0.get(k, 0) for k, v in c1.items()}
+    ours = {k: n for k, n in probes.items() if k != "None"}
+    answered = sum(n for k, n in delta.items() if k != "requests") - sum(ours.values())
+    errors = sum(n for k, n in delta.items() if k in ("4", "5")) - sum(n for k, n in ours.items() if k[0] in "45")
+    client_errors = sum(client_statuses.values())
+    return {"counted": True, "pod": pod1, "responses": answered, "status_errors": errors, "retried": 0,
+            "statuses": {f"{k}xx": n for k, n in delta.items() if k != "requests"}, "probes": sum(probes.values()),
+            "client_responses": client_answered, "client_status_errors": client_errors,
+            "agree": abs(answered - client_answered) <= max(1, 0.01 * answered) and abs(errors - client_errors) <= max(0, 0.01 * errors)}
+
+
 def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
     """Which part failed the requests, in words, from the kinds of errors and when they came."""
     d, k = a["during"] or a["run"], (a["during"] or a["run"])["by_kind"]
@@ -93,6 +119,7 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
     if k.get("closed") or k.get("reset"):
         n = k.get("closed", 0) + k.get("reset", 0)
         who = {"reload": "the ingress's old workers closed keep-alive connections as requests went out on them",
+               "route": "the reload that carried the route change: its old workers closed keep-alive connections as requests went out on them",
                "rollout": "the old ingress pod closed (or lost) client connections as it stopped",
                "kill-ingress": "the deleted ingress pod's connections were closed or reset under the client"}.get(
             kind, "connections to the ingress were closed or reset under the client")
@@ -139,7 +166,9 @@ def markdown(doc):
     rows = [("change", doc["change"] + (f" → {doc['reload_to']}" if doc.get("reload_to") else "")),
             ("load", f"{doc['rate']:,} req/s open model ({doc['rate_from']}), {doc['connections']} connections, {doc['duration']}"),
             ("change took", "—" if a["change_ms"] is None else f"{a['change_ms'] / 1000:.2f} s"
-             + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a else "")
+             + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a and doc["change"] != "route" else "")
+             + (f" (the added route's first 200 after {a['serving_after_ms'] / 1000:.2f} s, the edited route's header after "
+                f"{a['edited_after_ms'] / 1000:.2f} s)" if doc["change"] == "route" and "edited_after_ms" in a else "")
              + (f" ({doc['marks_unix_ms']['notes']['not_serving']} of {doc['marks_unix_ms']['notes']['new']} new backend pods had no request "
                 "within 15 s of being ready)" if "notes" in doc["marks_unix_ms"] else "")),
             ("errors during the change", "—" if not d else f"({a['during_ms'][0] / 1000:.1f}–{a['during_ms'][1] / 1000:.1f} s) " + f"{d['errors']:,} of {d['requests']:,} ({d['share'] * 100:.2f} %)"
@@ -148,7 +177,7 @@ def markdown(doc):
             ("disruption window", "none" if not a["disruption"] else f"{a['disruption']['ms'] / 1000:.1f} s "
              f"({a['disruption']['from_ms'] / 1000:.1f}–{a['disruption']['to_ms'] / 1000:.1f} s from the load's start)"),
             ("p99 before → during", f"{p99(a['before'])} → {p99(d)}"),
-            ("server (access log)", f"{s['responses']:,} responses, {s['status_errors']} errors; client {s['client_responses']:,} and "
+            ("server (Envoy's statistics, less the change's probes)" if "probes" in s else "server (access log)", f"{s['responses']:,} responses, {s['status_errors']} errors; client {s['client_responses']:,} and "
              f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" + (f"; {s['retried']} retried on another upstream"
                                                                                         if s["retried"] else "") if s["counted"] else s["why"]),
             ("verdict", doc["verdict"])]
@@ -209,15 +238,20 @@ def checked(env, reg):
 def subject(kind, variant, lab, reload_to):
     """What the change acts on, from the variant's built objects (the lab: its knob files):
     (the LB's knobs by variant, how the LB reaches the backends, the backend pods; the lab's
-    backends are known once it is up). Bad input: a change the variant cannot take."""
+    backends are known once it is up; a Gateway API variant's HTTPRoute as built, or None).
+    Bad input: a change the variant cannot take."""
     if lab and kind not in LAB_KINDS:
         raise mx.Bad(f"CHANGE={kind} needs the local cluster (PLATFORM=local): the lab has {', '.join(LAB_KINDS)}")
+    route = None
     if lab:  # plain nginx from the variant's knob files (variant_knob_files, which also checks them)
         own_knobs, upstream, backends = lab_knobs(variant), None, None
     else:
         objects = built(variant)
         if f"Deployment/{INGRESS}" not in objects and kind in ("reload", "rollout", "kill-ingress"):
             raise mx.Bad(f"CHANGE={kind} needs an nginx-lb ingress; overlay {variant} has none")
+        route = objects.get("HTTPRoute/bench")
+        if kind == "route" and f"Deployment/{INGRESS}" not in objects and not route:
+            raise mx.Bad(f"CHANGE=route needs an nginx-lb ingress or a Gateway API variant's HTTPRoute 'bench'; overlay {variant} has neither")
         own_knobs = knobs_in(objects)
         # How the LB reaches the backends: the pods' addresses resolved at its start (a headless
         # Service, path-lb-pods), or a ClusterIP over keep-alive connections, or one per request.
@@ -232,7 +266,7 @@ def subject(kind, variant, lab, reload_to):
         knobs[reload_to] = lab_knobs(reload_to) if lab else knobs_in(built(reload_to))
         if knobs[reload_to] is None:
             raise mx.Bad(f"RELOAD_TO={reload_to} has no nginx-lb configuration to reload into (CHANGE=reload needs an nginx-lb variant)")
-    return knobs, upstream, backends
+    return knobs, upstream, backends, route
 
 
 def load_rate(env, kind, c, m, mdir, share, backends, upstream):
@@ -267,7 +301,8 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
     """The load at RATE with the change AT_S into it, then the restore: (the run, the marks,
     the access log before and after, the cluster's events since the change's start)."""
     run = m["cases"][1]
-    log_before = c.access_log()
+    served = c.envoy_counts if getattr(c, "route", None) else c.access_log  # the server's count
+    log_before = served()
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {run['env']['DURATION']}, the change {at_s:g} s into it")
     t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, reload_to, backends), daemon=True)
@@ -275,7 +310,7 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
     try:
         r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
         t.join(timeout=WAIT_S + 5)
-        log_after = c.access_log()
+        log_after = served()
         # The cluster's own record of the change, beside the marks this runner observed.
         events = c.events(marks["start"]) if "start" in marks else []
     finally:
@@ -301,7 +336,7 @@ def run_change(env, reg):
     run = m["cases"][1]
     variant, platform = run["variant"], run["platform"]
     lab = mx.traits(platform)["cluster"] == "none"  # the lab: host processes, no cluster
-    knobs, upstream, backends = subject(kind, variant, lab, reload_to)
+    knobs, upstream, backends, route = subject(kind, variant, lab, reload_to)
 
     if not lab:  # the cluster's addresses, which the changes read, from where they are reachable
         mx.enter_client_side(run["env"])
@@ -317,7 +352,7 @@ def run_change(env, reg):
         c = Lab(run["env"])
         backends = c.backends()
     else:
-        c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs)
+        c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs, route)
     rate, rate_from = load_rate(env, kind, c, m, mdir, share, backends, upstream)
     r, marks, log_before, log_after, events = under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream)
 
@@ -332,6 +367,7 @@ def run_change(env, reg):
     # variant's, or RELOAD_TO's for part of the run) has no count to compare.
     off = [v for v, k in ((variant, knobs[variant]), (reload_to, knobs.get(reload_to))) if k and "ACCESS_LOG=off\n" in k]
     server = {"counted": False, "why": f"no server count: {off[0]}'s access log is off (ACCESS_LOG)"} if off else \
+        envoy_side(log_before, log_after, marks.get("probes") or {}, client_statuses, answered) if route else \
         server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": platform, "reload_to": reload_to if kind == "reload" else None,
            "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],

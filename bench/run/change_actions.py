@@ -2,9 +2,12 @@
 cluster (Cluster: kubectl) or the bare-metal lab (Lab: bench/platforms/lab.sh), the marks it
 observes (unix ms: start, the moment the change took, end), and the restore after the run, so
 the next run meets the variant as deployed."""
+import copy
+import http.client
 import json
 import re
 import subprocess
+import threading
 import time
 from datetime import datetime
 from functools import cache
@@ -16,6 +19,13 @@ import matrix as mx
 
 NS = "ingress-bench"
 INGRESS = "nginx-lb"  # the in-cluster ingress whose configuration lb.sh reloads
+# CHANGE=route, on either kind of ingress in one update (an nginx-lb reload with the template's
+# ROUTE_* knobs; the Gateway's HTTPRoute replaced): a route added, an exact path to the payload
+# the load asks for, and the load's own route edited to add a response header. ROUTE_PROBE:
+# the edit's probes ask for the load's payload under another query, which the ingress's count
+# of the load's path leaves out.
+ROUTE_ADDED, ROUTE_TO, ROUTE_HEADER, ROUTE_PROBE = "/route-added", "/1kb.bin", ("X-Bench-Route", "edited"), "?route-probe"
+ROUTE_KNOBS = f"ROUTE_ADDED={ROUTE_ADDED}\nROUTE_ADDED_TO={ROUTE_TO}\nROUTE_EDIT={ROUTE_HEADER[1]}\n"
 WAIT_S = 120  # a change's longest wait for the cluster to settle
 # The lab's stopped backend stays down this long: a process restart's gap, long enough that the
 # load (thousands of requests a second) meets it and the LB's handling of a dead upstream shows.
@@ -28,9 +38,10 @@ def now_ms():
 
 class Cluster:
     """The local cluster: what a change acts on and observes, through kubectl."""
-    def __init__(self, env, knobs):
+    def __init__(self, env, knobs, route=None):
         self.env = env
         self.knobs = knobs  # {variant: its nginx-lb knobs as KEY=VALUE lines}: what reload() renders
+        self.route = route  # a Gateway API variant's HTTPRoute as built, or None (an nginx-lb)
 
     def kubectl(self, *args, stdin=None, timeout=60):
         r = subprocess.run(["kubectl", "-n", NS, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=timeout)
@@ -91,7 +102,37 @@ class Cluster:
         return {p["status"]["podIP"] for p in self.live(name) if p.get("status", {}).get("podIP")}
 
     def address(self):
-        return self.kubectl("get", "service", INGRESS, "-o", "jsonpath={.spec.clusterIP}").strip()
+        """The ingress Service's address: nginx-lb's, or the Gateway's proxies' (their role label)."""
+        if not self.route:
+            return self.kubectl("get", "service", INGRESS, "-o", "jsonpath={.spec.clusterIP}").strip()
+        return self.kubectl("get", "service", "-l", "ingress-bench/role=ingress", "-o", "jsonpath={.items[*].spec.clusterIP}").split()[0]
+
+    def envoy_counts(self):
+        """(the Gateway's proxy pod, {"requests": n, "2": n, "4": n, "5": n, ...}): what its
+        gateway listeners' connection managers answered, by status class, from Envoy's own
+        statistics, without its own listeners' (bench/lib/k6.sh ENVOY_OWN_STATS, the server
+        count's filter). Envoy Gateway's access log is the container's stdout, which the
+        kubelet rotates every few seconds at this rate: its statistics are the count."""
+        pods = [p for p in self.json("get", "pods", "-l", "ingress-bench/role=ingress")["items"]
+                if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("podIP")]
+        if len(pods) != 1:
+            return None, None
+        own = re.compile(mx.shell('printf %s "$ENVOY_OWN_STATS"').stdout)
+        r = subprocess.run(["curl", "-sf", "--max-time", "3", f"http://{pods[0]['status']['podIP']}:19001/stats/prometheus"],
+                           capture_output=True, text=True)
+        out = {"requests": 0}
+        for line in r.stdout.splitlines():
+            if own.search(line):
+                continue
+            if line.startswith("envoy_http_downstream_rq_total{"):
+                out["requests"] += int(float(line.split()[-1]))
+            elif m := re.match(r'envoy_http_downstream_rq_xx\{.*envoy_response_code_class="(\d)"', line):
+                out[m[1]] = out.get(m[1], 0) + int(float(line.split()[-1]))
+        return pods[0]["metadata"]["name"], out
+
+    def apply_route(self, route):
+        """ROUTE applied as deploy applies the overlay (kubectl apply): the controller sees one update."""
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(route))
 
     def access_log(self):
         """(ingress pod, its access log's lines): the server's count of what it answered."""
@@ -116,9 +157,9 @@ class Cluster:
                             "message": (e.get("message") or "")[:160]})
         return sorted(out, key=lambda x: x["unix_ms"])
 
-    def reload(self, variant, gen):
+    def reload(self, variant, gen, extra=""):
         self.kubectl("exec", "-i", f"deployment/{INGRESS}", "-c", "nginx", "--", "sh", "/etc/lb/template/lb.sh", "reload", gen,
-                     stdin=self.knobs[variant])
+                     stdin=self.knobs[variant] + extra)
 
 
 class Lab:
@@ -147,7 +188,8 @@ class Lab:
         except FileNotFoundError:
             return None, None
 
-    def reload(self, variant, gen):
+    def reload(self, variant, gen, extra=""):
+        assert not extra, "the lab renders its variants' knob files only"
         self.lab("reload", gen, variant=variant)
 
     def events(self, since_ms):
@@ -229,11 +271,71 @@ def lab_knobs(variant):
     return "".join(f"{k}={v}\n" for k, v in sorted(knobs.items()))
 
 
-def reload_into(c, variant):
-    """The running LB reloaded into VARIANT's knobs; returns the generation it answers then."""
+def reload_into(c, variant, extra=""):
+    """The running LB reloaded into VARIANT's knobs (and EXTRA's after them); returns the
+    generation it answers then."""
     gen = str(int(generation(c.address()) or 0) + 1)
-    c.reload(variant, gen)
+    c.reload(variant, gen, extra)
     return gen
+
+
+def host_of(c):
+    return c.env.get("HOST") or mx.registry()["HOST"]["default"]
+
+
+def route_probe(addr, path, host):
+    """One GET of PATH on a connection of its own (a reload's new workers, Envoy's new route
+    table): (status or None, the edit's header or None)."""
+    conn = http.client.HTTPConnection(addr, 80, timeout=1)
+    try:
+        conn.request("GET", path, headers={"Host": host})
+        r = conn.getresponse()
+        r.read()
+        return r.status, r.getheader(ROUTE_HEADER[0])
+    except OSError:
+        return None, None
+    finally:
+        conn.close()
+
+
+def route_changed(route):
+    """The HTTPRoute as built, with CHANGE=route's change: its first rule (the load's) adds the
+    header, and a rule for ROUTE_ADDED rewrites to ROUTE_TO on the same backends."""
+    r = copy.deepcopy(route)
+    first = r["spec"]["rules"][0]
+    first.setdefault("filters", []).append({"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+        "add": [{"name": ROUTE_HEADER[0], "value": ROUTE_HEADER[1]}]}})
+    r["spec"]["rules"].append({"matches": [{"path": {"type": "Exact", "value": ROUTE_ADDED}}],
+                               "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": ROUTE_TO}}}],
+                               "backendRefs": first["backendRefs"]})
+    return r
+
+
+def route_state(addr, host):
+    """(the added route serves, the edit is in effect), as a new connection finds them."""
+    added, _ = route_probe(addr, ROUTE_ADDED, host)
+    status, header = route_probe(addr, ROUTE_TO + ROUTE_PROBE, host)
+    return added == 200, status == 200 and header == ROUTE_HEADER[1]
+
+
+def route_served(addr, host, marks, counts, failed):
+    """Polls both probes until the added route answers 200 ("serving") and the load's route
+    carries the header ("edited"): their marks, and COUNTS of every probe's status (the server
+    counted them too). FAILED: the update's error, if it had one, ends the wait."""
+
+    def both():
+        if failed:
+            raise Unplaceable(f"the update failed: {failed[0]}")
+        for mark, path in (("serving", ROUTE_ADDED), ("edited", ROUTE_TO + ROUTE_PROBE)):
+            if mark in marks:
+                continue
+            status, header = route_probe(addr, path, host)
+            counts[str(status)] = counts.get(str(status), 0) + 1
+            if status == 200 and (mark == "serving" or header == ROUTE_HEADER[1]):
+                marks[mark] = now_ms()
+        return "serving" in marks and "edited" in marks
+    wait_until(both, "the added route serving and the edited one in effect", every=0.02)
+    return max(marks["serving"], marks["edited"])
 
 
 def change(kind, c, marks, reload_to, n):
@@ -295,6 +397,25 @@ def change(kind, c, marks, reload_to, n):
                                   "old one; give the ingress less CPU (INGRESS_CPU=500m) or run on a bigger node")
             return c.deployment_done(INGRESS)
         marks["end"] = wait_until(rolled_out, "the ingress rolled out")
+    elif kind == "route":
+        # The update in a thread of its own, the probes from its start: the first 200 is timed
+        # from the request to change, not from when kubectl returned (0.4-0.9 s here).
+        failed = []
+
+        def update():
+            try:
+                if c.route:
+                    c.apply_route(route_changed(c.route))
+                else:
+                    reload_into(c, reload_to, ROUTE_KNOBS)  # reload_to: VARIANT (RELOAD_TO is reload's)
+                marks["applied"] = now_ms()
+            except Exception as e:  # noqa: BLE001  (raised by the probes' loop, which stops on it)
+                failed.append(e)
+        t, addr = threading.Thread(target=update, daemon=True), c.address()
+        marks["start"] = now_ms()
+        t.start()
+        marks["end"] = route_served(addr, host_of(c), marks, marks.setdefault("probes", {}), failed)
+        t.join(timeout=WAIT_S)
     elif kind == "kill-ingress":
         victim = c.pods(INGRESS)[0]
         marks["start"] = now_ms()
@@ -327,10 +448,15 @@ def changer(kind, c, run_dir, at_s, marks, failures, reload_to, n_backends):
 
 def restore(kind, c, n_backends, variant, stale=False):
     """The platform as the variant deploys it again, whatever the change did or failed to do: a
-    reload's configuration reloaded back (the Deployment still says VARIANT), a rollout that
+    reload's configuration reloaded back (the Deployment still says VARIANT), a route change's
+    undone (the route as built applied, or the LB reloaded without it), a rollout that
     could not finish undone, the backends at their count (the lab's stopped one started)."""
     if kind == "reload":
         reload_into(c, variant)
+    if kind == "route":  # the routes as deployed, as a new connection finds them
+        c.apply_route(c.route) if c.route else reload_into(c, variant)
+        addr, host = c.address(), host_of(c)
+        wait_until(lambda: route_state(addr, host) == (False, False), "the routes as deployed again", every=0.1)
     if isinstance(c, Lab):
         if kind == "kill-backend":
             c.lab("backend", "start", "1")
@@ -348,7 +474,7 @@ def restore(kind, c, n_backends, variant, stale=False):
         # STALE: the change saw it (none of the new pods got a request); one request alone can
         # still reach the pod that outlived the scale and answer 200.
         addr = c.address()
-        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", "-H", f"Host: {c.env.get('HOST') or mx.registry()['HOST']['default']}",
+        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", "-H", f"Host: {host_of(c)}",
                             f"http://{addr}/1kb.bin?deploy"], capture_output=True, text=True)
         if stale or r.stdout != "200":
             mx.say("change", ("the ingress still holds the removed backends' addresses" if stale else

@@ -16,6 +16,9 @@ seed 002 compares. The gates, Kong's release gates by default:
 BUDGET=<duration> instead of ROUNDS: rounds until the gates decide (the matrix's stopping rule,
 after its noise probe): each gated metric's interval wholly past its tolerance (a regression)
 or wholly on the safe side of it, from the third round on (a regression stops them then).
+DECIDE=change (bench:migrate's question, "did anything change?"): the rounds stop when the
+judged rate's interval lies wholly within ±GATE_RATE_DROP % of 1 or wholly outside it (the
+latencies are shown, not waited for).
 When the budget would end first: UNDECIDED, the intervals that straddle their tolerance and
 the spread said.
 Exit codes: 0 no regression; 99 a regression (a gate crossed, as a crossed threshold is);
@@ -129,7 +132,10 @@ def judge(m, base_values, head_values, env, reg, judged="rate", budgeted=False, 
             lo, hi = (iv["low"], iv["high"]) if mt["better"] == "higher" else (1 / iv["high"], 1 / iv["low"])
             edge = 1 - tol if mt["better"] == "higher" else 1 / (1 + tol)  # the tolerance, as lo..hi
             # (one round has no spread: its "interval" is a point, and decides nothing)
-            row["decided"] = not lo < edge <= hi and (iv.get("paired_rounds") or min(len(b), len(h))) >= 2
+            # DECIDE=change: the judged rate decides "no change" only when it lies wholly within
+            # ±tolerance, so the far edge (1 + tolerance) must be clear of it too.
+            edges = (edge, 1 + tol) if env.get("DECIDE") == "change" and mt["key"] == judged else (edge,)
+            row["decided"] = not any(lo < e <= hi for e in edges) and (iv.get("paired_rounds") or min(len(b), len(h))) >= 2
             if hi < edge:
                 row["says"] = "REGRESSION"
             elif lo > 1:
@@ -149,7 +155,7 @@ def judge(m, base_values, head_values, env, reg, judged="rate", budgeted=False, 
         verdict = "regression"
         why = "; ".join(f"{r['title']} {r['interval']['low']:.3f}–{r['interval']['high']:.3f}× is past "
                         f"{'−' if r['better'] == 'higher' else '+'}{r['tolerance'] * 100:g} %" for r in rows if r["says"] == "REGRESSION")
-    elif budgeted and (open_ := [r for r in rows if not r["decided"]]):
+    elif budgeted and (open_ := [r for r in rows if not r["decided"] and (env.get("DECIDE") != "change" or r["key"] == judged)]):
         verdict = "undecided"
         for r in open_:
             r["says"] = "undecided"
@@ -206,9 +212,11 @@ def decided(runs, mts, saved, env, reg):
     """bench:compare's stopping rule (BUDGET): after a round, a regression, or every gate's
     interval on one side of its tolerance."""
     _, values, cpus = measured(runs, mts)
-    rows, verdict, *_ = verdict_of(values, cpus, mts, saved, env, reg)
+    rows, verdict, _, judged, *_ = verdict_of(values, cpus, mts, saved, env, reg)
     if verdict == "regression":
         return "a regression"
+    if env.get("DECIDE") == "change":  # the rate's question alone; the latencies are shown
+        return "the rate decided" if all(r["decided"] for r in rows if r["key"] == judged) else None
     return "every gate decided" if all(r["decided"] for r in rows) else None
 
 
@@ -227,7 +235,7 @@ def save_baseline(env, name, doc, scenario, variant, head_runs, values):
 
 def main(argv):
     env, reg = dict(os.environ), mx.registry()
-    names = [n for n in ("BASE", "HEAD", "BASELINE", "BASELINE_SAVE", "SCENARIO", "ROUNDS", "BUDGET",
+    names = [n for n in ("BASE", "HEAD", "BASELINE", "BASELINE_SAVE", "SCENARIO", "ROUNDS", "BUDGET", "DECIDE",
                          "GATE_RATE_DROP", "GATE_P95_RISE", "GATE_P99_RISE", "GATE_CV_MAX") if env.get(n)]
     mx.check_values([{"where": "", "names": names, "env": env}])
     head, base, baseline, save = (env.get(k) for k in ("HEAD", "BASE", "BASELINE", "BASELINE_SAVE"))

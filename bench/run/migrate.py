@@ -6,12 +6,16 @@ side, in one table and one page.
      status code, the response headers (names; values where they are not per response) and the
      body's size. Every difference is listed.
   2. Speed: for each of SCENARIOS (default rps tps throughput) bench:compare BASE=FROM HEAD=TO
-     (bench/run/compare.py: the sides in alternated rounds, ROUNDS of each, default 3): each
+     (bench/run/compare.py: the sides in alternated rounds, ROUNDS of each, default 3; or with
+     BUDGET, rounds until the rate's interval lies within ±GATE_RATE_DROP % or outside it): each
      side's median rate and rate per ingress CPU (its cgroup time), TO/FROM with its t 95 %
      interval over the rounds' ratios, and p99.
-  3. Change under load (CHANGES, default scale): a 20 s rps run on each side with its backends
-     scaled 1 -> 3 -> 1 in it; the run's errors (the scale-down takes endpoints away while
-     requests are on them) and when each scale was asked and done.
+  3. Change under load (CHANGES, default scale route), on each side: `scale`, a 20 s rps run
+     with its backends scaled 1 -> 3 -> 1 in it: the run's errors (the scale-down takes
+     endpoints away while requests are on them) and when each scale was asked and done;
+     `route`, bench:change CHANGE=route (bench/run/change.py: a route added and the load's
+     edited in one update, under an open-model load at LOAD_SHARE of the side's capacity): the
+     errors during the change and when the added route and the edit first served.
 What it says: "no change" when every judged ratio's interval lies within ±GATE_RATE_DROP % of 1
 and no behaviour differs; else each change, with its interval ("undecided" where an interval
 straddles the tolerance: more ROUNDS or a quieter machine). A variant against itself says
@@ -120,7 +124,8 @@ def behaviour(variant, env):
 def compare(scenario, env, out):
     """bench:compare BASE=FROM HEAD=TO for SCENARIO: its compare.json, and its directory."""
     r = subprocess.run([sys.executable, str(ROOT / "bench/run/compare.py")], env=dict(
-        env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, ROUNDS=env.get("ROUNDS") or "3", RESULTS_ROOT=str(out)),
+        env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, DECIDE="change", RESULTS_ROOT=str(out),
+        **({} if env.get("BUDGET") else {"ROUNDS": env.get("ROUNDS") or "3"})),
         capture_output=True, text=True)
     (out / f"compare-{scenario}.log").write_text(r.stdout + r.stderr)
     found = sorted(out.glob("compare-*/compare.json"), key=lambda p: p.stat().st_mtime)
@@ -206,7 +211,7 @@ def page(out, env, rows, diffs, changes, verdict, notes):
               fmt(r["ratio"], ".3f") + ("×" if r["ratio"] else ""),
               f"{fmt(r['low'], '.3f')}–{fmt(r['high'], '.3f')}" if r["low"] is not None else "—",
               " / ".join("—" if c is None else f"{c:.1f} %" for c in r["cv"]), r["says"]] for r in rows])
-    doc.add("h2", f"Change under load: the backends scaled during a {SCALE_RUN} rps run")
+    doc.add("h2", f"Change under load: the backends scaled during a {SCALE_RUN} rps run; a route added and edited (bench:change CHANGE=route)")
     doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["—"] * 4])
     doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {len(PROBES)} requests")
     doc.add("table", ["request", "what", env["FROM"], env["TO"]], [list(map(str, d)) for d in diffs] or [["none", "", "", ""]])
@@ -215,17 +220,41 @@ def page(out, env, rows, diffs, changes, verdict, notes):
     return doc
 
 
-def change_row(variant, c):
+def route_under_load(variant, env, out):
+    """bench:change CHANGE=route on VARIANT (its own DURATION and CHANGE_AT): the errors during
+    the change, when the added route and the edit first served (s from the change's start),
+    its verdict."""
+    root = out / f"route-{variant}"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/run/change.py")], capture_output=True, text=True, env=dict(
+        {k: v for k, v in env.items() if k != "DURATION"}, CHANGE="route", VARIANT=variant, RESULTS_ROOT=str(root)))
+    (out / f"route-{variant}.log").write_text(r.stdout + r.stderr)
+    found = sorted(root.glob("change-route-*/change/change.json"))
+    if r.returncode not in (0, 99) or not found:
+        return {"error": mx.error_line(r.stderr + r.stdout)}
+    doc = json.loads(found[-1].read_text())
+    a = doc["analysis"]
+    d = a["during"] or a["run"]
+    return {"requests": d["requests"], "errors": d["errors"], "serving_s": a["serving_after_ms"] / 1000,
+            "edited_s": a["edited_after_ms"] / 1000, "verdict": doc["verdict"], "run": doc["run"]}
+
+
+def change_row(kind, variant, c):
+    what = f"scale 1 → {SCALE_TO} → 1" if kind == "scale" else "a route added, the load's edited"
     if "error" in c:
-        return [f"scale 1 → {SCALE_TO} → 1", variant, f"did not complete: {c['error']}", ""]
-    return [f"scale 1 → {SCALE_TO} → 1", variant, f"{c['errors']:,} of {c['requests']:,}",
+        return [what, variant, f"did not complete: {c['error']}", ""]
+    if kind == "route":
+        return [what, variant, f"{c['errors']:,} of {c['requests']:,} during the change",
+                f"added route's first 200 after {c['serving_s']:.2f} s, the edit after {c['edited_s']:.2f} s: {c['verdict']}"]
+    return [what, variant, f"{c['errors']:,} of {c['requests']:,}",
             f"up at {c['up_asked_s']} s (ready {c['up_done_s']} s), down at {c['down_asked_s']} s (done {c['down_done_s']} s)"]
 
 
 def main(argv):
     env = dict(os.environ)
-    names = [n for n in ("FROM", "TO", "SCENARIOS", "ROUNDS", "CHANGES", "GATE_RATE_DROP") if env.get(n)]
+    names = [n for n in ("FROM", "TO", "SCENARIOS", "ROUNDS", "BUDGET", "CHANGES", "GATE_RATE_DROP") if env.get(n)]
     mx.check_values([{"where": "", "names": names, "env": env}])
+    if env.get("ROUNDS") and env.get("BUDGET"):
+        raise mx.Bad("give ROUNDS (that many rounds) or BUDGET (rounds until each scenario's rate decides), not both")
     if not env.get("FROM") or not env.get("TO"):
         raise mx.Bad("FROM and TO are both needed: ./task bench:migrate FROM=<variant you run> TO=<its replacement>")
     for side in ("FROM", "TO"):
@@ -239,25 +268,33 @@ def main(argv):
     out.mkdir(parents=True)
     notes, failed = [], []
 
-    mx.say("migrate", f"behaviour: {len(PROBES)} requests to {env['FROM']}, then to {env['TO']}")
-    answers = {s: behaviour(env[s], env) for s in ("FROM", "TO")}
+    # TO first: FROM is then deployed when the comparisons' first round starts with it (one
+    # switch of variant fewer; Envoy Gateway's deploy takes 34 s).
+    mx.say("migrate", f"behaviour: {len(PROBES)} requests to {env['TO']}, then to {env['FROM']}")
+    answers = {s: behaviour(env[s], env) for s in ("TO", "FROM")}
     diffs = differences(answers["FROM"], answers["TO"])
 
-    rows, compares = [], {}
+    rows, compares, compares_rounds = [], {}, {}
     for s in scenarios:
         mx.say("migrate", f"speed: {s}, {env['FROM']} against {env['TO']} in alternated rounds")
         try:
             doc, d = compare(s, env, out)
-            compares[s] = str(d)
+            compares[s], compares_rounds[s] = str(d), doc["rounds"]
             rows += speed_rows(s, doc, tol)
         except mx.Bad as e:
             failed.append(str(e))
-    change_rows, scaled = [], {}
-    for side in ("FROM", "TO") if "scale" in changes else ():
-        mx.say("migrate", f"change under load: the backends of {env[side]} scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} run")
-        c = scaled[side] = scaled_under_load(env[side], env, out)
-        failed += [f"scale on {env[side]}: {c['error']}"] if "error" in c else []
-        change_rows.append(change_row(env[side], c))
+    change_rows, changed_under_load = [], {k: {} for k in changes}
+    for kind in changes:
+        for side in ("FROM", "TO"):
+            if kind == "scale":
+                mx.say("migrate", f"change under load: the backends of {env[side]} scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} run")
+                c = scaled_under_load(env[side], env, out)
+            else:
+                mx.say("migrate", f"change under load: a route added and the load's edited on {env[side]} (bench:change CHANGE=route)")
+                c = route_under_load(env[side], env, out)
+            changed_under_load[kind][side] = c
+            failed += [f"{kind} on {env[side]}: {c['error']}"] if "error" in c else []
+            change_rows.append(change_row(kind, env[side], c))
 
     changed = [f"{r['scenario']} {r['metric']} {r['says']} ({r['ratio']:.3f}×, {r['low']:.3f}–{r['high']:.3f})"
                for r in rows if r["judged"] and r["says"] not in ("no change", "undecided")]
@@ -266,13 +303,15 @@ def main(argv):
         changed.append(f"{len(diffs)} behaviour difference(s)")
     verdict = ("changed: " + "; ".join(changed)) if changed else \
         (f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)")
-    notes.append(f"rounds: {env.get('ROUNDS') or 3} of each side per scenario, alternated")
+    notes.append(f"rounds: {env.get('ROUNDS') or 3} of each side per scenario, alternated" if not env.get("BUDGET") else
+                 f"rounds: alternated until each scenario's rate decided (within ±{tol * 100:g} % or outside it), "
+                 f"within BUDGET {env['BUDGET']} each: " + ", ".join(f"{s} {compares_rounds[s]}" for s in compares_rounds))
     notes += [f"failed: {f}" for f in failed]
     page(out, env, rows, diffs, change_rows, verdict, notes)
     (out / "migrate.json").write_text(json.dumps({
         "from": env["FROM"], "to": env["TO"], "verdict": verdict, "tolerance": tol, "speed": rows,
         "behaviour": {"probes": [label(p) for p in PROBES], "answers": answers, "differences": diffs},
-        "scaled": scaled, "compares": compares, "failed": failed}, indent=1) + "\n")
+        "changes": changed_under_load, "compares": compares, "failed": failed}, indent=1) + "\n")
     print((out / "report.md").read_text(), end="")
     mx.say("migrate", f"verdict: {verdict}")
     mx.say("results", f"{out}/ (page: {out}/report.html)")

@@ -9,8 +9,8 @@ from conftest import KUBECONFIG, task
 
 
 @pytest.mark.parametrize("args, message", [
-    (["CHANGE=explode"], "unknown CHANGE 'explode' (known: none, reload, scale, kill-backend, kill-node, rollout, kill-ingress)"),
-    ([], "CHANGE is not set: ./task bench:change CHANGE=<none|reload|scale|kill-backend|kill-node|rollout|kill-ingress>"),
+    (["CHANGE=explode"], "unknown CHANGE 'explode' (known: none, reload, scale, kill-backend, kill-node, rollout, kill-ingress, route)"),
+    ([], "CHANGE is not set: ./task bench:change CHANGE=<none|reload|scale|kill-backend|kill-node|rollout|kill-ingress|route>"),
     (["CHANGE=kill-node"], "CHANGE=kill-node loses a backends node of its own while the ingress and the client keep theirs: NODES=3 or more "
                            "(the local cluster has 1 node)"),
     (["CHANGE=kill-node", "NODES=2"], "NODES=3 or more (the local cluster has 2 nodes)"),
@@ -20,6 +20,8 @@ from conftest import KUBECONFIG, task
     (["CHANGE=reload", "RELOAD_TO=nodeport-direct"], "RELOAD_TO=nodeport-direct has no nginx-lb configuration"),
     (["CHANGE=scale", "RELOAD_TO=nginx-lb-full"], "RELOAD_TO is CHANGE=reload's: unset it for CHANGE=scale"),
     (["CHANGE=kill-ingress", "VARIANT=nodeport-direct"], "CHANGE=kill-ingress needs an nginx-lb ingress"),
+    (["CHANGE=route", "VARIANT=nodeport-direct"], "CHANGE=route needs an nginx-lb ingress or a Gateway API variant's HTTPRoute 'bench'; overlay nodeport-direct has neither"),
+    (["CHANGE=route", "PLATFORM=lab"], "CHANGE=route needs the local cluster (PLATFORM=local): the lab has none, reload, kill-backend"),
     (["CHANGE=reload", "CHANGE_AT=25s"], "the load needs 3 s or more before the change"),
     (["CHANGE=reload", "LOAD_SHARE=150"], "LOAD_SHARE must be"),
     (["CHANGE=reload", "PLATFORM=external"], "bench:change runs on the local cluster or the lab (PLATFORM=local|lab), got PLATFORM=external"),

@@ -46,19 +46,25 @@ def test_nginx_lb_to_envoy_gateway_is_one_table_with_intervals_and_a_behaviour_d
 
 @pytest.mark.usefixtures("local_cluster")
 def test_a_variant_against_itself_says_no_change(tmp_path):
-    """"No change" is a claim: every interval within ±10 % of 1. 3 s runs vary 6-9 % here (an
-    interval of 0.89-1.09 over 4 rounds: undecided, as it should say); 10 s runs, 5 rounds."""
-    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", ROUNDS="5", DURATION="10s")
+    """"No change" is a claim: the rate's interval wholly within ±tolerance. A fixed number of
+    rounds cannot make it on this VM, whose spread changes by the hour (5 rounds of 10 s said
+    "undecided" in CI); BUDGET goes on until the interval decides. ±20 %: 5 s runs here vary
+    6-9 %, which ±10 % needs about 8 rounds for; the README's figure is the default's."""
+    r, doc, _ = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-default", BUDGET="4m", DURATION="5s", GATE_RATE_DROP="20")
     assert r.returncode == 0, r.stderr[-3000:]
     assert doc["behaviour"]["differences"] == [], doc["behaviour"]["differences"]
-    assert doc["verdict"] == "no change (within ±10 %)", doc["verdict"]
-    assert "migrate       verdict: no change (within ±10 %)" in r.stderr
+    assert doc["verdict"] == "no change (within ±20 %)", doc["verdict"]
+    assert "migrate       verdict: no change (within ±20 %)" in r.stderr
+    rate = next(x for x in doc["speed"] if x["judged"])
+    # exact: GATE_RATE_DROP=20 above; "no change" means the whole interval lies within it
+    assert 0.8 <= rate["low"] and rate["high"] <= 1.2, rate
 
 
 @pytest.mark.parametrize("settings,error", [
     ({"TO": "envoy-gateway-default"}, "FROM and TO are both needed"),
     ({"FROM": "nginx-lb-default", "TO": "no-such-variant"}, "TO: "),
     ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "CHANGES": "explode"}, "CHANGES"),
+    ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "ROUNDS": "3", "BUDGET": "4m"}, "not both"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, settings, error):
     results = tmp_path / "results"
