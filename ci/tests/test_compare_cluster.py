@@ -137,14 +137,15 @@ def test_seeds_every_relation(local_cluster, lab_down_after, tmp_path):
 
 @pytest.mark.leaves_monitoring_down
 def test_seed_004_directions(local_cluster, tmp_path):
-    """RELATIONS=004: seed 004's relations and only the cases they compare, 4 rounds of 2 s
-    (3 left the default-vs-NodePort interval straddling 1 in a noisy hour, c29):
-    keep-alive to the 60m backends ~2x the default, the default ingress below NodePort, each
-    decided by its interval. Its "equal" row is not asserted, nor are seed 003's: on this
-    2-CPU node k6 shares its CPU with the backends, and identical runs here vary 15-20 %,
-    wider than those seeds' ±3-5 %."""
+    """RELATIONS=004: seed 004's relations and only the cases they compare, 2 s runs in rounds
+    until every relation decides (BUDGET): keep-alive to the 60m backends ~2x the default, the
+    default ingress below NodePort, each decided by its interval (a fixed count of rounds
+    cannot be enough on a machine whose spread changes by the hour). Its "equal" row (keep-alive
+    1.3-1.55x NodePort on this 2-CPU node: "no" once its interval clears 1.05) is not asserted,
+    nor are seed 003's: k6 shares its CPU with the backends here, and identical runs vary
+    15-20 %, wider than those seeds' ±3-5 %."""
     results = tmp_path / "results"
-    r = task("bench:seeds", "RELATIONS=004", "ROUNDS=4", "DURATION=2s", "CONNECTIONS=50", "MONITORING=0", f"RESULTS_ROOT={results}",
+    r = task("bench:seeds", "RELATIONS=004", "BUDGET=5m", "DURATION=2s", "CONNECTIONS=50", "MONITORING=0", f"RESULTS_ROOT={results}",
              timeout=1200)
     assert r.returncode in (0, 99), r.stdout[-3000:] + r.stderr[-2000:]
     doc = json.loads((only(results, "seeds-*") / "matrix.json").read_text())
@@ -152,6 +153,7 @@ def test_seed_004_directions(local_cluster, tmp_path):
     assert sorted(ratios) == ["004: ingress (default knobs) vs NodePort", "004: ingress keep-alive tuned vs NodePort",
                               "004: ingress keep-alive tuned vs default"]
     assert sorted({x["case"] for x in doc["runs"]}) == ["s004-ingress-default", "s004-ingress-keepalive", "s004-nodeport"]
-    assert len(doc["runs"]) == 12
+    # (the "equal" row, 1.3-1.55x here, may take the budget to clear its 1.05 edge: how it stopped is not asserted)
+    assert doc["stopped"], doc
     for title in ("004: ingress keep-alive tuned vs default", "004: ingress (default knobs) vs NodePort"):
         assert ratios[title]["holds"] == "yes", (title, ratios[title]["text"], ratios[title]["holds"], ratios[title].get("spread"))
