@@ -20,7 +20,7 @@ import matrix as mx
 NS = "ingress-bench"
 INGRESS = "nginx-lb"  # the in-cluster ingress whose configuration lb.sh reloads
 # CHANGE=route, on either kind of ingress in one update (an nginx-lb reload with the template's
-# ROUTE_* knobs; the Gateway's HTTPRoute replaced): a route added, an exact path to the payload
+# ROUTE_* knobs; the Gateway's HTTPRoute applied changed): a route added, an exact path to the payload
 # the load asks for, and the load's own route edited to add a response header. ROUTE_PROBE:
 # the edit's probes ask for the load's payload under another query, which the ingress's count
 # of the load's path leaves out.

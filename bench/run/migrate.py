@@ -211,7 +211,8 @@ def page(out, env, rows, diffs, changes, verdict, notes):
               fmt(r["ratio"], ".3f") + ("×" if r["ratio"] else ""),
               f"{fmt(r['low'], '.3f')}–{fmt(r['high'], '.3f')}" if r["low"] is not None else "—",
               " / ".join("—" if c is None else f"{c:.1f} %" for c in r["cv"]), r["says"]] for r in rows])
-    doc.add("h2", f"Change under load: the backends scaled during a {SCALE_RUN} rps run; a route added and edited (bench:change CHANGE=route)")
+    doc.add("h2", f"Change under load: the backends scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} rps run (scale); a route added and the load's edited "
+                  "(route: bench:change CHANGE=route)")
     doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["—"] * 4])
     doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {len(PROBES)} requests")
     doc.add("table", ["request", "what", env["FROM"], env["TO"]], [list(map(str, d)) for d in diffs] or [["none", "", "", ""]])
@@ -303,9 +304,9 @@ def main(argv):
         changed.append(f"{len(diffs)} behaviour difference(s)")
     verdict = ("changed: " + "; ".join(changed)) if changed else \
         (f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)")
-    notes.append(f"rounds: {env.get('ROUNDS') or 3} of each side per scenario, alternated" if not env.get("BUDGET") else
-                 f"rounds: alternated until each scenario's rate decided (within ±{tol * 100:g} % or outside it), "
-                 f"within BUDGET {env['BUDGET']} each: " + ", ".join(f"{s} {compares_rounds[s]}" for s in compares_rounds))
+    notes.append("rounds of each side per scenario, alternated"
+                 + (f" until its rate decided (within ±{tol * 100:g} % or outside it), within BUDGET {env['BUDGET']}" if env.get("BUDGET") else "")
+                 + ": " + ", ".join(f"{s} {n}" for s, n in compares_rounds.items()))
     notes += [f"failed: {f}" for f in failed]
     page(out, env, rows, diffs, change_rows, verdict, notes)
     (out / "migrate.json").write_text(json.dumps({
