@@ -69,11 +69,13 @@ tail -n1 "$logs/go-unit.log" >&2
 say test "static and end to end on the lab (pytest)"
 # Results of test runs go to pytest's temporary directories, never into results/. The whole
 # output is kept too, for a failure seen only in a log's last lines (CI).
-# --durations: the slowest tests, which the README lists, in every run's own output.
+# --durations: the slowest tests, which the README lists, in every run's own output; the
+# JUnit file keeps every test's time, for finding where the suite's budget goes.
 mkdir -p "$IB_CACHE/logs"
 set -o pipefail
 rc=0
-pytest -q -rs -p no:cacheprovider --durations=25 --durations-min=10 ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log" || rc=$?
+pytest -q -rs -p no:cacheprovider --durations=25 --durations-min=10 \
+  --junitxml="$IB_CACHE/logs/test-last.xml" ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log" || rc=$?
 say test "the machine as found (ci/tests/machine_state.py compare)"
 python3 ci/tests/machine_state.py compare "$logs/machine-before.json" || { keep_logs=1; rc=1; }
 exit $rc
