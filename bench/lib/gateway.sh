@@ -35,18 +35,23 @@ gateway_crds_up() {
 # with local images, Envoy Gateway's built and imported. A user's cluster must have the CRDs:
 # they are cluster-wide, and another program's to install.
 gateway_up() {
-  local groups
-  groups=$(kustomize build "$IB_ROOT/overlays/$1" 2>/dev/null | sed -n 's|^apiVersion: \(gateway\.[a-z0-9.]*\)/.*|\1|p' | sort -u)
+  local built groups
+  built=$(kustomize build "$IB_ROOT/overlays/$1" 2>/dev/null)
+  groups=$(sed -n 's|^apiVersion: \(gateway\.[a-z0-9.]*\)/.*|\1|p' <<<"$built" | sort -u)
   [ -n "$groups" ] || return 0
   if [ "$(pf_trait cluster)" != own ]; then
     kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 ||
       die "the cluster has no Gateway API CRDs: install Gateway API $GATEWAY_API_VERSION (standard channel) and the controller's, then re-run"
     ! grep -qx gateway.envoyproxy.io <<<"$groups" || kubectl get crd envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 ||
       die "the cluster has no Envoy Gateway CRDs: install Envoy Gateway $ENVOY_GATEWAY_VERSION's (its gateway-crds-helm chart), then re-run"
+    ! grep -qx gateway.nginx.org <<<"$groups" || kubectl get crd nginxproxies.gateway.nginx.org >/dev/null 2>&1 ||
+      die "the cluster has no NGINX Gateway Fabric CRDs: install those of release $(sed -n 's|.*image: ghcr.io/nginx/nginx-gateway-fabric:||p' <<<"$built" | head -n1) (its deploy/crds.yaml), then re-run"
     return 0
   fi
   gateway_crds_up
-  if [ "$(image_set)" = local ]; then
+  # Envoy Gateway's images, for its variants only (NGINX Gateway Fabric's are not built here:
+  # the deploy's image check refuses them).
+  if [ "$(image_set)" = local ] && grep -qx gateway.envoyproxy.io <<<"$groups"; then
     bash "$IB_ROOT/bench/platforms/local/images.sh" gateway
     local have b missing=(); have=$(local_images)
     for b in $IB_GATEWAY_IMAGES; do

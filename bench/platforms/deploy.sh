@@ -162,6 +162,7 @@ if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   kinds=all,configmap,ingress,serviceaccount,role,rolebinding gateways=''
   ! kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 || gateways=gateway,httproute
   ! kubectl get crd envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 || gateways+=,envoyproxy
+  ! kubectl get crd nginxproxies.gateway.nginx.org >/dev/null 2>&1 || gateways+=,nginxproxy
   stale=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json |
     "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
   say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
@@ -195,6 +196,8 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
   kubectl delete clusterrole,clusterrolebinding,ingressclass -l "app.kubernetes.io/part-of=ingress-bench,ingress-bench/variant=${current%% *}" >/dev/null 2>&1 || true
   # Envoy Gateway's certificates, which its certgen Job made (its chart's label), with it.
   ! grep -qx deployment/envoy-gateway <<<"$stale" || kubectl -n "$NS" delete secret -l control-plane=envoy-gateway --ignore-not-found >/dev/null
+  # NGINX Gateway Fabric's, which its certificate Job made (by the names its flags give them).
+  ! grep -qx deployment/nginx-gateway <<<"$stale" || kubectl -n "$NS" delete secret server-tls agent-tls --ignore-not-found >/dev/null
 fi
 # prune_monitoring: the PodMonitors and PrometheusRules of ours that the applied overlay has not.
 prune_monitoring() {

@@ -20,6 +20,10 @@ def test_every_overlay_passes_server_side_dry_run():
     overlays = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").exists())
     lines = [l for l in r.stderr.splitlines() if "server dry-run on the local cluster" in l]
     assert len(lines) == len(overlays) >= 7
+    # Only NGINX Gateway Fabric's NginxProxy goes unchecked, and its line says so.
+    unchecked = [l for l in lines if "not validated" in l]
+    assert unchecked == ["validate      nginx-gateway-fabric-default: 17 objects ok (k8s 1.33, 1.34, server dry-run on the local "
+                         "cluster); not validated: NginxProxy (no CRD of it can be had here)"], unchecked
 
 
 def deployed_variant():
@@ -74,11 +78,26 @@ def test_unknown_overlay_is_refused_before_anything_is_applied():
     assert deployed_variant() == before
 
 
-def test_overlay_whose_image_is_not_local_is_refused_before_apply():
+@pytest.mark.parametrize("variant, image", [("nginx-inc-default", "docker.io/nginx/nginx-ingress:5.6.1"),
+                                            ("nginx-gateway-fabric-default", "ghcr.io/nginx/nginx-gateway-fabric:2.4.0")])
+def test_overlay_whose_image_is_not_local_is_refused_before_apply(variant, image):
     before = deployed_variant()
-    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-inc-default"}))
-    assert "image docker.io/nginx/nginx-ingress:5.6.1" in err and "not on the local node" in err
+    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": variant, "MONITORING": "0"}))
+    assert f"image {image}" in err and "not on the local node" in err
     assert deployed_variant() == before
+
+
+def test_a_users_cluster_without_nginx_gateway_fabrics_crds_is_one_line():
+    """Its CRDs are the cluster owner's to install: this cluster, taken as a user's, has Gateway
+    API's (ours, applied first) and not NGINX Gateway Fabric's. Nothing is applied."""
+    assert sh("bash", "-c", ". bench/lib.sh && gateway_crds_up", env={"KUBECONFIG": KUBECONFIG}).returncode == 0
+    before = deployed_variant()
+    err = one_error(sh("bash", "bench/platforms/deploy.sh", env={
+        "PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "upstream",
+        "VARIANT": "nginx-gateway-fabric-default", "MONITORING": "0"}))
+    assert err == "error: the cluster has no NGINX Gateway Fabric CRDs: install those of release 2.4.0 (its deploy/crds.yaml), then re-run", err
+    assert deployed_variant() == before
+    assert kubectl("get", "gatewayclass", "-o", "name").stdout.strip() in ("", "gatewayclass.gateway.networking.k8s.io/ingress-bench")
 
 
 def test_external_platform_needs_the_opt_in():

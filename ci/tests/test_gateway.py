@@ -120,3 +120,40 @@ patches:
     assert f"validate      {VARIANT}: " in r.stderr, r.stderr
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: typo: kubeconform") and "replica" in errors[0], r.stderr
+
+
+NGF = "nginx-gateway-fabric-default"
+
+
+def built(variant):
+    import yaml
+    r = sh("kustomize", "build", f"overlays/{variant}")
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def test_nginx_gateway_fabrics_controller_serves_the_class_its_gateway_names():
+    """NGINX Gateway Fabric cannot run here (module and images refused): what holds its overlay
+    together is checked on the build instead. The controller's flags name the overlay's class
+    and controller; the class's parameters are the overlay's NginxProxy; the certificates the
+    Job makes are those the controller mounts and hands the agents; its Service selects its
+    pod; the cluster-wide objects carry our names; every image is the one pin."""
+    docs = built(NGF)
+    one = lambda kind, **meta: [d for d in docs if d["kind"] == kind and all(d["metadata"].get(k) == v for k, v in meta.items())]  # noqa: E731
+    (ctl,) = one("Deployment", name="nginx-gateway")
+    c = ctl["spec"]["template"]["spec"]["containers"][0]
+    flags = dict(a[2:].split("=", 1) for a in c["args"] if a.startswith("--"))
+    (gw,), (gc,), (job,) = one("Gateway"), one("GatewayClass"), one("Job")
+    assert flags["gatewayclass"] == gc["metadata"]["name"] == gw["spec"]["gatewayClassName"], (flags, gc["metadata"])
+    assert flags["gateway-ctlr-name"] == gc["spec"]["controllerName"]
+    ref = gc["spec"]["parametersRef"]
+    assert one(ref["kind"], name=ref["name"], namespace=ref["namespace"]), ref
+    gen = dict(a[2:].split("=", 1) for a in job["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--"))
+    assert gen["agent-tls-secret"] == flags["agent-tls-secret"] and gen["service"] == flags["service"], (gen, flags)
+    assert [v["secret"]["secretName"] for v in ctl["spec"]["template"]["spec"]["volumes"]] == [gen["server-tls-secret"]]
+    (svc,) = one("Service", name=flags["service"])
+    assert svc["spec"]["selector"].items() <= ctl["spec"]["template"]["metadata"]["labels"].items()
+    assert all(d["metadata"]["name"].startswith("ingress-bench-") for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding"))
+    images = {x["image"] for d in docs if d["kind"] in ("Deployment", "Job")
+              for x in d["spec"]["template"]["spec"]["containers"] if "nginx-gateway-fabric" in x["image"]}
+    assert images == {"ghcr.io/nginx/nginx-gateway-fabric:2.4.0"}, images
