@@ -157,3 +157,6 @@ def test_nginx_gateway_fabrics_controller_serves_the_class_its_gateway_names():
     images = {x["image"] for d in docs if d["kind"] in ("Deployment", "Job")
               for x in d["spec"]["template"]["spec"]["containers"] if "nginx-gateway-fabric" in x["image"]}
     assert images == {"ghcr.io/nginx/nginx-gateway-fabric:2.4.0"}, images
+    # The NGINX pods' init container is the controller's image: its IMAGE_NAME, copied from the pin.
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["IMAGE_NAME"] == c["image"], env
