@@ -59,7 +59,8 @@ dry_run_server() {
   # A Gateway API overlay's custom resources need their CRDs, as its deploy applies them first.
   ! grep -q '^apiVersion: gateway\.' "$2" || KUBECONFIG=$IB_CLUSTER_KUBECONFIG gateway_crds_up
   awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$2" | KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply -f - >/dev/null 2>&1 || true
-  without_unschemed <"$2" | KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f - >/dev/null 2>"$TMP/dry-run.err" ||
+  { if [ -n "$unschemed" ]; then without_unschemed <"$2"; else cat "$2"; fi; } |
+    KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f - >/dev/null 2>"$TMP/dry-run.err" ||
     die "$1: server-side dry-run: $(first_error "$TMP/dry-run.err")"
 }
 
@@ -74,7 +75,8 @@ ensure_crd_schemas() {
   rm -rf "$crds"; mv "$CRD_SCHEMAS.tmp" "$CRD_SCHEMAS"
 }
 
-# without_unschemed: stdin's documents but those of UNSCHEMED_KINDS.
+# without_unschemed: stdin's documents but those of UNSCHEMED_KINDS (for an overlay that has
+# one: the caller's $unschemed).
 without_unschemed() {
   "$KV_DIR/venv/bin/python" -c 'import sys, yaml
 skip = set(sys.argv[1].split())
@@ -96,8 +98,8 @@ validate_overlay() {
   done
   n=$("$KV_DIR/venv/bin/python" "$IB_ROOT/bench/validate/policy.py" "$dir" <"$TMP/built.yaml" 2>"$TMP/policy.err") ||
     die "$name: $(first_error "$TMP/policy.err")"
-  dry_run_server "$name" "$TMP/built.yaml"
   unschemed=$(for k in $UNSCHEMED_KINDS; do grep -qx "kind: ${k##*/}" "$TMP/built.yaml" && echo "${k##*/}"; done | paste -sd, || true)
+  dry_run_server "$name" "$TMP/built.yaml"
   say validate "$name: $n objects ok (k8s $K8S_SHORT${dry_run:+, server dry-run on the local cluster})${unschemed:+; not validated: $unschemed (no CRD of it can be had here)}"
 }
 

@@ -153,7 +153,8 @@ def test_nginx_gateway_fabrics_controller_serves_the_class_its_gateway_names():
     assert [v["secret"]["secretName"] for v in ctl["spec"]["template"]["spec"]["volumes"]] == [gen["server-tls-secret"]]
     (svc,) = one("Service", name=flags["service"])
     assert svc["spec"]["selector"].items() <= ctl["spec"]["template"]["metadata"]["labels"].items()
-    assert all(d["metadata"]["name"].startswith("ingress-bench-") for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding"))
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")) == \
+        [("ClusterRole", "ingress-bench-nginx-gateway"), ("ClusterRoleBinding", "ingress-bench-nginx-gateway")]
     images = {x["image"] for d in docs if d["kind"] in ("Deployment", "Job")
               for x in d["spec"]["template"]["spec"]["containers"] if "nginx-gateway-fabric" in x["image"]}
     assert images == {"ghcr.io/nginx/nginx-gateway-fabric:2.4.0"}, images
