@@ -119,7 +119,7 @@ def test_deploy_that_never_becomes_ready_names_the_reason():
         (overlay / "kustomization.yaml").write_text(
             "resources: [../../kustomize/base]\ncomponents:\n  - ../../kustomize/components/nginx-lb\n"
             "  - ../../kustomize/components/tuning-test-broken\n  - ../../kustomize/components/images\n")
-        err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15"}, timeout=120))
+        err = one_error(sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "test-broken", "DEPLOY_TIMEOUT": "15", "MONITORING": "0"}, timeout=120))
         assert "deployment.apps/nginx-lb not ready after 15s" in err
         assert any(reason in err for reason in ("CrashLoopBackOff", "Error")), err
     finally:
