@@ -15,20 +15,26 @@ def slug(text):
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
 
 
+def figure(sd):
+    """A seed's figure and its text, or the text alone (a claim with a direction, no figure)."""
+    return " ".join(x for x in ("" if sd["figure"] is None else f"{sd['figure']:g}×", f"({sd['text']})" if sd["text"] else "") if x) or "—"
+
+
 def draw_relation(r, rounds, path):
     """One relation on a ratio axis: 1.0 (no difference), the seed's range (band) and figure
     (diamond), the measured median with its interval (bar), the rounds' own ratios (dots)."""
     plt = pyplot()
     sd, iv = r["seed"], r["interval"]
     fig, ax = plt.subplots(figsize=(8, 1.7), dpi=100, layout="constrained")
-    xs = [1.0, sd["figure"]] + (sd["range"] or []) + ([iv["low"], iv["high"]] if iv else []) + rounds
+    xs = [1.0] + ([sd["figure"]] if sd["figure"] is not None else []) + (sd["range"] or []) + ([iv["low"], iv["high"]] if iv else []) + rounds
     lo, hi = min(xs), max(xs)
     pad = (hi - lo) * 0.12 or 0.1
     ax.set_xlim(max(0, lo - pad), hi + pad)
     ax.axvline(1.0, color="#999", ls="--", lw=0.9)
     if sd["range"]:
         ax.axvspan(*sd["range"], color="#1f77b4", alpha=0.12, label=f"seed's range {sd['range'][0]:g}–{sd['range'][1]:g}")
-    ax.plot([sd["figure"]], [1], marker="D", color="#1f77b4", ms=8, ls="", label=f"seed {sd['figure']:g}×")
+    if sd["figure"] is not None:
+        ax.plot([sd["figure"]], [1], marker="D", color="#1f77b4", ms=8, ls="", label=f"seed {sd['figure']:g}×")
     color = VERDICT.get(r.get("holds"), "#555")
     if iv:
         ax.errorbar([iv["ratio"]], [0], xerr=[[iv["ratio"] - iv["low"]], [iv["high"] - iv["ratio"]]], fmt="o", color=color,
@@ -64,7 +70,7 @@ def relations_page(mdir, m, runs):
     rows = []
     for r in rel:
         sd, iv = r["seed"], r["interval"]
-        rows.append([r["title"], f"{sd['figure']:g}×" + (f" ({sd['text']})" if sd["text"] else ""),
+        rows.append([r["title"], figure(sd),
                      {"higher": "above 1", "lower": "below 1", "equal": "equal"}[sd["expect"]]
                      + (f" ({sd['range'][0]:g}–{sd['range'][1]:g})" if sd["range"] else ""),
                      ("–" if not iv else f"{iv['ratio']:.2f}×") + (" ⚠ client-bound" if r.get("client_bound") else ""),

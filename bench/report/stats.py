@@ -77,3 +77,57 @@ def paired_ratio_interval(of, to, level=0.95):
     n = len(logs)
     se = statistics.stdev(logs) / math.sqrt(n) if n > 1 else 0.0
     return log_interval(statistics.fmean(logs), se, n - 1, level, paired_rounds=n)
+
+
+def mean_interval(values, level=0.95):
+    """VALUES measured apart (rounds of one figure): their mean and its t interval (n-1 degrees
+    of freedom), on the values' own scale: a figure held to a bound (a link's utilization at
+    least 0.85), not a ratio whose noise is multiplicative."""
+    if not values:
+        return None
+    n, mean = len(values), statistics.fmean(values)
+    half = t_quantile(1 - (1 - level) / 2, n - 1) * statistics.stdev(values) / math.sqrt(n) if n > 1 else 0.0
+    return {"ratio": mean, "low": mean - half, "high": mean + half, "level": level, "n": n}
+
+
+def binomial_tail(k, n, p):
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    if p <= 0:
+        return 1.0
+    if p >= 1:
+        return 1.0 if k >= n else 0.0
+    return sum(math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                        + i * math.log(p) + (n - i) * math.log1p(-p)) for i in range(0, k + 1))
+
+
+def binomial_interval(k, n, level=0.95):
+    """Clopper and Pearson's exact interval for a proportion, K of N: each end the p at which
+    seeing K or fewer (more) has probability (1 - LEVEL)/2. Exact, so it holds at any N, which
+    a normal approximation does not at the few or zero events of a count of failures."""
+    a = (1 - level) / 2
+
+    def solve(f, target):  # the p in [0, 1] where f(p), rising with p, crosses TARGET
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+        return (lo + hi) / 2
+    # low: where K or more stops being unlikely; high: where K or fewer becomes unlikely.
+    low = 0.0 if k == 0 else solve(lambda p: 1 - binomial_tail(k - 1, n, p), a)
+    high = 1.0 if k == n else solve(lambda p: 1 - binomial_tail(k, n, p), 1 - a)
+    return {"ratio": k / n if n else None, "low": low, "high": high, "level": level, "n": n}
+
+
+def poisson_ratio_interval(k_of, n_of, k_to, n_to, level=0.95):
+    """Two counts of rare events (K_OF in N_OF requests, K_TO in N_TO): the ratio of their
+    rates and its exact interval, conditional on the total: K_OF of K_OF + K_TO is binomial
+    with p = r / (r + 1) at equal exposure (Clopper-Pearson on it, mapped back and scaled by
+    the exposures). None when neither side had an event: no rate to divide."""
+    total = k_of + k_to
+    if not total or not n_of or not n_to:
+        return None
+    b = binomial_interval(k_of, total, level)
+    scale = n_to / n_of
+    odds = lambda p: math.inf if p >= 1 else p / (1 - p) * scale  # noqa: E731
+    return {"ratio": odds(k_of / total), "low": odds(b["low"]), "high": odds(b["high"]), "level": level,
+            "events": [k_of, k_to], "exposures": [n_of, n_to]}

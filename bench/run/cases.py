@@ -254,7 +254,12 @@ def only_relations(m, prefixes):
         return r["title"].startswith(w) or (r.get("of") or "").startswith(w)
     if unknown := [w for w in words if not any(picked(r, w) for r in m["ratios"])]:
         raise Bad(f"RELATIONS: no ratio of {m['file']} has a title or case starting with {', '.join(repr(w) for w in unknown)}")
-    m["ratios"] = [r for r in m["ratios"] if any(picked(r, w) for w in words)]
+    return keep_relations(m, lambda r: any(picked(r, w) for w in words))
+
+
+def keep_relations(m, pick):
+    """M with only the ratios PICK takes, and the cases they compare with those cases' baselines."""
+    m["ratios"] = [r for r in m["ratios"] if pick(r)]
     names = {c for r in m["ratios"] for c in (r["of"], r["to"]) if c}
     names |= {c["baseline"] for c in m["cases"] if c["name"] in names and c["baseline"]}
     m["cases"] = [c for c in m["cases"] if c["name"] in names]
@@ -379,8 +384,10 @@ def parse_ratios(ratios, where, names, keys):
         seed = r.get("seed")
         if seed is not None:
             mapping(seed, f"{at}: seed", SEED_FIELDS)
-            if not number(seed.get("figure")) or seed.get("expect") not in EXPECTS:
-                raise Bad(f"{at}: seed needs a figure (a number) and expect ({', '.join(EXPECTS)})")
+            # A figure is the seed's number; a claim of the project's own (bench/run/claims.yaml)
+            # may state a direction alone.
+            if ("figure" in seed and not number(seed["figure"])) or seed.get("expect") not in EXPECTS:
+                raise Bad(f"{at}: seed needs expect ({', '.join(EXPECTS)}) and, if it has a figure, a number")
             rng = seed.get("range")
             if rng is not None and not (isinstance(rng, list) and len(rng) == 2 and all(map(number, rng)) and rng[0] < rng[1]):
                 raise Bad(f"{at}: seed range must be [low, high], got '{rng}'")
@@ -389,7 +396,7 @@ def parse_ratios(ratios, where, names, keys):
             nodes = seed.get("nodes")
             if nodes is not None and (isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2):
                 raise Bad(f"{at}: seed nodes (the nodes its mechanism needs) must be a whole number of at least 2, got '{nodes}'")
-            seed = {"figure": seed["figure"], "text": str(seed.get("text") or ""), "expect": seed["expect"], "range": rng, "nodes": nodes}
+            seed = {"figure": seed.get("figure"), "text": str(seed.get("text") or ""), "expect": seed["expect"], "range": rng, "nodes": nodes}
         out.append({"title": str(r.get("title") or f"{r['of']} vs {r.get('to', per)}"), "of": r["of"], "to": r.get("to"),
                     "per": per, "column": column, "show": show, "seed": seed})
     return out

@@ -160,10 +160,10 @@ def execute(m, rounds, mdir, stamp):
     cases, runs = m["cases"], []
     first = next((c for c in m["columns"] if c["kind"] == "value"), None)
     budget, started = m.get("budget_s"), time.monotonic()
-    last = MAX_ROUNDS if budget else rounds
+    last = m.get("max_rounds", MAX_ROUNDS) if budget else rounds
     wall = {}  # case -> its runs' wall seconds: the next round's estimate
     try:
-        if budget:
+        if budget and m.get("noise_probe", True):
             m["noise"] = noise_probe(m, mdir, stamp, first)
         for r in range(1, last + 1):
             n = len(cases)
@@ -232,8 +232,8 @@ def stopping(m, runs, r, elapsed, per_round, budget):
         return f"{why} ({elapsed / 60:.1f} min)"
     if elapsed + per_round > budget:
         return f"the budget ({m['budget_text']}) would end in the next round ({elapsed / 60:.1f} min so far)"
-    if r == MAX_ROUNDS:
-        return f"{MAX_ROUNDS} rounds"
+    if r == m.get("max_rounds", MAX_ROUNDS):
+        return f"{r} rounds, the most allowed"
     return None
 
 
@@ -243,6 +243,8 @@ def seed_margins(m):
     out = {}
     for r in (r for r in m["ratios"] if r["seed"]):
         sd = r["seed"]
+        if sd["figure"] is None:  # a direction alone: no margin to size the rounds by
+            continue
         out[r["title"]] = min(abs(sd["figure"] - e) for e in sd["range"]) / sd["figure"] if sd["expect"] == "equal" \
             else abs(sd["figure"] - 1) / max(sd["figure"], 1)
     return out

@@ -5,6 +5,7 @@ Pure: the runner (bench/run/matrix.py) hands it the runs."""
 import os
 
 from cases import CPUS, number
+from report.relations import figure
 from report.run import catalog
 from report.stats import ratio_interval, stats
 
@@ -56,7 +57,7 @@ def compute(m, runs):
             if all(per_cpu):
                 of, to = per_cpu
                 r["judged_on"] = {"column": r["column"], "per_ingress_cpu": True, "cpus": [cpus(r["of"]), cpus(r["to"])]}
-        judge_ratio(r, of, to)
+        judge_ratio(r, of, to, m.get("level", 0.95))
         cvs = [stats(v).get("cv_percent") for v in (of, to if r["to"] else [])]
         r["spread"] = max((x for x in cvs if x is not None), default=None)  # the sides' larger CV, %
         # A seed whose mechanism needs more nodes than its runs had (each run's meta.json):
@@ -71,17 +72,18 @@ def compute(m, runs):
         r["client_bound"] = [c for c in (r["of"], r["to"]) if c and "load-generator" in by[c]["stats"].get("limit", {}).get("text", [])]
 
 
-def judge_ratio(r, of, to):
-    """A ratio's median, interval and text; with a seed, whether its direction holds."""
-    iv = ratio_interval(of, to)
+def judge_ratio(r, of, to, level=0.95):
+    """A ratio's median, interval (at LEVEL: bench:evidence asks for more than 95 %, one share
+    of its false-alarm rate) and text; with a seed, whether its direction holds."""
+    iv = ratio_interval(of, to, level)
     r["interval"] = iv
     r["value"] = iv and iv["ratio"]
     if iv is None:
         r["text"] = f"n/a (no finished run of {r['of'] if not of else r['to']})"
     elif r["show"] == "ratio":
-        r["text"] = f"{iv['ratio']:.2f}x (95 % interval {iv['low']:.2f}–{iv['high']:.2f})"
+        r["text"] = f"{iv['ratio']:.2f}x ({level * 100:g} % interval {iv['low']:.2f}–{iv['high']:.2f})"
     else:
-        r["text"] = f"{(1 - iv['ratio']) * 100:.1f} % (95 % interval {(1 - iv['high']) * 100:.1f}–{(1 - iv['low']) * 100:.1f})"
+        r["text"] = f"{(1 - iv['ratio']) * 100:.1f} % ({level * 100:g} % interval {(1 - iv['high']) * 100:.1f}–{(1 - iv['low']) * 100:.1f})"
     seed = r["seed"]
     if not seed:
         return
@@ -190,16 +192,17 @@ def relations_table(m):
         v = by[case]["stats"].get(key, {}).get("cv_percent")
         return "—" if v is None else f"{v:.0f} %"
 
-    out = ["", "Relations to the seeds (each a ratio of geometric means; the interval is Welch's t 95 % one; "
+    level = f"{m.get('level', 0.95) * 100:g} %"
+    out = ["", f"Relations to the seeds (each a ratio of geometric means; the interval is Welch's t {level} one; "
            "\"undecided\": the interval straddles what the seed says, too much spread to tell):", "",
-           "| relation | seed | seed says | measured | 95 % interval | direction holds | in the seed's range | CV of / to | judged on | rounds |",
+           f"| relation | seed | seed says | measured | {level} interval | direction holds | in the seed's range | CV of / to | judged on | rounds |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sd, iv = r["seed"], r["interval"]
         says = {"higher": "above 1", "lower": "below 1", "equal": "equal"}[sd["expect"]]
         if sd["range"]:
             says += f" ({sd['range'][0]:g}–{sd['range'][1]:g})"
-        seed = f"{sd['figure']:g}×" + (f" ({sd['text']})" if sd["text"] else "")
+        seed = figure(sd)
         got = "—" if not iv else f"{iv['ratio']:.2f}×"
         span = "—" if not iv else f"{iv['low']:.2f}–{iv['high']:.2f}"
         rng = {None: "—", True: "yes", False: "no"}[r.get("in_range")]
