@@ -159,14 +159,16 @@ def link_1g_run(tmp_path_factory):
     return Run(sh("bash", "bench/run/bench.sh", "throughput", env=env), root)
 
 
-def test_throughput_through_a_1g_link_is_judged_nic_bound(link_1g_run):
+def test_throughput_through_a_1g_link_is_read_against_its_capacity(link_1g_run):
     r = assert_clean_k8s_run(link_1g_run, "throughput", "nginx-lb-full-link-1g")
     s, v = link_1g_run.summary["correlation"]["signals"], link_1g_run.summary["verdict"]
-    # noise: the emulated link fills to 0.92-0.93 (README "Measured on this machine", seed 002's link share)
-    assert s["link_capacity_bits"] == 1e9 and s["nic_utilization"] >= 0.85 and v["limit"] == "nic", (v, s)
+    # The link's capacity is the overlay's (the signal the NIC's utilization is read against),
+    # and the utilization is what crossed the pod's NIC over it. (That it fills past 85 % is a
+    # claim: bench:evidence's a-1g-link-fills.)
+    assert s["link_capacity_bits"] == 1e9 and s["nic_utilization"] > 0, (v, s)
     # Not above the link: no burst let through at full speed first.
-    # noise: 0.925 Gbit/s measured (README "Measured on this machine"); above 1.0 only if a burst passed
-    assert 0.85 <= r["gbit_per_s"] <= 1.0, r
+    # exact: the shaper's rate (1 Gbit/s) with its burst cut to 1 MiB by deploy: 8 Mbit over 20 s
+    assert r["gbit_per_s"] <= 1.0, r
     print(f"\n{r['gbit_per_s']:.3f} Gbit/s; {v['text']}")
 
 

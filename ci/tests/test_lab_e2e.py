@@ -176,31 +176,15 @@ def test_throughput_reports_gbits(clean_bench):
     assert abs(run.result["gbit_per_s"] - expected) < 1e-9
 
 
-def test_seed004_keepalive_beats_default_without_client_keepalive(bench):
-    """Seed 004: the client does not reuse connections (ab without -k); upstream keep-alive
-    on the LB still saves a backend connection per request. As in the seed, the LB must be
-    the limit, not the client: servers share CPU 1, k6 may use both. This VM has heavy steal
-    time, so the variants alternate three times and the medians are compared: on the native
-    engine (the default); the k6/http engine's connection per request is checked on one round
-    (the comparison is the servers' and their knobs', and the cluster's RELATIONS=004 test
-    decides it again with the seed's 60m backends)."""
-    rps = {"default": [], "keepalive": []}
-    for _ in range(3 if os.environ["ENGINE"] == "native" else 1):
-        for variant in rps:
-            run = bench("rps", VARIANT=variant, NO_REUSE="1", DURATION="4s", CONNECTIONS="50",
-                        LAB_CLIENT_CPUS="0-1", LAB_SERVER_CPUS="1")
-            assert run.rc == 0, run.err
-            # No reuse: a connection per request on the client side, counted by the server.
-            # exact: a connection per request; those in flight at the end
-            assert within(run.summary["server"]["connections_accepted"], run.result["requests"], 0.01)
-            rps[variant].append(run.result["rps"])
-    if os.environ["ENGINE"] != "native":
-        return
-    median = {v: sorted(x)[1] for v, x in rps.items()}
-    ratio = median["keepalive"] / median["default"]
-    print(f"\nseed004 keepalive vs default, no client keep-alive: {ratio:.2f}x (medians {median})")
-    # noise: the lab without the seed's 60m backends read 1.04-1.34x (README "The seeds"): the direction only
-    assert ratio > 1.0, rps
+def test_no_client_keepalive_is_a_connection_per_request(bench):
+    """NO_REUSE=1 (seed 004's client, ab without -k): the client does not reuse connections, so
+    the LB accepts one per request, on either engine. (That upstream keep-alive then still
+    serves more is a claim: bench:evidence's upstream-keepalive-without-client-keepalive.)"""
+    run = bench("rps", VARIANT="keepalive", NO_REUSE="1", DURATION="2s", CONNECTIONS="50")
+    assert run.rc == 0, run.err
+    # exact: a connection per request; those in flight at the end (at most one per connection,
+    # 50) and stub_status's own reads before and after (2) are the difference
+    assert abs(run.summary["server"]["connections_accepted"] - run.result["requests"]) <= 50 + 2, (run.summary["server"], run.result)
 
 
 def test_crossed_threshold_fails_the_run_and_keeps_the_summary(bench):
