@@ -1,6 +1,8 @@
 // node ci/tests/page.cjs URL SCREENSHOT SECONDS: the live page in Debian's chromium (headless,
-// driven by playwright-core from IB_BROWSER_DIR, ./task tools), watched for SECONDS, then a
-// screenshot of the whole page. Prints one JSON object: the console's errors and the page's
+// driven by playwright-core from IB_BROWSER_DIR, ./task tools), watched for SECONDS from its first
+// answered query (it says "page.cjs: ready" on stderr then: the browser's start and the page's
+// load take seconds on a busy host, and a test that stops a part under the page waits for it),
+// then a screenshot of the whole page. Prints one JSON object: the console's errors and the page's
 // uncaught ones, the status line, each panel's title and text as shown, and every range query
 // the page made with its answer's points per series (when, and what each panel was given).
 const { chromium } = require(`${process.env.IB_BROWSER_DIR}/node_modules/playwright-core`);
@@ -16,6 +18,8 @@ const [url, screenshot, seconds] = process.argv.slice(2);
   });
   const errors = [];
   const queries = [];
+  let answered;
+  const firstAnswer = new Promise((resolve) => { answered = resolve; });
   try {
     // Tall enough that every panel is in view: Perses renders a panel once it is.
     const page = await browser.newPage({ viewport: { width: 1600, height: 4200 } });
@@ -31,8 +35,12 @@ const [url, screenshot, seconds] = process.argv.slice(2);
         points = null;
       }
       queries.push({ at: Date.now(), query: form.get('query'), status: r.status(), points });
+      if (r.status() === 200) answered();
     });
     await page.goto(url);
+    // At most a minute for the first answer; a page that never gets one is shown as it is.
+    await Promise.race([firstAnswer, page.waitForTimeout(60000)]);
+    process.stderr.write('page.cjs: ready\n');
     await page.waitForTimeout(Number(seconds) * 1000);
     const panels = await page.$$eval('section[data-testid="panel"]', (sections) => sections.map((s) => ({
       title: s.querySelector('h6')?.textContent ?? '',

@@ -66,6 +66,12 @@ mods=$(cat xk6/go.mod xk6/go.sum | sha256sum)
 [ "$(cat xk6/go.mod xk6/go.sum | sha256sum)" = "$mods" ] ||
   die "go test rewrote xk6/go.mod or go.sum (git diff xk6/ shows what): commit that, then run the tests again"
 tail -n1 "$logs/go-unit.log" >&2
+# Every image an end-to-end test deploys, built before pytest: a cold build inside a test
+# counted against its timeout (the first Envoy Gateway run's 300 s in a fresh clone) and
+# against the suite's tiers. No-ops once cached.
+say test "the images the tests deploy: monitoring's and Envoy Gateway's (bench/platforms/local/images.sh)"
+bash bench/platforms/local/images.sh monitoring
+bash bench/platforms/local/images.sh gateway
 say test "static and end to end on the lab (pytest)"
 # Results of test runs go to pytest's temporary directories, never into results/. The whole
 # output is kept too, for a failure seen only in a log's last lines (CI).

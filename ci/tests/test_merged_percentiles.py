@@ -23,8 +23,9 @@ def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
     """Two segments on the lab, open model: 1 KB at 1,500/s and 1 MB at 300/s, each writing
     every sample (k6's CSV output). `bench/report segments` over the two: its p50, p95 and p99
     are the exact ones of all 5,400 requests within the histogram's stated error (1/256), and
-    its p99 lies between the segments' and is neither's. (How far apart the two segments'
-    tails are is the host's: 1.35x in one run here, above 2x in others; the merge's figures are exact either way.)"""
+    its p99 lies between the segments'. (How far apart the two segments' tails are is the
+    host's: 1.35x in one run here, above 2x in others, and one segment's tail can make the
+    mixture's p99; the merge's figures are exact either way.)"""
     runs = []
     for i, env in enumerate([{"PAYLOAD": "1kb", "RATE": "1500"}, {"PAYLOAD": "1mb", "RATE": "300"}]):
         samples = tmp_path / f"samples-{i}.csv"
@@ -46,13 +47,12 @@ def test_merged_percentiles_are_those_of_all_requests(bench, tmp_path):
         want = exact(every, q)
         # exact: the histogram's stated error, 1/256
         assert abs(s[f"p{round(q * 100)}_ms"] - want) <= want / 256 + 1e-9, (q, s[f"p{round(q * 100)}_ms"], want)
-    # A merge, not one segment's figure: a mixture's p99 lies between its parts' (each within
-    # its histogram's 1/256), and is neither of them beyond that error.
+    # A mixture's p99 lies between its parts' (each within its histogram's 1/256). Whether it is
+    # near one of them is the host's (one segment's tail can dominate the mixture's): the
+    # exact figures of all requests above are what proves the merge.
     each = [exact(d, 0.99) for _, d in runs]
     # exact: the histogram's stated error, 1/256
     assert min(each) * (1 - 1 / 256) <= s["p99_ms"] <= max(each) * (1 + 1 / 256), (s["p99_ms"], each)
-    # exact: the histogram's stated error, 1/256
-    assert all(abs(s["p99_ms"] - p) > p / 256 for p in each), (s["p99_ms"], each)
     assert [p["p99_ms"] for p in s["per_segment"]] == [run.result["p99_ms"] for run, _ in runs]
     # Latency thresholds judged once, on the merged values; every other one as each segment did.
     merged = [t for t in s["thresholds"] if t.get("merged")]
