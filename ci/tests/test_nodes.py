@@ -310,3 +310,17 @@ def test_a_backends_node_lost_under_load_and_back(run4, tmp_path):
     ready = kubectl("-n", "ingress-bench", "get", "deploy", "backend", "-o", "jsonpath={.status.readyReplicas}").stdout
     assert ready == "10", ready
     assert (run / "charts/change.png").stat().st_size > 0
+
+
+def test_a_chain_another_program_made_while_up_survives_down(nodes4):
+    """Ownership by structure: on several nodes nothing of ours lives in the host's tables (the
+    nodes' kube-proxies and CNI write their namespaces'), so down removes nothing there, and a
+    KUBE- chain another program made while the cluster was up is there after down. The last
+    test of the module: it takes the cluster down (the fixture's down is then a no-op)."""
+    assert sh("iptables", "-N", "KUBE-FOREIGN-WHILEUP").returncode == 0
+    try:
+        down = sh("bash", CLUSTER, "down", timeout=180)
+        assert down.returncode == 0, down.stderr
+        assert sh("iptables", "-nL", "KUBE-FOREIGN-WHILEUP").returncode == 0, "down removed a chain it did not make"
+    finally:
+        sh("iptables", "-X", "KUBE-FOREIGN-WHILEUP")

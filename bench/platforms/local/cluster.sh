@@ -11,8 +11,10 @@
 #   bench/platforms/local/cluster.sh node-stop|node-start I   backends node I lost and back (nodes.sh node_lost)
 #   bench/platforms/local/cluster.sh pod-links  our pods' node devices ("NETNS DEV"): the veths on our
 #                                  bridge and the CNI bandwidth plugin's ifb devices of those (deploy.sh)
-# Ownership: up records the host's iptables rules before it starts anything ($S/before); down
-# removes only KUBE-/CNI- chains and rules that appeared since, and ours (IBENCH-*). up refuses
+# Ownership: on several nodes (the default) the host's iptables hold nothing of ours, and down
+# leaves them alone. With NODES=1 the host is the node: up records the host's iptables rules
+# before it starts anything ($S/before); down removes only KUBE-/CNI- chains and rules that
+# appeared since, and ours (IBENCH-*). up refuses
 # next to another Kubernetes (its KUBE-* chains, or its ports). Pods' network namespaces are
 # pinned under the state dir, never in /run/netns (containerd.toml).
 # Addresses (all in the project's 198.18.0.0/15; the lab uses 198.18.0.0/24):
@@ -413,8 +415,13 @@ down() {
 # cleanup_iptables: removes the rules and chains that appeared since up (against $S/before)
 # and belong to KUBE-/CNI- chains or ours: a new chain of those names, a new rule in such a
 # chain or jumping to one. The host's own rules, and everything there before up, stay.
+# Several nodes: nothing of ours is in the host's tables (each node's kube-proxy, kubelet and
+# CNI write their own namespace's; the nodes' bridge hands no frame to the host's iptables),
+# so there is nothing there for down to remove, and a chain another program made while the
+# cluster was up, whatever its name, is not touched.
 cleanup_iptables() {
   local fam t script line
+  [ "$(cat "$S/node-count" 2>/dev/null || echo 1)" = 1 ] || return 0
   for fam in iptables ip6tables; do
     for t in $IPT_TABLES; do
       [ -f "$S/before/$fam-$t" ] || continue
