@@ -4,6 +4,7 @@ import subprocess
 import pytest
 
 import bounds
+import lint_asserts
 from conftest import ROOT, registry, sh
 
 SCENARIOS = next(s["values"] for s in registry() if s["name"] == "SCENARIO")
@@ -87,3 +88,30 @@ def test_the_bounds_lint_catches_a_bare_bound_and_an_unsourced_one(tmp_path):
     got = bounds.unnamed(f)
     assert [g.split(":")[1] for g in got] == ["2", "4"], got
     assert "no '# noise:' or '# exact:'" in got[0] and "must name its documented figure" in got[1]
+
+
+def test_the_assertion_lint_finds_each_pattern_and_passes_its_counterpart(tmp_path):
+    """ci/tests/lint_asserts.py on a constructed module: each pattern once (an exit code from
+    {0, 99}, every word of a relation's verdict, an interval against its own estimate, bare
+    or unpacked, all() over a list never said non-empty), beside the assertions that say one
+    thing (one exit code, one word, an interval against a bound, a guarded all()) and a waived
+    one. (Over the suite it found 37 before the suite's own were fixed: not yet asserted.)"""
+    f = tmp_path / "test_x.py"
+    f.write_text("def test_a(r, doc, iv, xs, f):\n"
+                 "    assert r.returncode in (0, 99)\n"
+                 "    assert doc['holds'] in ('yes', 'no', 'undecided', 'not here')\n"
+                 "    assert iv['low'] <= iv['ratio'] <= iv['high']\n"
+                 "    low, ratio, high = f(doc)\n"
+                 "    assert low <= ratio <= high\n"
+                 "    assert all(x > 0 for x in f(xs))\n"
+                 "    assert r.returncode == 0 and doc['holds'] == 'yes'\n"
+                 "    assert doc['holds'] in ('yes', 'not here')\n"
+                 "    assert iv['low'] <= 1.2 <= iv['high']\n"
+                 "    assert xs and all(x > 0 for x in xs)\n"
+                 "    assert all(x > 0 for x in (1, 2))\n"
+                 "    # lint: a waived case says why\n"
+                 "    assert r.returncode in (0, 99)\n")
+    got = lint_asserts.findings(f)
+    assert [g.split(": ")[0].split(":")[1] + " " + g.split(": ")[1] for g in got] == [
+        "2 exit-any", "3 every-word", "4 own-interval", "6 own-interval", "7 empty-all"], got
+
