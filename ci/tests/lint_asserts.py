@@ -72,16 +72,19 @@ def own_interval(cmp, unpacked):
     return bases == {None} and any(set(keys) <= group for group in unpacked)
 
 
-def nonempty_names(func, before):
-    """Names an assertion of FUNC before line BEFORE says are not empty."""
-    out = set()
-    for a in ast.walk(func):
-        if not isinstance(a, ast.Assert) or a.lineno >= before:
-            continue
+def earlier_asserts(func, before):
+    """What FUNC's assertions before line BEFORE hold, each as one expression's text: a list
+    one of them is about (`assert xs`, `len(xs) == 3`, `sorted(xs) == [...]`) is not empty."""
+    said = set()
+    for a in (a for a in ast.walk(func) if isinstance(a, ast.Assert) and a.lineno < before):
+        tops = a.test.values if isinstance(a.test, ast.BoolOp) and isinstance(a.test.op, ast.And) else [a.test]
+        said |= {ast.unparse(t) for t in tops if isinstance(t, (ast.Name, ast.Subscript, ast.Attribute))}  # `assert xs`
         for n in ast.walk(a.test):
-            if isinstance(n, ast.Name):
-                out.add(n.id)
-    return out
+            if isinstance(n, ast.Call) and ast.unparse(n.func) in ("len", "sorted", "set") and n.args:
+                said.add(ast.unparse(n.args[0]))
+            elif isinstance(n, ast.Compare) and any(isinstance(o, ast.Eq) for o in n.ops):
+                said.add(ast.unparse(n.left))
+    return said
 
 
 def findings(path):
@@ -112,11 +115,12 @@ def findings(path):
                     arg = sub.args[0]
                     it = arg.generators[0].iter if isinstance(arg, (ast.GeneratorExp, ast.ListComp)) else arg
                     # `xs and all(... for x in xs)` (or `d and all(... in d.values())`) says it is not empty
+                    text = ast.unparse(it)
                     guarded = isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) and \
-                        any(v is not sub and ast.unparse(it).startswith(ast.unparse(v)) for v in node.test.values)
+                        any(v is not sub and (text.startswith(ast.unparse(v)) or f"len({text})" in ast.unparse(v)) for v in node.test.values)
                     if isinstance(it, (ast.Tuple, ast.List)) and it.elts:  # a literal of some elements
                         continue
-                    named = isinstance(it, ast.Name) and it.id in nonempty_names(func, node.lineno)
+                    named = any(text == x or text.startswith((x + ".", x + "[")) for x in earlier_asserts(func, node.lineno))
                     if not guarded and not named:
                         out.append(f"{where(node)}: empty-all: all() over {ast.unparse(it)[:60]}, never asserted non-empty, is true of none")
     return sorted(set(out), key=lambda x: (x.split(":")[0], int(x.split(":")[1])))

@@ -160,7 +160,7 @@ def test_the_three_verdicts_on_the_charts_stack(verdict_run, limit):
     v = run.summary["verdict"]
     assert v["limit"] == limit, (v, run.signals())
     if limit == "ingress-cpu":  # read from container_spec_cpu_quota
-        assert all(s["ingress_cpu_limit_cores"] == 0.25 for s in run.signals()), run.signals()
+        assert run.signals() and all(s["ingress_cpu_limit_cores"] == 0.25 for s in run.signals()), run.signals()
     print(f"\n{limit}: {run.summary['rps']:.0f} req/s; {v['text']}")
 
 

@@ -52,7 +52,7 @@ def test_indexed_job_segments_add_up_to_the_requested_load(tmp_path):
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"]
     parts = [s["rps"] for s in summary["per_segment"]]
     # exact: each segment half of the open model's 400/s; 5 % for the slots at a 5 s run's edges
-    assert all(within(p, 200, 0.05) for p in parts), parts
+    assert parts and all(within(p, 200, 0.05) for p in parts), parts
     # exact: RATE x DURATION, and each pod's setup and teardown requests
     assert within(summary["requests"], 400 * 5, 0.03), summary["requests"]
     # exact: the requests in flight at the end, at most one per connection
@@ -107,7 +107,7 @@ def test_native_engine_in_the_indexed_job(tmp_path):
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["segments"] == 2 and summary["errors"] == 0 and summary["passed"], summary
-    assert all(s["rps"] > 0 for s in summary["per_segment"]), summary["per_segment"]
+    assert summary["per_segment"] and all(s["rps"] > 0 for s in summary["per_segment"]), summary["per_segment"]
     # exact: the requests in flight at the end, at most one per connection
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
     # One latency for the run: the pods' histograms merged (test_merged_percentiles.py holds
@@ -149,7 +149,8 @@ def test_every_setting_reaches_the_local_platforms_k6(form, tmp_path):
     given = examples("k6", PLATFORM="local", TARGET=None, STUB_STATUS_URL=None, RESULTS_ROOT=str(root),
                      TESTID=f"settings-local-{form}")
     r = task_with(form, "bench:rps", given)
-    assert r.returncode in (0, 99), r.stderr
+    # Every example passes at the examples' RATE (50/s open model): P99_MS 1,900, DROPPED_MAX 3, REQUIRE_VALID 0 ...
+    assert r.returncode == 0, r.stderr
     (run_dir,) = root.iterdir()
     meta = json.loads((run_dir / "meta.json").read_text())
     got = meta["settings"]

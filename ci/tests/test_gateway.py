@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, UNMONITORED, agrees, bench_change, covered, kubectl, sh, within
+from conftest import ROOT, UNMONITORED, VALIDITY_UNJUDGED, agrees, bench_change, covered, kubectl, sh, within
 
 VARIANT = "envoy-gateway-default"
 
@@ -20,9 +20,9 @@ def condition(conditions, kind):
 
 @pytest.mark.usefixtures("local_cluster")
 def test_envoy_gateway_programs_the_gateway_and_envoy_counts_what_k6_sent(bench):
-    run = bench("rps", PLATFORM="local", VARIANT=VARIANT, DURATION="5s")
-    # 99: a verdict that k6, beside the ingress on this node's two CPUs, was the limit
-    assert run.rc in (0, 99), run.err
+    # The validity threshold out of reach: k6, beside the ingress on this node's two CPUs, may be the limit.
+    run = bench("rps", PLATFORM="local", VARIANT=VARIANT, DURATION="5s", **VALIDITY_UNJUDGED)
+    assert run.rc == 0, run.err
     r = run.result
     assert r["requests"] > 0 and r["errors"] == 0, r
     gw = json.loads(kubectl("-n", "ingress-bench", "get", "gateway", "bench", "-o", "json").stdout)

@@ -21,19 +21,27 @@ def migrate(tmp_path, **settings):
     return r, json.loads((runs[0] / "migrate.json").read_text()), runs[0]
 
 
+def says(row, tol):
+    """The migration table's word for a rate: its interval wholly within ±TOL of 1, or past it."""
+    lo, hi = row["low"], row["high"]
+    return "no change" if lo >= 1 - tol and hi <= 1 + tol else "faster" if lo > 1 + tol else "slower" if hi < 1 - tol else "undecided"
+
+
 @pytest.mark.usefixtures("local_cluster")
 def test_nginx_lb_to_envoy_gateway_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="envoy-gateway-default", ROUNDS="3")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {(x["scenario"], x["metric"]): x for x in doc["speed"]}
     rate = rows[("rps", "req/s")]
-    assert rate["from"] > 0 and rate["to"] > 0 and rate["low"] <= rate["ratio"] <= rate["high"], rate
     per_cpu = next(x for x in doc["speed"] if x["scenario"] == "rps" and "per ingress CPU" in x["metric"])
-    assert per_cpu["from"] > 0 and per_cpu["to"] > 0 and per_cpu["low"] <= per_cpu["ratio"] <= per_cpu["high"], per_cpu
+    for row in (rate, per_cpu):
+        # three rounds: a spread, so an interval; what the row says is where it lies against ±tolerance
+        assert row["from"] > 0 and row["to"] > 0 and row["low"] < row["high"], row
+        assert row["says"] == (says(row, doc["tolerance"]) if row["judged"] else "shown"), (row, doc["tolerance"])
     # The same requests, answered by nginx and by Envoy: every probe answered on both sides. The
     # LB's one server block takes any Host; the Gateway routes bench.ingress.test only.
     a = doc["behaviour"]["answers"]
-    assert all(x["status"] for x in a["FROM"] + a["TO"]), a
+    assert a["FROM"] + a["TO"] and all(x["status"] for x in a["FROM"] + a["TO"]), a
     diffs = {(p, what): (x, y) for p, what, x, y in doc["behaviour"]["differences"]}
     assert diffs[("GET http://…/1kb.bin (Host: other.example)", "status")] == (200, 404), diffs
     # the scenarios' own requests: the same status and body on both

@@ -204,7 +204,7 @@ def test_every_platform_declares_its_traits_and_both_readers_agree():
     assert sorted(p.stem for p in (ROOT / "bench/platforms/drivers").glob("*.sh")) == sorted(platforms)
     for p in platforms:
         t = traits(p)
-        assert set(t) == set(allowed) and all(t[k] in allowed[k] for k in t), (p, t)
+        assert set(t) == set(allowed) and t and all(t[k] in allowed[k] for k in t), (p, t)
         r = sh("bash", "-c", f'. bench/lib.sh && . bench/platforms/driver.sh && for n in {" ".join(allowed)}; do echo "$n=$(pf_trait $n {p})"; done')
         assert dict(l.split("=") for l in r.stdout.split()) == t, (p, r.stdout, r.stderr)
     assert traits("external")["k6"] == "pods" and traits("lab")["cluster"] == "none"

@@ -288,7 +288,7 @@ def test_fetch_queries_the_contract_over_the_run_window(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and "7/9 series" in r.stderr
     queries = {q["query"] for path, q in FakePrometheus.seen}
     assert {p for p, _ in FakePrometheus.seen} == {"/api/v1/query_range"}
-    assert all((q["start"], q["end"], q["step"]) == ("1795276770.000", "1795276780.000", "1s") for _, q in FakePrometheus.seen)
+    assert FakePrometheus.seen and all((q["start"], q["end"], q["step"]) == ("1795276770.000", "1795276780.000", "1s") for _, q in FakePrometheus.seen)
     assert f'sum(rate(k6_http_reqs_total{{testid="{RUN.name}"}}[6s]))' in queries
     assert f'1000 * histogram_quantile(0.95, sum(rate(k6_http_req_duration_seconds{{testid="{RUN.name}"}}[6s])))' in queries
     assert {"sum(bench:ingress_cpu_cores:rate)", "bench:ingress_cpu_utilization:ratio"} <= queries

@@ -79,7 +79,7 @@ def test_every_environment_variable_the_runtime_reads_is_declared():
     r = sh("node", "--input-type=module", "-e", js)
     assert r.returncode == 0, r.stderr
     declared = {e["name"]: e for e in json.loads(r.stdout)}
-    assert all(e["by"] in ("scripts", "test", "system", "k6") and e["meaning"] for e in declared.values()), declared
+    assert declared and all(e["by"] in ("scripts", "test", "system", "k6") and e["meaning"] for e in declared.values()), declared
     settings = {s["name"] for s in registry()}
     assert not settings & set(declared), settings & set(declared)
     reads = environment_reads()
@@ -202,7 +202,8 @@ def test_every_setting_reaches_the_lab_k6(form, tmp_path):
     root = tmp_path / "results"
     given = examples("k6", RESULTS_ROOT=str(root), TESTID=f"settings-{form}")
     r = task_with(form, "bench:rps", given)
-    assert r.returncode in (0, 99), r.stderr
+    # Every example passes at the examples' RATE (50/s open model): P99_MS 1,900, DROPPED_MAX 3, REQUIRE_VALID 0 ...
+    assert r.returncode == 0, r.stderr
     got = received(only_run(root))
     assert got == given
     # And they took effect: the run is what they say.

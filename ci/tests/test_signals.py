@@ -256,7 +256,7 @@ def test_the_verdicts_levels_are_the_dashboards_red_thresholds():
             reds = [s["value"] for s in steps if s["color"] == "red"]
             assert reds == [level], (title, steps)
             # Red starts exactly there: every step below it is another colour, none above it.
-            assert all(s["value"] is None or s["value"] < level for s in steps if s["color"] != "red"), (title, steps)
+            assert steps and all(s["value"] is None or s["value"] < level for s in steps if s["color"] != "red"), (title, steps)
     # The stat panels of the summary row are among them: ingress CPU, NIC, load generator.
     stats = {p["title"] for p in dash["panels"] if p["type"] == "stat"}
     assert {"Ingress CPU", "NIC", "Load generator CPU"} <= stats & {t for v in panels.values() for t, _ in v}

@@ -90,12 +90,19 @@ def test_the_bounds_lint_catches_a_bare_bound_and_an_unsourced_one(tmp_path):
     assert "no '# noise:' or '# exact:'" in got[0] and "must name its documented figure" in got[1]
 
 
+def test_no_assertion_accepts_every_outcome():
+    """ci/tests/lint_asserts.py over the suite: no exit code from {0, 99}, no set of every
+    verdict word, no interval against its own estimate, no all() over a list never said
+    non-empty."""
+    assert [p for f in sorted((ROOT / "ci/tests").glob("test_*.py")) for p in lint_asserts.findings(f)] == []
+
+
 def test_the_assertion_lint_finds_each_pattern_and_passes_its_counterpart(tmp_path):
     """ci/tests/lint_asserts.py on a constructed module: each pattern once (an exit code from
     {0, 99}, every word of a relation's verdict, an interval against its own estimate, bare
     or unpacked, all() over a list never said non-empty), beside the assertions that say one
     thing (one exit code, one word, an interval against a bound, a guarded all()) and a waived
-    one. (Over the suite it found 37 before the suite's own were fixed: not yet asserted.)"""
+    one."""
     f = tmp_path / "test_x.py"
     f.write_text("def test_a(r, doc, iv, xs, f):\n"
                  "    assert r.returncode in (0, 99)\n"
