@@ -156,9 +156,7 @@ def test_a_side_made_noisy_is_unstable(lab_taken_down, tmp_path):
     noisy neighbour would), set by RUN_HOOK before each run (the runner's defined point: no
     thread racing the run it means to slow): its req/s varies far beyond GATE_CV_MAX (30 %
     here), so the comparison says UNSTABLE, exit 98, instead of a verdict. BASE never runs
-    under the quota; its CV stays within the 30 %, three times the worst spread of identical
-    runs measured here (10.9 %, ../shared/docs/environment.md via README "Measured on this
-    machine")."""
+    under the quota (whether its own spread stays under the 30 % is the host's: not asserted)."""
     results = tmp_path / "results"
     assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "nginx-lb-full"}).returncode == 0
     d, mode = ingress_cgroup()
@@ -176,8 +174,8 @@ def test_a_side_made_noisy_is_unstable(lab_taken_down, tmp_path):
     # The hook ran before every run, in its log.
     assert len(mdoc["runs"]) == 8 and all(x["status"] == "passed" for x in mdoc["runs"]), mdoc["runs"]
     rate = metric(doc, "rate")
-    # noise: 30 % is GATE_CV_MAX as set here, above the spread of identical short lab runs (README "Measured on this machine")
-    assert doc["verdict"] == "unstable" and rate["head"]["cv_percent"] > 30 >= rate["base"]["cv_percent"], rate
+    # exact: a quota of 0.15 CPU in half of HEAD's rounds (several times slower) against 30 %, GATE_CV_MAX as set here
+    assert doc["verdict"] == "unstable" and rate["head"]["cv_percent"] > 30, rate
     assert "head's req/s varies" in doc["why"]
 
 
