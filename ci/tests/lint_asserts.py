@@ -16,7 +16,7 @@ import ast
 import sys
 from pathlib import Path
 
-# Every word each verdict can say (bench/run/tables.py judge_ratio and matrix.py; compare.py).
+# Every word each verdict can say (bench/run/tables.py: a relation's holds; bench/run/compare.py).
 OUTCOMES = {
     "a relation's holds": {"yes", "no", "undecided", "not here"},
     "bench:compare's verdict": {"pass", "regression", "unstable", "undecided"},
@@ -79,12 +79,26 @@ def earlier_asserts(func, before):
     for a in (a for a in ast.walk(func) if isinstance(a, ast.Assert) and a.lineno < before):
         tops = a.test.values if isinstance(a.test, ast.BoolOp) and isinstance(a.test.op, ast.And) else [a.test]
         said |= {ast.unparse(t) for t in tops if isinstance(t, (ast.Name, ast.Subscript, ast.Attribute))}  # `assert xs`
-        for n in ast.walk(a.test):
+        # a comparison with nothing (`xs == []`, `len(xs) == 0`) says the opposite: skip its sides
+        nothing = {id(x) for c in ast.walk(a.test) if isinstance(c, ast.Compare) and any(map(empty, c.comparators))
+                   for x in ast.walk(c)}
+        for n in (n for n in ast.walk(a.test) if id(n) not in nothing):
             if isinstance(n, ast.Call) and ast.unparse(n.func) in ("len", "sorted", "set") and n.args:
                 said.add(ast.unparse(n.args[0]))
             elif isinstance(n, ast.Compare) and any(isinstance(o, ast.Eq) for o in n.ops):
                 said.add(ast.unparse(n.left))
     return said
+
+
+def empty(n):
+    """0, or an empty literal: [], (), {}, "", set()."""
+    if isinstance(n, ast.Constant):
+        return n.value in (0, "") and not isinstance(n.value, bool)
+    if isinstance(n, (ast.List, ast.Tuple, ast.Set)):
+        return not n.elts
+    if isinstance(n, ast.Dict):
+        return not n.keys
+    return isinstance(n, ast.Call) and ast.unparse(n) in ("set()", "list()", "dict()", "tuple()")
 
 
 def findings(path):
