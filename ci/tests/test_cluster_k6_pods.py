@@ -149,8 +149,9 @@ def test_every_setting_reaches_the_local_platforms_k6(form, tmp_path):
     given = examples("k6", PLATFORM="local", TARGET=None, STUB_STATUS_URL=None, RESULTS_ROOT=str(root),
                      TESTID=f"settings-local-{form}")
     r = task_with(form, "bench:rps", given)
-    # Every example passes at the examples' RATE (50/s open model): P99_MS 1,900, DROPPED_MAX 3, REQUIRE_VALID 0 ...
-    assert r.returncode == 0, r.stderr
+    # lint: every setting's example at once, thresholds among them: which one a run crosses is the
+    # examples' (RPS_PER_CORE_MIN=1 where the run has no per-core figure); the subject is what k6 received
+    assert r.returncode in (0, 99), r.stderr
     (run_dir,) = root.iterdir()
     meta = json.loads((run_dir / "meta.json").read_text())
     got = meta["settings"]

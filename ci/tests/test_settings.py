@@ -202,8 +202,9 @@ def test_every_setting_reaches_the_lab_k6(form, tmp_path):
     root = tmp_path / "results"
     given = examples("k6", RESULTS_ROOT=str(root), TESTID=f"settings-{form}")
     r = task_with(form, "bench:rps", given)
-    # Every example passes at the examples' RATE (50/s open model): P99_MS 1,900, DROPPED_MAX 3, REQUIRE_VALID 0 ...
-    assert r.returncode == 0, r.stderr
+    # lint: every setting's example at once, thresholds among them: which one a run crosses is the
+    # examples' (RPS_PER_CORE_MIN=1 where the run has no per-core figure); the subject is what k6 received
+    assert r.returncode in (0, 99), r.stderr
     got = received(only_run(root))
     assert got == given
     # And they took effect: the run is what they say.
