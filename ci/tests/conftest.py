@@ -265,17 +265,61 @@ def lab_down():
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: brings the lab or a cluster up, or runs a load (not in ./task test:fast)")
+    config.addinivalue_line("markers", "one_engine: in a module run on each engine, run on the default (native) only")
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
     config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
                                        "which would bring its monitoring up again (~40 s)")
 
 
-def pytest_collection_modifyitems(items):
+# The tiers. `./task test:fast` (IB_TEST_TIER=fast) runs what needs no lab, no cluster and no
+# load: unit, static, offline, bad input, generated views: every test not marked e2e. A test is
+# e2e when its fixtures bring a platform up or run a load (E2E_FIXTURES), or it says so
+# (@pytest.mark.e2e, a module's pytestmark). A test left unmarked that starts the lab or a
+# cluster fails the fast tier (tier_guard), so a mark cannot be forgotten silently.
+E2E_FIXTURES = {"bench", "clean_bench", "bench_async", "local_cluster", "shared_cluster", "nodes4", "stack",
+                "lab", "lab_live", "lab_run", "lab_taken_down", "link_1g_run", "host", "cluster", "foreign_k6"}
+FAST = os.environ.get("IB_TEST_TIER") == "fast"
+
+
+def platforms_up():
+    """The platforms up now: the lab's and the cluster's state directories."""
+    return {name for name, state in (("lab", LAB_STATE), ("cluster", Path(KUBECONFIG).parents[1])) if state.exists()}
+
+
+@pytest.fixture(autouse=True)
+def tier_guard():
+    """In the fast tier, a test that brings the lab or a cluster up is an e2e test left
+    unmarked: it fails, and what it brought up goes down again (what was up before stays)."""
+    before = platforms_up() if FAST else set()
+    yield
+    if FAST and (new := platforms_up() - before):
+        for name in new:
+            sh("bash", {"lab": "bench/platforms/lab.sh", "cluster": "bench/platforms/local/cluster.sh"}[name], "down", timeout=300)
+        pytest.fail(f"the fast tier brought the {' and the '.join(sorted(new))} up: mark the test e2e")
+
+
+def pytest_collection_modifyitems(config, items):
     """The tests that need the local cluster run last, in their modules' order, so one cluster
     serves them all (shared_cluster) and no lab test measures beside an idle cluster's
     control plane, kubelet and Prometheus; those that leave its monitoring down (the chart's
     stack replaces it, a matrix's MONITORING=0 takes it down) after the rest, which want it up;
-    a test that takes the cluster down, last. A stable sort: every other test keeps its place."""
+    a test that takes the cluster down, last. A stable sort: every other test keeps its place.
+    E2E_FIXTURES mark their tests e2e; the fast tier deselects every e2e test."""
+    for item in items:
+        if E2E_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.e2e)
+    # A module run on each engine (its `engine` fixture): a test whose subject is not the request
+    # loop (one_engine) runs on the default one only.
+    one = [i for i in items if i.get_closest_marker("one_engine") and getattr(i, "callspec", None)
+           and i.callspec.params.get("engine") not in (None, "native")]
+    if one:
+        config.hook.pytest_deselected(items=one)
+        items[:] = [i for i in items if i not in one]
+    if FAST:
+        e2e = [i for i in items if i.get_closest_marker("e2e")]
+        config.hook.pytest_deselected(items=e2e)
+        items[:] = [i for i in items if not i.get_closest_marker("e2e")]
     items.sort(key=lambda item: ("local_cluster" in item.fixturenames,
                                  item.get_closest_marker("takes_the_cluster_down") is not None,
                                  item.get_closest_marker("leaves_monitoring_down") is not None))

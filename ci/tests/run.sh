@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The whole suite: unit tests of the k6 lib (node), then static and end-to-end tests on the
 # real lab (pytest). Needs root: the lab uses network namespaces.
+# `run.sh fast` (./task test:fast): the tests that need no lab, no cluster and no load (unit,
+# static, offline, bad input, generated views; conftest.py's tier_guard holds them to it).
 set -euo pipefail
 . "$(dirname "$0")/../../bench/lib.sh"
 need_root "the test suite"
+tier=all
+if [ "${1:-}" = fast ]; then tier=fast; shift; fi
+export IB_TEST_TIER=$tier
 command -v node >/dev/null || die "node (18 or newer) runs the k6 lib's unit tests: install nodejs"
 cd "$IB_ROOT"
 # One suite at a time: two would share ports 80/443, /run/ingress-bench and 198.18.0.0/15 and
@@ -69,10 +74,14 @@ tail -n1 "$logs/go-unit.log" >&2
 # Every image an end-to-end test deploys, built before pytest: a cold build inside a test
 # counted against its timeout (the first Envoy Gateway run's 300 s in a fresh clone) and
 # against the suite's tiers. No-ops once cached.
-say test "the images the tests deploy: monitoring's and Envoy Gateway's (bench/platforms/local/images.sh)"
-bash bench/platforms/local/images.sh monitoring
-bash bench/platforms/local/images.sh gateway
-say test "static and end to end on the lab (pytest)"
+if [ "$tier" = all ]; then
+  say test "the images the tests deploy: monitoring's and Envoy Gateway's (bench/platforms/local/images.sh)"
+  bash bench/platforms/local/images.sh monitoring
+  bash bench/platforms/local/images.sh gateway
+  say test "static and end to end on the lab and the local cluster (pytest)"
+else
+  say test "static, offline and bad input (pytest, the fast tier: no lab, no cluster, no load)"
+fi
 # Results of test runs go to pytest's temporary directories, never into results/. The whole
 # output is kept too, for a failure seen only in a log's last lines (CI).
 # --durations: the slowest tests, which the README lists, in every run's own output; the
@@ -81,7 +90,7 @@ mkdir -p "$IB_CACHE/logs"
 set -o pipefail
 rc=0
 pytest -q -rs -p no:cacheprovider --durations=25 --durations-min=10 \
-  --junitxml="$IB_CACHE/logs/test-last.xml" ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-last.log" || rc=$?
+  --junitxml="$IB_CACHE/logs/test-$tier-last.xml" ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-$tier-last.log" || rc=$?
 say test "the machine as found (ci/tests/machine_state.py compare)"
 python3 ci/tests/machine_state.py compare "$logs/machine-before.json" || { keep_logs=1; rc=1; }
 exit $rc

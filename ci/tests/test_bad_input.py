@@ -128,6 +128,7 @@ def test_missing_tool_says_what_to_do(lab_down, tmp_path):
     assert r.stderr.strip().splitlines() == [f"error: k6 {os.environ.get('K6_VERSION', 'v1.8.1')} is not installed: run './task tools'"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("engine", ["js", "native"])
 def test_unreachable_target_is_one_line(engine, tmp_path):
     # In the lab's range but no host holds it: loaded from the lab's client namespace (never
@@ -189,6 +190,7 @@ def test_root_is_required_where_namespaces_are_made(command, lab_down, readable_
     assert len(lines) == 1 and lines[0].startswith("error: ") and "needs root" in lines[0], r.stderr
 
 
+@pytest.mark.e2e
 def test_failed_variant_switch_on_a_running_lab_leaves_nothing(tmp_path):
     """A knob set nginx rejects, applied to a running lab: nginx's own reason in one line,
     and the half-switched lab is removed rather than left marked as up."""

@@ -11,6 +11,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from report.doc import check_page  # noqa: E402  (the pages' own check: images and links exist)
 
 
+@pytest.mark.e2e
 def test_capacity_of_a_cpu_limited_lb_is_near_its_closed_model_maximum(tmp_path):
     """The lab's LB, one CPU: a closed-model run at 20 connections, then open-model steps from
     70 % of its rate; the capacity is the highest step that held p99 < 50 ms with nothing

@@ -137,6 +137,7 @@ def test_bad_input_to_evidence_is_one_line(args, message, lab_down, tmp_path):
     assert not (tmp_path / "set").exists() and not (tmp_path / "results").exists()
 
 
+@pytest.mark.e2e
 def test_evidence_end_to_end_on_the_lab_in_two_parts(tmp_path):
     """A constructed claims file on the lab, run as two invocations into one set (CLAIMS): the
     LB against itself within 0.1-10x (a margin that holds at a spread of 50 %, five times the

@@ -274,6 +274,7 @@ def killed_session(platform_script):
     assert not sh("bash", platform_script, "procs").stdout.split(), "processes survived SIGKILL"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("platform_script", ["bench/platforms/lab.sh", "bench/platforms/local/cluster.sh"])
 def test_task_down_removes_what_a_killed_session_left(platform_script, lab_down):
     """CI once found a killed session's cluster (its bridge, veths, 39 mounts, no process) and

@@ -9,6 +9,8 @@ import pytest
 
 from conftest import LAB_STATE, LOG_FIELDS, lab_leftovers, sh, stub, within
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module", params=["js", "native"], autouse=True)
 def engine(request):
@@ -132,6 +134,7 @@ def test_open_model_fails_when_the_rate_cannot_be_met(bench):
     assert {"js": "dropped_iterations", "native": "bench_sends_dropped"}[os.environ["ENGINE"]] in failed, failed
 
 
+@pytest.mark.one_engine
 def test_lab_variant_is_an_overlay_read_through_its_knob_files():
     """VARIANT names an overlay on the lab too: its tuning components' knob files render the
     LB, the same files the cluster's nginx-lb merges."""
@@ -197,6 +200,7 @@ def test_crossed_threshold_fails_the_run_and_keeps_the_summary(bench):
     assert (run.dir / "summary.txt").read_text().startswith("k6 rps")
 
 
+@pytest.mark.one_engine
 def test_results_are_never_overwritten(bench, tmp_path):
     root = tmp_path / "fixed"
     first = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "RESULTS_ROOT": str(root), "TESTID": "same", "DURATION": "1s", "CONNECTIONS": "2"})
@@ -208,6 +212,7 @@ def test_results_are_never_overwritten(bench, tmp_path):
     assert (root / "same/summary.json").read_text() == before
 
 
+@pytest.mark.one_engine
 def test_lab_variant_switch_and_double_down():
     assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "full"}).returncode == 0
     conf = (LAB_STATE / "lb/nginx.conf").read_text()

@@ -195,6 +195,7 @@ def test_bash_reads_a_setting_as_the_registry_says():
         assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("form", ["line", "env"])
 def test_every_setting_reaches_the_lab_k6(form, tmp_path):
     """All the settings that reach the host's k6 at once, each a non-default value, through
@@ -277,6 +278,7 @@ def test_a_setting_that_does_not_reach_the_pods_is_refused():
         "error: LOADGEN_CPU_MAX does not reach the in-cluster k6 pods (bench/settings/settings.yaml): unset it, or run on a platform it reaches"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("form", ["line", "env"])
 def test_exit_codes_through_task(form, tmp_path):
     """README, Exit codes: 0 pass, 99 a finished run that crossed a threshold, 1 anything else,
@@ -295,6 +297,7 @@ def test_exit_codes_through_task(form, tmp_path):
     assert task("no-such-task").returncode == 1
 
 
+@pytest.mark.e2e
 def test_the_lab_is_defined_once():
     """k6's default target for a bare run is the lab's LB of bench/platforms/lab.env, and the lab
     serves every payload the PAYLOAD setting names, at its size (lab.sh sizes them by unit)."""
