@@ -186,6 +186,8 @@ def speed_rows(scenario, doc, tol):
             says = "no value"
         elif not judged:
             says = "shown"
+        elif not m["decided"] and m["key"] != "p99":  # one round: a point, not an interval
+            says = "undecided"
         elif m["better"] == "higher":
             says = "no change" if iv["low"] >= 1 - tol and iv["high"] <= 1 + tol else \
                 "faster" if iv["low"] > 1 + tol else "slower" if iv["high"] < 1 - tol else "undecided"
@@ -197,6 +199,18 @@ def speed_rows(scenario, doc, tol):
                      "judged": judged and m["key"] != "p99" or False, "says": says,
                      "cv": [m["base"].get("cv_percent"), m["head"].get("cv_percent")]})
     return rows
+
+
+def verdict_of(rows, diffs, tol):
+    """The migration's one line: what changed (a judged rate faster or slower, a behaviour
+    difference), else what is undecided, else no change within ±TOL."""
+    changed = [f"{r['scenario']} {r['metric']} {r['says']} ({r['ratio']:.3f}×, {r['low']:.3f}–{r['high']:.3f})"
+               for r in rows if r["judged"] and r["says"] not in ("no change", "undecided")]
+    open_ = [f"{r['scenario']} {r['metric']}" for r in rows if r["judged"] and r["says"] == "undecided"]
+    if diffs:
+        changed.append(f"{len(diffs)} behaviour difference(s)")
+    return ("changed: " + "; ".join(changed)) if changed else \
+        (f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)")
 
 
 def fmt(v, f):
@@ -297,13 +311,7 @@ def main(argv):
             failed += [f"{kind} on {env[side]}: {c['error']}"] if "error" in c else []
             change_rows.append(change_row(kind, env[side], c))
 
-    changed = [f"{r['scenario']} {r['metric']} {r['says']} ({r['ratio']:.3f}×, {r['low']:.3f}–{r['high']:.3f})"
-               for r in rows if r["judged"] and r["says"] not in ("no change", "undecided")]
-    open_ = [f"{r['scenario']} {r['metric']}" for r in rows if r["judged"] and r["says"] == "undecided"]
-    if diffs:
-        changed.append(f"{len(diffs)} behaviour difference(s)")
-    verdict = ("changed: " + "; ".join(changed)) if changed else \
-        (f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)")
+    verdict = verdict_of(rows, diffs, tol)
     notes.append("rounds of each side per scenario, alternated"
                  + (f" until its rate decided (within ±{tol * 100:g} % or outside it), within BUDGET {env['BUDGET']}" if env.get("BUDGET") else "")
                  + ": " + ", ".join(f"{s} {n}" for s, n in compares_rounds.items()))

@@ -1,8 +1,6 @@
-"""Regressions caught with statistics (issue 16): `./task bench:compare` on real runs —
-a variant against itself, the tuned LB against the default both ways in the cluster, a side
-made noisy on purpose, saved baselines — and the CPU sweep and `bench:seeds` on the one
-matrix runner. Durations are the shortest that still decide; the figures in the README come
-from the full-length commands."""
+"""Regressions caught with statistics: `./task bench:compare` on real lab runs: a budget shorter
+than a round, a side made noisy on purpose, saved baselines; the gates' rule on made-up values.
+A variant against itself deciding "no change" is proved on recorded rounds (test_recorded.py)."""
 import json
 from pathlib import Path
 
@@ -41,35 +39,6 @@ def lab_taken_down():
 # rise clear at the third in most hours. The gates are set that wide; the rule over each gate
 # is tried offline (test_the_gates_decide_on_either_side_of_their_tolerance).
 WIDE_GATES = {"GATE_RATE_DROP": "70", "GATE_P95_RISE": "200", "GATE_P99_RISE": "200"}
-
-
-def test_a_variant_compared_with_itself_is_no_change_within_the_budget(lab_taken_down, tmp_path):
-    """Same variant both sides, BUDGET: the noise probe, then alternated rounds (base head,
-    head base, ...) until every gate decides: no regression, the req/s interval contains 1.0
-    and clears the tolerance, exit 0, stopped before the budget."""
-    results = tmp_path / "results"
-    r = task("bench:compare", "BASE=nginx-lb-full", "HEAD=nginx-lb-full", "BUDGET=5m", f"RESULTS_ROOT={results}",
-             *(f"{k}={v}" for k, v in {**LAB, **WIDE_GATES}.items()), timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    d, doc, mdoc = compare_dir(results)
-    assert doc["verdict"] == "pass" and doc["exit_code"] == 0
-    assert doc["stopped"].startswith("every gate decided") and doc["rounds"] >= 3, doc["stopped"]
-    rate = metric(doc, "rate")
-    # exact: GATE_RATE_DROP's 70 %: "every gate decided" means the interval clears it
-    assert rate["interval"]["low"] <= 1.0 <= rate["interval"]["high"] and rate["interval"]["low"] >= 0.3, rate["interval"]
-    assert rate["says"] == "no change" and doc["metrics"] and all(m["decided"] for m in doc["metrics"])
-    assert mdoc["noise"]["runs"] == 4 and "the rate's tolerance need" in r.stderr
-    order = [("base", "head"), ("head", "base")]
-    assert [(x["round"], x["case"]) for x in mdoc["runs"]] == [(n, c) for n in range(1, doc["rounds"] + 1) for c in order[(n - 1) % 2]]
-    assert mdoc["runs"] and all(x["status"] == "passed" for x in mdoc["runs"])
-    # Every value the interval is built from is a real run's req/s.
-    for side in ("base", "head"):
-        runs = [x for x in mdoc["runs"] if x["case"] == side]
-        assert sorted(rate[side]["values"]) == sorted(x["values"]["rate"] for x in runs)
-        assert all(v > 500 for v in rate[side]["values"])
-    text = (d / "compare.md").read_text()
-    assert "verdict: PASS" in text and "| req/s |" in text and "stopped after round" in text
-    assert r.stdout.rstrip().endswith("exit 0")
 
 
 def test_a_budget_of_one_round_is_undecided_and_says_the_spread(lab_taken_down, tmp_path):
@@ -171,8 +140,10 @@ def test_a_side_made_noisy_is_unstable(lab_taken_down, tmp_path):
         quota.write_text(off)
     assert r.returncode == 98, r.stdout[-3000:] + r.stderr[-2000:]
     _, doc, mdoc = compare_dir(results)
-    # The hook ran before every run, in its log.
-    assert len(mdoc["runs"]) == 8 and all(x["status"] == "passed" for x in mdoc["runs"]), mdoc["runs"]
+    # Every run passed, the sides alternated: base head, head base, ...
+    order = [("base", "head"), ("head", "base")]
+    assert [(x["round"], x["case"]) for x in mdoc["runs"]] == [(n, c) for n in range(1, 5) for c in order[(n - 1) % 2]]
+    assert {x["status"] for x in mdoc["runs"]} == {"passed"}, mdoc["runs"]
     rate = metric(doc, "rate")
     # exact: a quota of 0.15 CPU in half of HEAD's rounds (several times slower) against 30 %, GATE_CV_MAX as set here
     assert doc["verdict"] == "unstable" and rate["head"]["cv_percent"] > 30, rate

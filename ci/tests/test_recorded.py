@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, table_row
 
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 import compare  # noqa: E402
@@ -84,3 +84,108 @@ def test_compare_on_recorded_rounds(base, head, env, verdict, says):
     assert (got, judged) == (verdict, "per_cpu"), why
     assert {r["key"]: r["says"] for r in rows}["per_cpu"] == says
     assert {r["key"]: r["says"] for r in rows}["rate"] == "shown, not judged"
+
+
+def test_every_seed_relation_is_a_row_and_a_hop_needs_its_nodes():
+    """bench:seeds' case list with the runs of one round recorded on the one-node cluster: every
+    relation the list states has its row and a measured ratio; one round has no spread, so each
+    says "undecided", but seed 003's NodePort losses, which come from the hop between its nodes:
+    on one node those two rows say "not here" (each run's meta.json counted its nodes), whatever
+    the rounds. (Every case of the list deploys: test_cluster_overlays; the runner on the
+    cluster: test_nodes.py's seed 003 on several nodes.)"""
+    m = mx.load(ROOT / "bench/run/matrices/seeds.yaml", {}, mx.registry())
+    fx = recorded("seeds-one-node")
+    assert m["columns"] == fx["columns"]
+    tables.compute(m, fx["runs"])
+    listed = [r["title"] for r in m["ratios"]]
+    hop = [r["title"] for r in m["ratios"] if r["seed"]["nodes"]]
+    assert hop == ["003: LB -> NodePort vs LB -> Pod, 10 pods, 4 KB", "003: LB -> NodePort vs LB -> Pod, 10 pods, 100 KB"]
+    said = {r["title"]: (r["holds"], r.get("not_here")) for r in m["ratios"] if r["interval"]}
+    assert said == {t: ("not here", "needs 2 nodes, ran on 1") if t in hop else ("undecided", None) for t in listed}
+    for c in m["cases"]:
+        c["env"] = {}
+    m["given"] = {}
+    table = tables.markdown(m, 1, ROOT, False)
+    for t in hop:
+        assert "not here (needs 2 nodes, ran on 1)" in table_row(table, t), table
+
+
+def migrate_module():
+    import migrate
+    return migrate
+
+
+def compared(name, rounds, env, budgeted=True):
+    """bench:compare's rows and verdict on a recording's first ROUNDS rounds, and its stopping
+    rule's word after them."""
+    mts, reg = compare.metrics("rps"), mx.registry()
+    runs = [r for r in recorded(name)["runs"] if r["round"] <= rounds]
+    _, values, cpus = compare.measured(runs, mts)
+    rows, verdict, _, _, _, _ = compare.verdict_of(values, cpus, mts, None, env, reg, budgeted=budgeted)
+    return rows, verdict, compare.decided(runs, mts, None, env, reg)
+
+
+@pytest.mark.parametrize("tolerance, rounds, stops, verdict", [
+    # the rate's interval straddles +20 % until the fifth round, then lies within ±20 %
+    ("20", 4, None, "undecided: rps req/s straddle ±20 %"),
+    ("20", 5, "the rate decided", "no change (within ±20 %)"),
+    # ±10 %: 0.890–1.097× after all eight rounds (the recorded run said so too)
+    ("10", 8, None, "undecided: rps req/s straddle ±10 %"),
+    # one round is a point, not an interval: it decides nothing
+    ("20", 1, None, "undecided: rps req/s straddle ±20 %"),
+])
+def test_migrate_a_variant_against_itself(tolerance, rounds, stops, verdict):
+    """bench:migrate FROM=TO on its recorded rounds: its comparison stops (BUDGET) at the round
+    the rate's interval lies wholly within ±GATE_RATE_DROP, and the verdict says no change;
+    before, or at a tolerance it straddles, undecided."""
+    migrate = migrate_module()
+    tol = int(tolerance) / 100
+    rows, _, stopped = compared("migrate-itself", rounds, {"DECIDE": "change", "GATE_RATE_DROP": tolerance})
+    assert stopped == stops
+    speed = migrate.speed_rows("rps", {"metrics": rows}, tol)
+    assert migrate.verdict_of(speed, [], tol) == verdict
+    rate = next(r for r in speed if r["judged"])
+    assert rate["metric"] == "req/s" and rate["says"] == ("no change" if stops else "undecided"), rate
+
+
+def test_migrate_says_a_behaviour_difference_whatever_the_speed():
+    migrate = migrate_module()
+    rows, _, _ = compared("migrate-itself", 5, {"DECIDE": "change", "GATE_RATE_DROP": "20"})
+    diffs = [["GET http://…/1kb.bin (Host: other.example)", "status", 200, 404]]
+    assert migrate.verdict_of(migrate.speed_rows("rps", {"metrics": rows}, 0.2), diffs, 0.2) == "changed: 1 behaviour difference(s)"
+
+
+def test_compare_a_variant_against_itself_decides_no_change():
+    """bench:compare BASE=HEAD with a budget and wide gates (70 % drop, +200 % latency) on the
+    recorded rounds: every gate decided at the third round, the rate's interval holding 1.0
+    and clear of the tolerance, no regression: pass."""
+    wide = {"GATE_RATE_DROP": "70", "GATE_P95_RISE": "200", "GATE_P99_RISE": "200", "GATE_CV_MAX": "30"}
+    assert compared("migrate-itself", 2, wide)[2] is None
+    rows, verdict, stopped = compared("migrate-itself", 3, wide)
+    rate = next(r for r in rows if r["key"] == "rate")
+    assert (stopped, verdict, rate["says"]) == ("every gate decided", "pass", "no change"), rate
+    # exact: GATE_RATE_DROP's 70 %: "every gate decided" means the interval clears it
+    assert 0.3 <= rate["interval"]["low"] <= 1.0 <= rate["interval"]["high"], rate
+    assert [r["key"] for r in rows if r["decided"]] == ["rate", "per_cpu", "p95", "p99"], rows
+
+
+def test_migrate_nginx_to_envoy_gateway_on_recorded_answers_and_rounds():
+    """bench:migrate FROM=nginx-lb-default TO=envoy-gateway-default, recorded: the same probes
+    answered by both, compared: the LB's one server block takes any Host where the Gateway
+    routes bench.ingress.test only (200 against 404), the scenarios' own requests get the same
+    status and body; three rounds of the rate decide "faster" past +10 %; the verdict names
+    both."""
+    migrate = migrate_module()
+    fx = recorded("migrate-envoy")
+    assert [len(fx["answers"][s]) for s in ("FROM", "TO")] == [len(migrate.PROBES)] * 2
+    diffs = migrate.differences(fx["answers"]["FROM"], fx["answers"]["TO"])
+    said = {(p, what): (x, y) for p, what, x, y in diffs}
+    assert said[("GET http://…/1kb.bin (Host: other.example)", "status")] == (200, 404), said
+    assert [k for k in said if k[0] in ("GET http://…/1kb.bin", "GET https://…/1kb.bin") and k[1] in ("status", "body bytes")] == []
+    rows, _, _ = compared("migrate-envoy", 3, {"DECIDE": "change", "GATE_RATE_DROP": "10"}, budgeted=False)
+    speed = migrate.speed_rows("rps", {"metrics": rows}, 0.1)
+    rate = next(r for r in speed if r["judged"])
+    # exact: "faster" is the interval wholly past +10 %
+    assert rate["says"] == "faster" and rate["low"] > 1.1, rate
+    assert migrate.verdict_of(speed, diffs, 0.1) == \
+        f"changed: rps req/s faster ({rate['ratio']:.3f}×, {rate['low']:.3f}–{rate['high']:.3f}); {len(diffs)} behaviour difference(s)"
