@@ -47,14 +47,15 @@ import matrix as mx  # noqa: E402  (the one runner: checks, rounds, runs)
 from cases import DURATION, keep_relations  # noqa: E402
 from report.doc import Doc, Link  # noqa: E402
 from report.relations import round_ratios  # noqa: E402
-from report.stats import mean_interval, poisson_ratio_interval, ratio_interval  # noqa: E402
+from report.stats import binomial_interval, mean_interval, poisson_ratio_interval, ratio_interval  # noqa: E402
 
 CLAIMS_FILE = mx.ROOT / "bench/run/claims.yaml"
 MATRICES = mx.ROOT / "bench/run/matrices"
-KINDS = {"matrix": ("matrix",), "capacity": (), "change": ("change", "of", "to", "status"), "signal": ("scenario", "value")}
+KINDS = {"matrix": ("matrix",), "capacity": (), "change": ("change", "of", "to", "status"), "control": ("of",),
+         "signal": ("scenario", "value")}
 RUN_FIELDS = {"kind", "settings", "budget", "max_rounds", "matrix", "change", "of", "to", "status", "scenario", "value"}
 # The first round that can decide: two for a spread (a t interval), one for counts (exact).
-FIRST = {"matrix": 2, "capacity": 2, "change": 1, "signal": 2}
+FIRST = {"matrix": 2, "capacity": 2, "change": 1, "control": 1, "signal": 2}
 WORDS = {"yes": "holds", "no": "does not hold", "undecided": "undecided", "not here": "not here"}
 EXIT = {"holds": 0, "undecided": 0, "not here": 0, "not run": 0, "does not hold": 99, "failed": 1}
 
@@ -223,6 +224,8 @@ def checked(runs, env, reg, spec):
             out[run["name"]] = matrix_of(run, env, reg, spec)
         elif run["kind"] == "change":
             out[run["name"]] = {side: one_case(run, env, reg, "rps", run[side]) for side in ("of", "to")}
+        elif run["kind"] == "control":
+            out[run["name"]] = one_case(run, env, reg, "rps", run["of"])
         else:
             out[run["name"]] = one_case(run, env, reg, run.get("scenario", "rps"))
     return out
@@ -296,6 +299,17 @@ def change_round(run, sides, where, n):
     return got
 
 
+def control_round(run, e, where, n):
+    """bench:change CHANGE=none on OF: the load a change would get, and nothing changed: its
+    failed requests (the open model's sends never made are no requests) and requests."""
+    d, _ = script_run([sys.executable, str(mx.ROOT / "bench/run/change.py")], dict(e, CHANGE="none"),
+                      where / "logs" / f"control-r{n}.log")
+    a = json.loads(next(d.glob("change/change.json")).read_text())["analysis"]
+    dropped = a["run"]["by_kind"].get("dropped", 0)
+    return {"events": a["run"]["errors"] - dropped, "requests": a["run"]["requests"] - dropped,
+            "by_kind": a["run"]["by_kind"], "disruption": a["disruption"], "dir": str(d)}
+
+
 def signal_round(run, e, where, n):
     d, rc = script_run(["bash", str(mx.ROOT / "bench/run/bench.sh"), run["scenario"]], e, where / "logs" / f"signal-r{n}.log")
     summary = json.loads((d / "summary.json").read_text())
@@ -310,6 +324,8 @@ def interval_of(run, rounds, level):
         k = {s: sum(r[s]["events"] for r in rounds) for s in ("of", "to")}
         n = {s: sum(r[s]["requests"] for r in rounds) for s in ("of", "to")}
         return poisson_ratio_interval(k["of"], n["of"], k["to"], n["to"], level)
+    if run["kind"] == "control":
+        return binomial_interval(sum(r["events"] for r in rounds), sum(r["requests"] for r in rounds), level)
     values = [r["value"] for r in rounds]
     # A signal is held to a bound on its own scale; a capacity's ratio to the closed model is
     # noise that multiplies: its geometric mean and a t interval on the logs (the other side
@@ -327,7 +343,7 @@ def run_rounds(run, prepared, env, stamp):
         prepared = {s: dict(e, RESULTS_ROOT=str(where)) for s, e in prepared.items()}
     else:
         prepared = dict(prepared, RESULTS_ROOT=str(where))
-    one = {"capacity": capacity_round, "change": change_round, "signal": signal_round}[run["kind"]]
+    one = {"capacity": capacity_round, "change": change_round, "control": control_round, "signal": signal_round}[run["kind"]]
     rounds, walls, stopped, failed, iv, says = [], [], None, None, None, "undecided"
     if run["kind"] != "change":
         # A 1 s run first, not measured: the platform, the variant and its monitoring up (a first
@@ -365,6 +381,7 @@ def run_rounds(run, prepared, env, stamp):
     out = {"dir": str(where), "stopped": stopped, "claims": {claim["id"]: {
         "expect": claim["expect"], "interval": iv, "verdict": says, "rounds": len(rounds),
         "figure": {"capacity": lambda: "capacity / closed model", "change": lambda: f"{run['status']}s per request, of / to",
+                   "control": lambda: "failed requests per request, no change",
                    "signal": lambda: run["value"]}[run["kind"]](), "round_values": rounds}}}
     if failed:
         out["failed"] = failed

@@ -69,6 +69,17 @@ def test_exact_intervals_of_counts():
                                      pytest.approx(0.92 + 4.3027 * 0.02 / math.sqrt(3), abs=1e-4))
 
 
+def test_a_control_runs_failures_are_a_proportion_of_its_requests():
+    """A control run's rounds: the failed requests of all its rounds over their requests, in
+    Clopper and Pearson's exact interval at the run's level; none failed in 120,000 decides
+    "below 1 in 10,000" at the claims file's level, 60,000 do not yet."""
+    run = SPEC["runs"]["control-cluster"]
+    rounds = [{"events": 0, "requests": 60_000}, {"events": 0, "requests": 60_000}]
+    one, two = (evidence.interval_of(run, rounds[:n], run["level"]) for n in (1, 2))
+    assert two == binomial_interval(0, 120_000, run["level"]) and two["ratio"] == 0
+    assert [evidence.verdict(iv, {"below": 0.0001}, n, evidence.FIRST["control"]) for n, iv in ((1, one), (2, two))] == ["undecided", "holds"]
+
+
 def part(claims, finished, failed=None):
     return {"run": "r", "kind": "signal", "started": finished, "finished": finished, "commit": "c" * 40, "dirty": False,
             "machine": {"cpus": 2}, "settings": {}, "budget": "1m", "max_rounds": 3, "looks": 2, "alpha": 0.05,
@@ -106,7 +117,8 @@ CLAIMS = {"alpha": 0.05, "runs": {"r": {"kind": "signal", "scenario": "rps", "va
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.pop("alpha"), "needs alpha, runs and claims, and nothing else"),
     (lambda d: d.update(alpha=0.7), "alpha must be a number between 0 and 0.5"),
-    (lambda d: d["runs"]["r"].update(kind="soak"), "run 'r': kind must be one of matrix, capacity, change, signal"),
+    (lambda d: d["runs"]["r"].update(kind="soak"), "run 'r': kind must be one of matrix, capacity, change, control, signal"),
+    (lambda d: d["runs"]["r"].update(kind="control"), "run 'r': needs of"),
     (lambda d: d["runs"]["r"].update(budget="soon"), "run 'r': budget must be a duration like 5m"),
     (lambda d: d["runs"]["r"].update(max_rounds=1), "run 'r': max_rounds must be a whole number from 2 to 99"),
     (lambda d: d["runs"]["r"].pop("value"), "run 'r': needs value"),
