@@ -32,9 +32,12 @@ def assert_clean_k8s_run(run, scenario, variant):
 
 @pytest.mark.parametrize("variant", ["nginx-lb-default", "nginx-lb-full", "nodeport-direct"])
 def test_rps_through_each_exposure(bench, variant):
+    """A clean run through each exposure, on the default engine (the native one: its own p99
+    Gauge; k6/http's runs: the lab's tests)."""
     run = bench("rps", PLATFORM="local", VARIANT=variant, **UNMONITORED)
     r = assert_clean_k8s_run(run, "rps", variant)
     meta = json.loads((run.dir / "meta.json").read_text())
+    assert meta["engine"] == "native" and run.metric("bench_http_req_duration_p99")["value"] > 0, meta["engine"]
     if variant.startswith("nginx-lb"):
         # The kubelet's static CPU manager gave the Guaranteed ingress pod one CPU alone (not
         # the first: kubeReserved keeps it shared); k6 runs on the others (read from the
@@ -140,12 +143,6 @@ def test_tps_full_handshakes_in_the_cluster(bench):
     assert run.metric("http_req_tls_handshaking")["min"] > 0
 
 
-def test_throughput_in_the_cluster(bench):
-    run = bench("throughput", PLATFORM="local", VARIANT="nginx-lb-full", CONNECTIONS="10", **UNMONITORED)
-    r = assert_clean_k8s_run(run, "throughput", "nginx-lb-full")
-    assert r["gbit_per_s"] > 0
-
-
 @pytest.fixture(scope="module")
 def link_1g_run(tmp_path_factory):
     """The throughput scenario through the link-1g overlay: the ingress pod shaped to 1 Gbit/s
@@ -160,6 +157,8 @@ def link_1g_run(tmp_path_factory):
 
 
 def test_throughput_through_a_1g_link_is_read_against_its_capacity(link_1g_run):
+    """The throughput scenario in the cluster, clean, through the shaped link: its Gbit/s, and
+    the NIC's utilization read against the link's capacity."""
     r = assert_clean_k8s_run(link_1g_run, "throughput", "nginx-lb-full-link-1g")
     s, v = link_1g_run.summary["correlation"]["signals"], link_1g_run.summary["verdict"]
     # The link's capacity is the overlay's (the signal the NIC's utilization is read against),
@@ -213,14 +212,6 @@ def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
         assert f"198.18.64.1:{port}" in listening  # bench/platforms/local/cluster.sh node address
         assert f"0.0.0.0:{port}" not in listening and f"*:{port}" not in listening, listening
     print(f"\n{variant}: {r['rps']:.0f} req/s")
-
-
-def test_native_engine_on_the_local_platform(bench):
-    """ENGINE=native against the cluster's ingress, k6 on the host: the same checks as k6/http."""
-    run = bench("rps", PLATFORM="local", VARIANT="nginx-lb-full", ENGINE="native", MONITORING="0")
-    assert_clean_k8s_run(run, "rps", "nginx-lb-full")
-    assert json.loads((run.dir / "meta.json").read_text())["engine"] == "native"
-    assert run.metric("bench_http_req_duration_p99")["value"] > 0
 
 
 def test_the_lab_works_beside_the_cluster(bench):

@@ -52,7 +52,9 @@ def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     # The same requests, answered by both: every probe answered on both sides, and the
     # differences are those of their answers.
     a = doc["behaviour"]["answers"]
-    assert [len(a["FROM"]), len(a["TO"])] == [len(doc["behaviour"]["probes"])] * 2 and all(x["status"] for x in a["FROM"] + a["TO"]), a
+    assert [len(a["FROM"]), len(a["TO"])] == [len(doc["behaviour"]["probes"])] * 2, a
+    both = a["FROM"] + a["TO"]
+    assert both and all(x["status"] for x in both), a
     assert doc["behaviour"]["differences"] == [list(x) for x in migrate_module().differences(a["FROM"], a["TO"])]
     # One page: the table and the behaviour section in it.
     page = (d / "report.md").read_text()

@@ -189,3 +189,44 @@ def test_migrate_nginx_to_envoy_gateway_on_recorded_answers_and_rounds():
     assert rate["says"] == "faster" and rate["low"] > 1.1, rate
     assert migrate.verdict_of(speed, diffs, 0.1) == \
         f"changed: rps req/s faster ({rate['ratio']:.3f}×, {rate['low']:.3f}–{rate['high']:.3f}); {len(diffs)} behaviour difference(s)"
+
+
+def replayed_search(fx, monkeypatch, tmp_path, edit=lambda steps: None):
+    """bench:capacity's search with each run replayed from a recording (the closed model's, then
+    each step's at the rate it asks), so the ladder, the bisection and the stop are its own."""
+    import capacity
+    steps = copy.deepcopy(fx["steps"])
+    edit(steps)
+    by_rate = {s["rate"]: s for s in steps}
+    asked = []
+
+    def run_one(c, extra, testid, mdir, m):
+        if not extra:
+            return copy.deepcopy(fx["closed"])
+        asked.append(int(extra["RATE"]))
+        return copy.deepcopy(by_rate[int(extra["RATE"])])
+    monkeypatch.setattr(capacity.matrix, "run_one", run_one)
+    m = {"cases": [{"name": "capacity", "scenario": "rps", "platform": "lab", "variant": "nginx-lb-default", "env": {"CONNECTIONS": "20"}}]}
+    _, _, found, why = capacity.search(m, fx["slo_p99_ms"], fx["precision"], tmp_path, "replay")
+    return found, why, asked
+
+
+def test_capacity_search_on_a_recorded_ladder(monkeypatch, tmp_path):
+    """The recorded search: 70 % and 85 % of the closed model's rate held, 100 % did not (p99
+    past the SLO), bisected twice to within the precision: the capacity it found, the same
+    steps in the same order."""
+    fx = recorded("capacity-lab")
+    found, why, asked = replayed_search(fx, monkeypatch, tmp_path)
+    assert (found, why, asked) == (fx["capacity"], fx["why"], [s["rate"] for s in fx["steps"]])
+
+
+def test_capacity_search_stops_where_the_client_is_the_limit(monkeypatch, tmp_path):
+    """The same recording with the step past the knee crossed on the client's lateness: no
+    capacity (the figure would be the client's), and the search says so at that step."""
+    fx = recorded("capacity-lab")
+    knee = next(s["rate"] for s in fx["steps"] if s["status"] == "crossed")
+
+    def client_late(steps):
+        next(s for s in steps if s["rate"] == knee)["crossed"] = ["bench_sends_client_late count<=0"]
+    found, why, asked = replayed_search(fx, monkeypatch, tmp_path, client_late)
+    assert found is None and asked[-1] == knee and why.startswith(f"the client could not send {knee:,} req/s on time"), why
