@@ -215,6 +215,16 @@ def one_case(run, env, reg, scenario, variant=None):
     return m["cases"][0]["env"]
 
 
+def change_checked(run, e, kind, reg):
+    """bench:change's own checks of a change or control run's settings (its load's length
+    around the change), before the first round of any run."""
+    import change
+    try:
+        change.checked(dict(e, CHANGE=kind), reg)
+    except mx.Bad as err:
+        raise mx.Bad(f"run '{run['name']}': {err}")
+
+
 def checked(runs, env, reg, spec):
     """Every run's cases, resolved before the first round of any: bad input says so first."""
     out = {}
@@ -224,8 +234,10 @@ def checked(runs, env, reg, spec):
             out[run["name"]] = matrix_of(run, env, reg, spec)
         elif run["kind"] == "change":
             out[run["name"]] = {side: one_case(run, env, reg, "rps", run[side]) for side in ("of", "to")}
+            change_checked(run, out[run["name"]]["of"], run["change"], reg)
         elif run["kind"] == "control":
             out[run["name"]] = one_case(run, env, reg, "rps", run["of"])
+            change_checked(run, out[run["name"]], "none", reg)
         else:
             out[run["name"]] = one_case(run, env, reg, run.get("scenario", "rps"))
     return out

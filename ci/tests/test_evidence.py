@@ -119,6 +119,8 @@ CLAIMS = {"alpha": 0.05, "runs": {"r": {"kind": "signal", "scenario": "rps", "va
     (lambda d: d.update(alpha=0.7), "alpha must be a number between 0 and 0.5"),
     (lambda d: d["runs"]["r"].update(kind="soak"), "run 'r': kind must be one of matrix, capacity, change, control, signal"),
     (lambda d: d["runs"]["r"].update(kind="control"), "run 'r': needs of"),
+    (lambda d: d["runs"]["r"].update(kind="control", of="nginx-lb-default", settings={"PLATFORM": "lab", "DURATION": "12s"}),
+     "run 'r': CHANGE_AT 10s and DURATION 12s: the load needs 3 s or more before the change"),
     (lambda d: d["runs"]["r"].update(budget="soon"), "run 'r': budget must be a duration like 5m"),
     (lambda d: d["runs"]["r"].update(max_rounds=1), "run 'r': max_rounds must be a whole number from 2 to 99"),
     (lambda d: d["runs"]["r"].pop("value"), "run 'r': needs value"),
