@@ -75,6 +75,12 @@ def analyse(tl, marks):
     slots = slots_of(tl)
     run_end = len(slots) * slot
     rel = {k: v - origin for k, v in marks.items() if isinstance(v, (int, float))}
+    # A mark read from the load's own requests (scale's "serving": the new pods' request
+    # counters, polled every 200 ms) may be read after the load's end, but what it saw was
+    # served by then.
+    for k in marks.get("read_from_load", ()):
+        if k in rel:
+            rel[k] = min(rel[k], run_end)
     start, end = rel.get("start"), rel.get("end")
     # The slot the change starts in is the change's: its requests may fail from that instant
     # (a backend stopped 44 ms into a slot failed 29 of it), and 100 ms is the resolution.

@@ -365,6 +365,7 @@ def change(kind, c, marks, reload_to, n):
         new, polls = c.pod_ips("backend") - before, {}
         try:
             marks["serving"] = wait_until(lambda: all_served(new, polls), "the new backends serving", timeout=15, every=0.2)
+            marks["read_from_load"] = ["serving"]
         except RuntimeError:
             marks["notes"] = {"not_serving": len([ip for ip in new if (stub_requests(ip) or 0) <= polls.get(ip, 0) + 1]), "new": len(new)}
     elif kind == "kill-backend":

@@ -62,6 +62,19 @@ def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():
     assert in_its_slot["during"]["errors"] == 1 and in_its_slot["before"]["errors"] == 0 and in_its_slot["during_ms"][0] == 1500
 
 
+def test_a_mark_read_from_the_loads_requests_after_its_end_is_at_its_end():
+    """Scale's "serving" is read from the new pods' request counters every 200 ms: a reading
+    after the load's last slot saw a request of the load, so the mark is the timeline's end;
+    a mark the change made itself (its end) is kept where it was made."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from report.change import analyse
+    slots = [{"i": i, "outcomes": {"ok": 100}, "statuses": {}, "latency": [[1.0, 100]]} for i in range(40)]
+    marks = {"start": 1500, "end": 4100, "serving": 4150, "read_from_load": ["serving"]}
+    a = analyse({"origin_ms": 0, "slot_ms": 100, "slots": slots}, marks)[0]
+    assert a["marks_ms"] == {"start": 1500, "end": 4100, "serving": 4000} and a["serving_after_ms"] == 2500, a["marks_ms"]
+
+
 def test_the_verdict_names_a_replacement_the_scheduler_could_not_place():
     """From the cluster's events: a FailedScheduling for the new pod during a disruption is
     named, with the wait until its Scheduled event; without a disruption it is not."""
