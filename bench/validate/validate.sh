@@ -50,20 +50,6 @@ first_error() {
     sed -E "s/^Error: //; s/^stdin - //; s/problem validating schema\. Check JSON formatting: jsonschema validation failed with '[^']*' - //"
 }
 
-# dry_run_server OVERLAY BUILT: the last step of the validation, on a real API server: the
-# local cluster's when it is up (never whatever cluster a shell's KUBECONFIG names). The
-# namespace is created for real first: namespaced objects fail a dry-run in a namespace that
-# does not exist yet, even when the same apply would create it.
-dry_run_server() {
-  [ -n "$dry_run" ] || return 0
-  # A Gateway API overlay's custom resources need their CRDs, as its deploy applies them first.
-  ! grep -q '^apiVersion: gateway\.' "$2" || KUBECONFIG=$IB_CLUSTER_KUBECONFIG gateway_crds_up
-  awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$2" | KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply -f - >/dev/null 2>&1 || true
-  { if [ -n "$unschemed" ]; then without_unschemed <"$2"; else cat "$2"; fi; } |
-    KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f - >/dev/null 2>"$TMP/dry-run.err" ||
-    die "$1: server-side dry-run: $(first_error "$TMP/dry-run.err")"
-}
-
 # ensure_crd_schemas: the custom resources' schemas (the Gateway API variants'), from the CRDs
 # of the pinned modules (bench/lib/gateway.sh), converted once into a cache keyed by their pins.
 CRD_SCHEMAS=$IB_CACHE/crd-schemas-gateway-api-$GATEWAY_API_VERSION-envoy-gateway-$ENVOY_GATEWAY_VERSION
@@ -84,23 +70,41 @@ docs = [d for d in yaml.safe_load_all(sys.stdin) if d and d["apiVersion"] + "/" 
 yaml.safe_dump_all(docs, sys.stdout)' "$UNSCHEMED_KINDS"
 }
 
-validate_overlay() {
-  local dir=$1 name v n unschemed
-  name=$(basename "$dir")
-  kustomize build "$dir" >"$TMP/built.yaml" 2>"$TMP/build.err" ||
-    die "$name: kustomize build: $(first_error "$TMP/build.err")"
-  for v in $K8S_VERSIONS; do
-    kubeconform -strict -kubernetes-version "$v" -skip "${UNSCHEMED_KINDS// /,}" \
-      -schema-location "$SCHEMAS/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
-      -schema-location "$CRD_SCHEMAS/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json" \
-      <"$TMP/built.yaml" >"$TMP/kubeconform.out" 2>&1 ||
-      die "$name: kubeconform (Kubernetes $v): $(first_error "$TMP/kubeconform.out")"
+# kubeconform_all VERSION: every built overlay against Kubernetes VERSION's schemas in one
+# kubeconform (it loads the schemas once: per overlay that was most of the validation's time);
+# the first overlay (by name) it finds invalid is the error.
+kubeconform_all() {
+  local bad
+  kubeconform -strict -kubernetes-version "$1" -skip "${UNSCHEMED_KINDS// /,}" \
+    -schema-location "$SCHEMAS/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
+    -schema-location "$CRD_SCHEMAS/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json" \
+    "$TMP"/built/*.yaml >"$TMP/kubeconform.out" 2>&1 && return 0
+  bad=$(grep -o "^$TMP/built/[^ ]*\.yaml - " "$TMP/kubeconform.out" | sort | head -n1 || true)
+  [ -n "$bad" ] || die "kubeconform (Kubernetes $1): $(first_error "$TMP/kubeconform.out")"
+  grep -F "$bad" "$TMP/kubeconform.out" | sed "s|^$bad||" >"$TMP/kubeconform.first"
+  bad=${bad%.yaml - }
+  die "${bad##*/}: kubeconform (Kubernetes $1): $(first_error "$TMP/kubeconform.first")"
+}
+
+# dry_run_server NAME...: the last step, on a real API server: the local cluster's when it is
+# up (never whatever cluster a shell's KUBECONFIG names). Every overlay in one apply (a
+# dry-run changes nothing, so each object is checked against the cluster as it is); when it
+# fails, overlay by overlay, to name the first that does. Namespaces are created for real
+# first: namespaced objects fail a dry-run in a namespace that does not exist yet, even when the
+# same apply would create it; a Gateway API overlay's custom resources need their CRDs, as its
+# deploy applies them first.
+dry_run_server() {
+  local name
+  [ -n "$dry_run" ] || return 0
+  ! grep -qh '^apiVersion: gateway\.' "$TMP"/built/*.yaml || KUBECONFIG=$IB_CLUSTER_KUBECONFIG gateway_crds_up
+  cat "$TMP"/built/*.yaml | awk 'BEGIN{RS="---"} /\nkind: Namespace\n/ {print "---"; print}' |
+    KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply -f - >/dev/null 2>&1 || true
+  for name in "$@"; do echo "---"; cat "$TMP/checked/$name.yaml"; done >"$TMP/all.yaml"
+  KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f "$TMP/all.yaml" >/dev/null 2>&1 && return 0
+  for name in "$@"; do
+    KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl apply --dry-run=server -f "$TMP/checked/$name.yaml" >/dev/null 2>"$TMP/dry-run.err" ||
+      die "$name: server-side dry-run: $(first_error "$TMP/dry-run.err")"
   done
-  n=$("$KV_DIR/venv/bin/python" "$IB_ROOT/bench/validate/policy.py" "$dir" <"$TMP/built.yaml" 2>"$TMP/policy.err") ||
-    die "$name: $(first_error "$TMP/policy.err")"
-  unschemed=$(for k in $UNSCHEMED_KINDS; do grep -qx "kind: ${k##*/}" "$TMP/built.yaml" && echo "${k##*/}"; done | paste -sd, || true)
-  dry_run_server "$name" "$TMP/built.yaml"
-  say validate "$name: $n objects ok (k8s $K8S_SHORT${dry_run:+, server dry-run on the local cluster})${unschemed:+; not validated: $unschemed (no CRD of it can be had here)}"
 }
 
 [ -d "$OVERLAYS_DIR" ] || die "no overlays directory at $OVERLAYS_DIR (OVERLAYS_DIR)"
@@ -109,13 +113,29 @@ ensure_schemas
 ensure_crd_schemas
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+mkdir "$TMP/built" "$TMP/checked"
 dry_run=
 if bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then dry_run=1
 else say validate "local cluster not up: no server-side dry-run (./task cluster:up adds it)"; fi
-found=0
+names=()
 for dir in "$OVERLAYS_DIR"/*/; do
   [ -f "$dir/kustomization.yaml" ] || continue
-  validate_overlay "${dir%/}"
-  found=$((found + 1))
+  name=$(basename "$dir")
+  kustomize build "${dir%/}" >"$TMP/built/$name.yaml" 2>"$TMP/build.err" ||
+    die "$name: kustomize build: $(first_error "$TMP/build.err")"
+  names+=("$name")
 done
-[ "$found" -gt 0 ] || die "no overlay (a directory with a kustomization.yaml) in $OVERLAYS_DIR"
+[ "${#names[@]}" -gt 0 ] || die "no overlay (a directory with a kustomization.yaml) in $OVERLAYS_DIR"
+for v in $K8S_VERSIONS; do kubeconform_all "$v"; done
+declare -A objects unschemed
+for name in "${names[@]}"; do
+  objects[$name]=$("$KV_DIR/venv/bin/python" "$IB_ROOT/bench/validate/policy.py" "$OVERLAYS_DIR/$name" <"$TMP/built/$name.yaml" 2>"$TMP/policy.err") ||
+    die "$name: $(first_error "$TMP/policy.err")"
+  unschemed[$name]=$(for k in $UNSCHEMED_KINDS; do grep -qx "kind: ${k##*/}" "$TMP/built/$name.yaml" && echo "${k##*/}"; done | paste -sd, || true)
+  if [ -n "${unschemed[$name]}" ]; then without_unschemed <"$TMP/built/$name.yaml" >"$TMP/checked/$name.yaml"
+  else cp "$TMP/built/$name.yaml" "$TMP/checked/$name.yaml"; fi
+done
+dry_run_server "${names[@]}"
+for name in "${names[@]}"; do
+  say validate "$name: ${objects[$name]} objects ok (k8s $K8S_SHORT${dry_run:+, server dry-run on the local cluster})${unschemed[$name]:+; not validated: ${unschemed[$name]} (no CRD of it can be had here)}"
+done

@@ -26,6 +26,19 @@ def test_every_overlay_passes_server_side_dry_run():
                          "cluster); not validated: NginxProxy (no CRD of it can be had here)"], unchecked
 
 
+def test_an_overlay_only_the_api_server_refuses_is_named(tmp_path):
+    """Every overlay goes through one dry-run apply; when the API server refuses one (a memory
+    request above its limit: valid to the schemas and the policy), it is found and named in
+    one line."""
+    from test_validate import WITH_WEB, overlay, validate, web
+    overlay(tmp_path, "a-good", WITH_WEB, {"web.yaml": web()})
+    overlay(tmp_path, "b-over", WITH_WEB, {"web.yaml": web(resources="{requests: {memory: 16Mi}, limits: {memory: 8Mi}}")})
+    r = validate(tmp_path)
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert r.returncode == 1 and len(errors) == 1, r.stderr
+    assert errors[0].startswith("error: b-over: server-side dry-run: ") and "must be less than or equal to memory limit" in errors[0], errors
+
+
 def deployed_variant():
     return kubectl("get", "ns", "ingress-bench", "-o", "jsonpath={.metadata.annotations.ingress-bench/variant}").stdout
 
