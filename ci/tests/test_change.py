@@ -1,7 +1,8 @@
 """bench:change on the local cluster: each change kind under a steady open-model load, its
 timeline (the native engine's 100 ms slots) covering the change, the change marked when it
-happened, the client's counts beside the ingress's access log, and a run without a change.
-That components/graceful-shutdown turns a scale's 502s into none is a claim: bench:evidence's
+happened, the client's counts beside the ingress's access log. (A run without a change, at the rate from
+a capacity run: test_change_lab.py on the lab, and the scale's own rate here; that it fails
+nothing is a claim: bench:evidence's a-control-run-fails-nothing-cluster.) That components/graceful-shutdown turns a scale's 502s into none is a claim: bench:evidence's
 graceful-shutdown-ends-the-502s."""
 import json
 
@@ -39,23 +40,6 @@ def change(tmp_path, kind, **settings):
 
 def kubectl(*args):
     return sh("kubectl", "-n", "ingress-bench", *args, env={"KUBECONFIG": KUBECONFIG})
-
-
-def test_no_change_is_the_control_at_the_rate_from_the_capacity(local_cluster, tmp_path):
-    """The control: LOAD_SHARE 50 % of a closed-model capacity run, no change: nothing marked,
-    exit 99 exactly when a request failed, and every response counted by the ingress too. (That
-    none fails is a claim: bench:evidence's a-control-run-fails-nothing-cluster.)"""
-    settings = {k: v for k, v in SHORT.items() if k != "RATE"}
-    r, doc, run = bench_change(tmp_path, "none", settings)
-    exits_as_its_failures(r, doc)
-    probe = json.loads((run.parent / "probe" / "summary.json").read_text())["result"]
-    assert probe["model"] == "closed" and doc["rate"] == round(probe["rps"] * 0.5)
-    a = doc["analysis"]
-    assert a["marks_ms"] == {}, a
-    assert a["run"]["requests"] == doc["rate"] * seconds(SHORT)  # every slot of the open model sent and answered
-    covered(doc, run, seconds(SHORT))
-    agrees(doc)
-    assert "Change under load: none" in (run / "report.html").read_text() and (run / "charts/change.png").is_file()
 
 
 def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, tmp_path):

@@ -41,11 +41,11 @@ def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     side) in one table, every probe answered by both sides and diffed. (The LB to Envoy Gateway,
     its 404 for a host no route takes, on recorded answers and rounds: test_recorded.py; Envoy
     Gateway deployed, run and left: test_gateway.py.)"""
-    r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-full", ROUNDS="3")
+    r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-full", ROUNDS="2")
     assert r.returncode == 0, r.stderr[-3000:]
     per_cpu = next(x for x in doc["speed"] if x["scenario"] == "rps" and "per ingress CPU" in x["metric"])
     for row in (next(x for x in doc["speed"] if (x["scenario"], x["metric"]) == ("rps", "req/s")), per_cpu):
-        # three rounds: a spread, so an interval; what the row says is where it lies against ±tolerance
+        # two rounds: a spread, so an interval; what the row says is where it lies against ±tolerance
         assert row["from"] > 0 and row["to"] > 0 and row["low"] < row["high"], row
         assert row["says"] == (says(row, doc["tolerance"]) if row["judged"] else "shown"), (row, doc["tolerance"])
     assert doc["verdict"] == migrate_module().verdict_of(doc["speed"], doc["behaviour"]["differences"], doc["tolerance"])
