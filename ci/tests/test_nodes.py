@@ -267,20 +267,10 @@ def test_in_cluster_runners_run_on_the_client_node(run4, tmp_path):
     assert abs(summary["requests"] - summary["server"]["requests"]) <= 0.01 * summary["requests"], summary
 
 
-def test_seed_003s_nodeport_relation_is_judged_on_several_nodes(run4, tmp_path):
-    """The NodePort's hop between nodes is here: the relation that says "not here" on one node
-    (seeds.yaml nodes: 2) is judged (its rows' runs had 4 nodes): after one round of 1 s, with no
-    spread to judge by, "undecided" (bench:evidence judges the relation itself)."""
-    results = tmp_path / "results"
-    r = task("bench:seeds", "RELATIONS=s003-nodeport-10-4kb", "ROUNDS=1", "DURATION=1s",
-             "MONITORING=0", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in {**K6_UNJUDGED, **VALIDITY_UNJUDGED}.items()), timeout=900)
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(next(results.glob("seeds-*/matrix.json")).read_text())
-    assert [(x["title"], x["holds"]) for x in doc["ratios"]] == [("003: LB -> NodePort vs LB -> Pod, 10 pods, 4 KB", "undecided")], doc["ratios"]
-    runs = doc["runs"]
-    assert sorted(r["case"] for r in runs) == ["s003-nodeport-10-4kb", "s003-pods-10-4kb"] and {r["nodes"] for r in runs} == {4}, runs
-    # The NodePort's LB asks the backends' nodes (lb.sh), as the seed's LB asked its cluster's:
-    # kube-proxy there sends half the connections on to the other backends node.
+def test_the_nodeport_lb_asks_the_backends_nodes(run4):
+    """The NodePort's LB asks the backends' nodes (lb.sh), as seed 003's LB asked its cluster's:
+    kube-proxy there sends half the connections on to the other backends node. (That the
+    relation is judged where the hop is: test_recorded.py, on a recorded round.)"""
     d = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-lb-basic-nodeport-10pods", "MONITORING": "0"}, timeout=300)
     assert d.returncode == 0, d.stderr
     lb = kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/component=ingress", "-o", "name").stdout.split()[0]

@@ -91,8 +91,8 @@ def test_every_seed_relation_is_a_row_and_a_hop_needs_its_nodes():
     relation the list states has its row and a measured ratio; one round has no spread, so each
     says "undecided", but seed 003's NodePort losses, which come from the hop between its nodes:
     on one node those two rows say "not here" (each run's meta.json counted its nodes), whatever
-    the rounds. (Every case of the list deploys: test_cluster_overlays; the runner on the
-    cluster: test_nodes.py's seed 003 on several nodes.)"""
+    the rounds; on four nodes they are judged. (Every case of the list deploys:
+    test_cluster_overlays; each run's nodes counted: test_nodes.py.)"""
     m = mx.load(ROOT / "bench/run/matrices/seeds.yaml", {}, mx.registry())
     fx = recorded("seeds-one-node")
     assert m["columns"] == fx["columns"]
@@ -108,6 +108,11 @@ def test_every_seed_relation_is_a_row_and_a_hop_needs_its_nodes():
     table = tables.markdown(m, 1, ROOT, False)
     for t in hop:
         assert "not here (needs 2 nodes, ran on 1)" in table_row(table, t), table
+    # The same round as four nodes record it (each run's meta.json: the default cluster): the
+    # hop is there, and its rows are judged like the rest.
+    m = mx.load(ROOT / "bench/run/matrices/seeds.yaml", {}, mx.registry())
+    tables.compute(m, [{**run, "nodes": 4} for run in fx["runs"]])
+    assert {r["title"]: (r["holds"], r.get("not_here")) for r in m["ratios"] if r["interval"]} == {t: ("undecided", None) for t in listed}
 
 
 def migrate_module():
