@@ -52,6 +52,13 @@ EXIT = {"pass": 0, "regression": 99, "unstable": 98, "undecided": 98}
 MIN_ROUNDS = 3  # a median and an interval of fewer say nothing
 
 
+def checked_rounds(rounds):
+    """ROUNDS of a comparison (this one's, bench:migrate's): at least MIN_ROUNDS, else bad input."""
+    if rounds < MIN_ROUNDS:
+        raise mx.Bad(f"ROUNDS must be at least {MIN_ROUNDS} for a comparison (a median and an interval of fewer say nothing), got {rounds}")
+    return rounds
+
+
 def number_setting(env, name, reg):
     return float(env.get(name) or reg[name]["default"])
 
@@ -247,9 +254,7 @@ def main(argv):
         raise mx.Bad("nothing to compare HEAD with: set BASE=<variant> or BASELINE=<saved name> (or BASELINE_SAVE=<name> to save HEAD)")
     if env.get("ROUNDS") and env.get("BUDGET"):
         raise mx.Bad("give ROUNDS (that many rounds) or BUDGET (rounds until the gates decide), not both")
-    rounds = int(env.get("ROUNDS") or 5)
-    if rounds < MIN_ROUNDS:
-        raise mx.Bad(f"ROUNDS must be at least {MIN_ROUNDS} for a comparison (a median and an interval of fewer say nothing), got {rounds}")
+    rounds = checked_rounds(int(env.get("ROUNDS") or 5))
     scenario = env.get("SCENARIO") or reg["SCENARIO"]["default"]
     if save and (baselines_dir(env) / save).exists():
         raise mx.Bad(f"baseline '{save}' exists already in {baselines_dir(env)}: baselines are never overwritten (choose another name)")

@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402
+from compare import checked_rounds  # noqa: E402
 from report.doc import Doc, Link, write_doc  # noqa: E402
 
 ROOT = mx.ROOT
@@ -201,16 +202,21 @@ def speed_rows(scenario, doc, tol):
     return rows
 
 
-def verdict_of(rows, diffs, tol):
+def verdict_of(rows, diffs, tol, failed=()):
     """The migration's one line: what changed (a judged rate faster or slower, a behaviour
-    difference), else what is undecided, else no change within ±TOL."""
+    difference), else what did not complete (FAILED: a comparison or change that failed
+    measured nothing, so nothing can be "no change"), else what is undecided, else no change
+    within ±TOL."""
     changed = [f"{r['scenario']} {r['metric']} {r['says']} ({r['ratio']:.3f}×, {r['low']:.3f}–{r['high']:.3f})"
                for r in rows if r["judged"] and r["says"] not in ("no change", "undecided")]
     open_ = [f"{r['scenario']} {r['metric']}" for r in rows if r["judged"] and r["says"] == "undecided"]
     if diffs:
         changed.append(f"{len(diffs)} behaviour difference(s)")
-    return ("changed: " + "; ".join(changed)) if changed else \
-        (f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)")
+    if changed:
+        return "changed: " + "; ".join(changed)
+    if failed:
+        return "incomplete: " + "; ".join(failed)
+    return f"undecided: {', '.join(open_)} straddle ±{tol * 100:g} %" if open_ else f"no change (within ±{tol * 100:g} %)"
 
 
 def fmt(v, f):
@@ -270,6 +276,8 @@ def main(argv):
     mx.check_values([{"where": "", "names": names, "env": env}])
     if env.get("ROUNDS") and env.get("BUDGET"):
         raise mx.Bad("give ROUNDS (that many rounds) or BUDGET (rounds until each scenario's rate decides), not both")
+    if env.get("ROUNDS"):  # bench:compare's rule, before anything is deployed
+        checked_rounds(int(env["ROUNDS"]))
     if not env.get("FROM") or not env.get("TO"):
         raise mx.Bad("FROM and TO are both needed: ./task bench:migrate FROM=<variant you run> TO=<its replacement>")
     for side in ("FROM", "TO"):
@@ -311,7 +319,7 @@ def main(argv):
             failed += [f"{kind} on {env[side]}: {c['error']}"] if "error" in c else []
             change_rows.append(change_row(kind, env[side], c))
 
-    verdict = verdict_of(rows, diffs, tol)
+    verdict = verdict_of(rows, diffs, tol, failed)
     notes.append("rounds of each side per scenario, alternated"
                  + (f" until its rate decided (within ±{tol * 100:g} % or outside it), within BUDGET {env['BUDGET']}" if env.get("BUDGET") else "")
                  + ": " + ", ".join(f"{s} {n}" for s, n in compares_rounds.items()))

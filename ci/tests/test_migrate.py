@@ -41,14 +41,14 @@ def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     side) in one table, every probe answered by both sides and diffed. (The LB to Envoy Gateway,
     its 404 for a host no route takes, on recorded answers and rounds: test_recorded.py; Envoy
     Gateway deployed, run and left: test_gateway.py.)"""
-    r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-full", ROUNDS="2")
+    r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-full", ROUNDS="3")
     assert r.returncode == 0, r.stderr[-3000:]
     per_cpu = next(x for x in doc["speed"] if x["scenario"] == "rps" and "per ingress CPU" in x["metric"])
     for row in (next(x for x in doc["speed"] if (x["scenario"], x["metric"]) == ("rps", "req/s")), per_cpu):
-        # two rounds: a spread, so an interval; what the row says is where it lies against ±tolerance
+        # three rounds (a comparison's fewest): a spread, so an interval; what the row says is where it lies against ±tolerance
         assert row["from"] > 0 and row["to"] > 0 and row["low"] < row["high"], row
         assert row["says"] == (says(row, doc["tolerance"]) if row["judged"] else "shown"), (row, doc["tolerance"])
-    assert doc["verdict"] == migrate_module().verdict_of(doc["speed"], doc["behaviour"]["differences"], doc["tolerance"])
+    assert doc["verdict"] == migrate_module().verdict_of(doc["speed"], doc["behaviour"]["differences"], doc["tolerance"], doc["failed"])
     # The same requests, answered by both: every probe answered on both sides, and the
     # differences are those of their answers.
     a = doc["behaviour"]["answers"]
@@ -67,6 +67,7 @@ def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     ({"FROM": "nginx-lb-default", "TO": "no-such-variant"}, "TO: "),
     ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "CHANGES": "explode"}, "CHANGES"),
     ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "ROUNDS": "3", "BUDGET": "4m"}, "not both"),
+    ({"FROM": "nginx-lb-default", "TO": "nginx-lb-full", "ROUNDS": "2"}, "ROUNDS must be at least 3 for a comparison"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, settings, error):
     results = tmp_path / "results"

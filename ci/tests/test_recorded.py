@@ -160,6 +160,16 @@ def test_migrate_says_a_behaviour_difference_whatever_the_speed():
     assert migrate.verdict_of(migrate.speed_rows("rps", {"metrics": rows}, 0.2), diffs, 0.2) == "changed: 1 behaviour difference(s)"
 
 
+def test_migrate_whose_comparison_failed_is_incomplete_not_no_change():
+    """A scenario whose comparison failed measured nothing: the verdict says what failed, never
+    "no change"; a change that was measured is still said first."""
+    migrate = migrate_module()
+    failed = ["bench:compare of tps failed: the run failed"]
+    assert migrate.verdict_of([], [], 0.1, failed) == "incomplete: bench:compare of tps failed: the run failed"
+    diffs = [["GET http://…/1kb.bin (Host: other.example)", "status", 200, 404]]
+    assert migrate.verdict_of([], diffs, 0.1, failed) == "changed: 1 behaviour difference(s)"
+
+
 def test_compare_a_variant_against_itself_decides_no_change():
     """bench:compare BASE=HEAD with a budget and wide gates (70 % drop, +200 % latency) on the
     recorded rounds: every gate decided at the third round, the rate's interval holding 1.0
@@ -235,3 +245,47 @@ def test_capacity_search_stops_where_the_client_is_the_limit(monkeypatch, tmp_pa
         next(s for s in steps if s["rate"] == knee)["crossed"] = ["bench_sends_client_late count<=0"]
     found, why, asked = replayed_search(fx, monkeypatch, tmp_path, client_late)
     assert found is None and asked[-1] == knee and why.startswith(f"the client could not send {knee:,} req/s on time"), why
+
+
+def judged_change(name):
+    """A recorded bench:change run analysed and judged again from its timeline and marks:
+    (the recording, the analysis, the verdict)."""
+    from report.change import analyse
+    from change import verdict
+    fx = recorded(name)
+    a, _ = analyse(fx["timeline"], fx["marks_unix_ms"])
+    notes = fx["marks_unix_ms"].get("notes") or {}
+    return fx, a, verdict(fx["change"], a, fx["server"], fx["backends"], notes, fx["upstream"], fx["platform"] == "lab", fx["events"])
+
+
+def test_a_control_runs_recorded_timeline_has_no_disruption():
+    """CHANGE=none on the cluster: nothing marked, every slot of the open model answered, no
+    window of errors or slow slots, and the verdict says so: what the run said."""
+    fx, a, said = judged_change("change-none-cluster")
+    assert (a, said) == (fx["analysis"], fx["verdict"])
+    assert a["marks_ms"] == {} and a["during"] is None and a["disruption"] is None and a["run"]["errors"] == 0, a
+    assert said == "no request failed and latency stayed within 3x the steady p99"
+
+
+def test_a_killed_backend_among_ten_is_a_latency_disruption_only():
+    """A backend pod of ten deleted at 3 s: no request failed (the LB's upstreams moved on),
+    but four slots in a row past 3x the steady p99 make a 400 ms disruption from the change's
+    slot, and the verdict names it: what the run said."""
+    fx, a, said = judged_change("change-kill-backend-10pods")
+    assert (a, said) == (fx["analysis"], fx["verdict"])
+    assert a["run"]["errors"] == 0 and a["disruption"] == {"from_ms": 3000, "to_ms": 3400, "ms": 400, "slots": 4}, a
+    assert said.startswith("no request failed, but latency rose past ") and said.endswith("for 400 ms"), said
+
+
+def test_the_only_backend_killed_is_a_disruption_with_each_kind_of_error_named():
+    """The one backend pod deleted at 3 s: its 502s (the access log's too), the requests sent
+    to the gone pod that timed out, and the open model's sends never made behind them, each
+    counted from the change's slot (2.9 s) to the load's end, and the verdict names each with
+    why: what the run said."""
+    fx, a, said = judged_change("change-kill-backend-1pod")
+    assert (a, said) == (fx["analysis"], fx["verdict"])
+    d = a["during"]
+    assert a["during_ms"] == [2900, 13000] and d["by_kind"] == {"status": 1194, "timeout": 50, "dropped": 16447}, a
+    assert d["statuses"] == {"502": 1194} and a["disruption"]["from_ms"] == 3000, a
+    assert said.startswith("1194× 502: the only backend pod was deleted: the ingress had nowhere to send until it was back "
+                           "(its access log says the same); 50 timed out: ") and "16447 never sent" in said, said
