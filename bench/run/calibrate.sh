@@ -81,11 +81,16 @@ measure() {
   CPU_S=$(calc %.3f "$user + $sys") SERVED=$((s1 - s0 - 1))
 }
 
-# Each run's figures, by "CASE/CLIENT": the table shows the median of the ROUNDS runs.
+# Each run's figures, by "CASE/CLIENT": the table shows the median of the ROUNDS runs; every
+# run is also a line of runs.jsonl (bench:evidence's calibration claims read the rounds' ratios).
 declare -A RPS US RSS AGREE GBIT SENT
 record() { # CASE CLIENT REQUESTS RPS [GBIT]
   local k=$1/$2 us; us=$(calc %.2f "$CPU_S * 1000000 / $3")
   RPS[$k]+="$4 " US[$k]+="$us " RSS[$k]+="$((RSS_KB / 1024)) " AGREE[$k]+="$(calc %.4f "$3 / $SERVED") " GBIT[$k]+="${5:-} "
+  jq -nc --arg case "$1" --arg client "$2" --argjson round "$ROUND" --argjson requests "$3" --argjson rps "$4" \
+    --argjson us "$us" --argjson rss "$((RSS_KB / 1024))" --argjson served "$SERVED" \
+    '{case: $case, client: $client, round: $round, requests: $requests, rps: $rps, cpu_us_per_request: $us,
+      peak_rss_mib: $rss, served: $served}' >>"$RESULTS_ROOT/runs.jsonl"
   echo "$1 / $2: $(calc %.0f "$4") req/s, $us µs CPU/request, $((RSS_KB / 1024)) MiB peak, client/server $(calc %.4f "$3 / $SERVED")" >&2
 }
 
@@ -118,6 +123,7 @@ k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
 
 # Rounds outside, clients inside: a drift of this shared machine falls on every client.
 for round in $(seq "$R"); do
+  ROUND=$round
   for case in $CASES; do
     case "$case" in
       http-1kb|throughput-1mb) BASE=$BACKEND STUB=$BACKEND_STUB ;;

@@ -4,7 +4,7 @@ measured here in rounds until each decides, and written as a dated result set.
 The claims are data, bench/run/claims.yaml: each claim's statement (the docs quote it) and the
 runs that measure them (a kind, settings, a time budget, the most rounds). Per run, rounds until
 every claim of it decides, each round real runs of the product's own commands (the matrix
-runner, bench:capacity, bench:change, bench.sh): a claim HOLDS when its interval lies wholly on
+runner, bench:capacity, bench:change, bench.sh, calibrate.sh): a claim HOLDS when its interval lies wholly on
 the side its statement says, DOES NOT HOLD when wholly on the other, and is UNDECIDED when the
 run's budget or its most rounds end first (the interval straddles the statement's edge: too
 much spread to tell).
@@ -52,10 +52,11 @@ from report.stats import binomial_interval, mean_interval, poisson_ratio_interva
 CLAIMS_FILE = mx.ROOT / "bench/run/claims.yaml"
 MATRICES = mx.ROOT / "bench/run/matrices"
 KINDS = {"matrix": ("matrix",), "capacity": (), "change": ("change", "of", "to", "status"), "control": ("of",),
-         "signal": ("scenario", "value")}
-RUN_FIELDS = {"kind", "settings", "budget", "max_rounds", "matrix", "change", "of", "to", "status", "scenario", "value"}
+         "signal": ("scenario", "value"), "calibration": ("case", "client")}
+RUN_FIELDS = {"kind", "settings", "budget", "max_rounds", "matrix", "change", "of", "to", "status", "scenario", "value",
+              "case", "client"}
 # The first round that can decide: two for a spread (a t interval), one for counts (exact).
-FIRST = {"matrix": 2, "capacity": 2, "change": 1, "control": 1, "signal": 2}
+FIRST = {"matrix": 2, "capacity": 2, "change": 1, "control": 1, "signal": 2, "calibration": 2}
 WORDS = {"yes": "holds", "no": "does not hold", "undecided": "undecided", "not here": "not here"}
 EXIT = {"holds": 0, "undecided": 0, "not here": 0, "not run": 0, "does not hold": 99, "failed": 1}
 
@@ -238,6 +239,9 @@ def checked(runs, env, reg, spec):
         elif run["kind"] == "control":
             out[run["name"]] = one_case(run, env, reg, "rps", run["of"])
             change_checked(run, out[run["name"]], "none", reg)
+        elif run["kind"] == "calibration":  # calibrate.sh's own settings, checked as it checks them
+            out[run["name"]] = dict(environment(run, env), **calibration_settings(run))
+            mx.check_values([{"where": f"run '{run['name']}': ", "names": ["CASES", "CLIENTS"], "env": out[run["name"]]}])
         else:
             out[run["name"]] = one_case(run, env, reg, run.get("scenario", "rps"))
     return out
@@ -331,6 +335,34 @@ def signal_round(run, e, where, n):
     return {"value": v, "verdict": (summary.get("verdict") or {}).get("limit"), "exit": rc, "dir": str(d)}
 
 
+def calibration_settings(run):
+    """One round of calibrate.sh: wrk and CLIENT on CASE, each alone on the same client CPU, no
+    long runs."""
+    return {"CASES": run["case"], "CLIENTS": f"wrk {run['client']}", "ROUNDS": "1", "LONG": "0"}
+
+
+def calibration_figure(runs, case, client):
+    """A calibrate.sh round's runs (its runs.jsonl): CLIENT's CPU per request over wrk's on CASE."""
+    by = {r["client"]: r for r in runs if r["case"] == case}
+    k6, wrk = by.get(f"k6 {client}"), by.get("wrk")
+    if not k6 or not wrk:
+        raise Failed(f"calibrate.sh measured no {'wrk' if k6 else 'k6 ' + client} run of {case}")
+    return {"value": k6["cpu_us_per_request"] / wrk["cpu_us_per_request"], "cpu_us_per_request": k6["cpu_us_per_request"],
+            "wrk_cpu_us_per_request": wrk["cpu_us_per_request"], "rps": k6["rps"], "wrk_rps": wrk["rps"]}
+
+
+def calibration_round(run, e, where, n):
+    out = where / f"calibrate-r{n}"
+    log = where / "logs" / f"calibrate-r{n}.log"
+    with open(log, "w") as f:
+        rc = subprocess.run(["bash", str(mx.ROOT / "bench/run/calibrate.sh")], cwd=mx.ROOT, env=dict(e, RESULTS_ROOT=str(out)),
+                            stdout=f, stderr=subprocess.STDOUT).returncode
+    if rc != 0 or not (out / "runs.jsonl").is_file():
+        raise Failed(f"calibrate.sh exited {rc}: {mx.error_line(log.read_text())}")
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    return dict(calibration_figure(runs, run["case"], run["client"]), dir=str(out))
+
+
 def interval_of(run, rounds, level):
     if run["kind"] == "change":
         k = {s: sum(r[s]["events"] for r in rounds) for s in ("of", "to")}
@@ -339,9 +371,10 @@ def interval_of(run, rounds, level):
     if run["kind"] == "control":
         return binomial_interval(sum(r["events"] for r in rounds), sum(r["requests"] for r in rounds), level)
     values = [r["value"] for r in rounds]
-    # A signal is held to a bound on its own scale; a capacity's ratio to the closed model is
-    # noise that multiplies: its geometric mean and a t interval on the logs (the other side
-    # of ratio_interval a constant 1, which counts as exact).
+    # A signal is held to a bound on its own scale; a capacity's ratio to the closed model, or a
+    # client's CPU per request to wrk's in the same round, is noise that multiplies: its
+    # geometric mean and a t interval on the logs (the other side of ratio_interval a constant
+    # 1, which counts as exact).
     return mean_interval(values, level) if run["kind"] == "signal" else ratio_interval(values, [1.0], level)
 
 
@@ -355,9 +388,10 @@ def run_rounds(run, prepared, env, stamp):
         prepared = {s: dict(e, RESULTS_ROOT=str(where)) for s, e in prepared.items()}
     else:
         prepared = dict(prepared, RESULTS_ROOT=str(where))
-    one = {"capacity": capacity_round, "change": change_round, "control": control_round, "signal": signal_round}[run["kind"]]
+    one = {"capacity": capacity_round, "change": change_round, "control": control_round, "signal": signal_round,
+           "calibration": calibration_round}[run["kind"]]
     rounds, walls, stopped, failed, iv, says = [], [], None, None, None, "undecided"
-    if run["kind"] != "change":
+    if run["kind"] not in ("change", "calibration"):  # (calibrate.sh brings up its own lab)
         # A 1 s run first, not measured: the platform, the variant and its monitoring up (a first
         # monitoring up builds images for minutes) before the budget's clock starts.
         mx.say("evidence", f"{run['name']}: a 1 s run first, to bring up what the rounds run on")
@@ -394,7 +428,9 @@ def run_rounds(run, prepared, env, stamp):
         "expect": claim["expect"], "interval": iv, "verdict": says, "rounds": len(rounds),
         "figure": {"capacity": lambda: "capacity / closed model", "change": lambda: f"{run['status']}s per request, of / to",
                    "control": lambda: "failed requests per request, no change",
-                   "signal": lambda: run["value"]}[run["kind"]](), "round_values": rounds}}}
+                   "signal": lambda: run["value"],
+                   "calibration": lambda: f"client CPU per request, k6 {run.get('client')} / wrk ({run.get('case')})"}[run["kind"]](),
+        "round_values": rounds}}}
     if failed:
         out["failed"] = failed
     return out

@@ -197,29 +197,6 @@ def test_an_external_run_streams_to_the_charts_prometheus_and_judges_from_it(sta
     assert [c["image"] for p in exporters for c in p["spec"]["containers"]] == [f"localhost/ingress-bench/node-exporter:{PINS['NODE_EXPORTER_VERSION']}"]
 
 
-def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
-    """With the chart's own selectors (only its release's monitors and rules) the monitoring
-    component's objects are seen only when deploy labels them (PROMETHEUS_RELEASE)."""
-    r = chart_sh(stack["chart"], "up", "--set", CHART_SELECTORS)
-    assert r.returncode == 0, r.stderr
-    try:
-        # The operator and the config reloader take their time: until the new selectors
-        # drop the monitoring component's rules (the earlier runs' deploy), the old hold.
-        assert poll(180, lambda: "bench-signals" not in rule_groups(stack["url"])), "the chart's selectors never applied"
-        # DEPLOY_TIMEOUT: how long the run waits for the rules it will not get (default 120 s).
-        without = External(tmp_path / "without", "rps", VARIANT="nginx-lb-full", DURATION="5s", SEGMENTS="1",
-                           DEPLOY_TIMEOUT="15")
-        assert without.proc.returncode == 0, without.proc.stderr
-        assert "has not loaded the bench rules" in without.proc.stderr
-        labelled = External(tmp_path / "with", "rps", VARIANT="nginx-lb-full", DURATION="12s", SEGMENTS="1",
-                            PROMETHEUS_RELEASE=RELEASE)
-        assert labelled.proc.returncode == 0, labelled.proc.stderr
-        assert "has not loaded" not in labelled.proc.stderr
-        assert not labelled.segments[0]["correlation"].get("missing"), labelled.segments[0]["correlation"]
-    finally:
-        assert chart_sh(stack["chart"], "up").returncode == 0
-
-
 def test_chart_up_leaves_a_release_it_did_not_install(stack):
     """A release of that name from someone else is never upgraded nor removed."""
     secret = kubectl("-n", "monitoring", "get", "secret", "-l", f"owner=helm,name={RELEASE}", "-o", "name").stdout.split()[-1]
@@ -231,3 +208,24 @@ def test_chart_up_leaves_a_release_it_did_not_install(stack):
             assert "not installed by chart.sh" in r.stderr or "that chart.sh did not install" in r.stderr, r.stderr
     finally:
         kubectl("-n", "monitoring", "label", secret, "ingress-bench.io/installed-by=chart.sh")
+
+
+def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
+    """With the chart's own selectors (only its release's monitors and rules) the monitoring
+    component's objects are seen only when deploy labels them (PROMETHEUS_RELEASE). The
+    module's last test: the release keeps these selectors until the module's chart down."""
+    r = chart_sh(stack["chart"], "up", "--set", CHART_SELECTORS)
+    assert r.returncode == 0, r.stderr
+    # The operator and the config reloader take their time: until the new selectors
+    # drop the monitoring component's rules (the earlier runs' deploy), the old hold.
+    assert poll(180, lambda: "bench-signals" not in rule_groups(stack["url"])), "the chart's selectors never applied"
+    # DEPLOY_TIMEOUT: how long the run waits for the rules it will not get (default 120 s).
+    without = External(tmp_path / "without", "rps", VARIANT="nginx-lb-full", DURATION="1s", SEGMENTS="1",
+                       DEPLOY_TIMEOUT="15")
+    assert without.proc.returncode == 0, without.proc.stderr
+    assert "has not loaded the bench rules" in without.proc.stderr
+    labelled = External(tmp_path / "with", "rps", VARIANT="nginx-lb-full", DURATION="12s", SEGMENTS="1",
+                        PROMETHEUS_RELEASE=RELEASE)
+    assert labelled.proc.returncode == 0, labelled.proc.stderr
+    assert "has not loaded" not in labelled.proc.stderr
+    assert not labelled.segments[0]["correlation"].get("missing"), labelled.segments[0]["correlation"]

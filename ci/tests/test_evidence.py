@@ -15,7 +15,7 @@ from conftest import ROOT, k6_running, lab_leftovers, one_error, task
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 import evidence  # noqa: E402
 from report.doc import check_page  # noqa: E402
-from report.stats import binomial_interval, mean_interval, poisson_ratio_interval  # noqa: E402
+from report.stats import binomial_interval, mean_interval, poisson_ratio_interval, ratio_interval  # noqa: E402
 
 SPEC = evidence.load()
 
@@ -80,6 +80,22 @@ def test_a_control_runs_failures_are_a_proportion_of_its_requests():
     assert [evidence.verdict(iv, {"below": 0.0001}, n, evidence.FIRST["control"]) for n, iv in ((1, one), (2, two))] == ["undecided", "holds"]
 
 
+def test_a_calibration_round_is_the_clients_cpu_per_request_over_wrks():
+    """A calibrate.sh round's runs (its runs.jsonl): the client's CPU per request over wrk's on
+    the claim's case, the other cases' runs aside; a round without wrk's run is a failed round;
+    the rounds' ratios are judged as a ratio (their geometric mean, a t interval on the logs)."""
+    runs = [{"case": "http-1kb", "client": "wrk", "cpu_us_per_request": 12.0, "rps": 60000},
+            {"case": "http-1kb", "client": "k6 native", "cpu_us_per_request": 15.0, "rps": 50000},
+            {"case": "tls-handshakes", "client": "wrk", "cpu_us_per_request": 400.0, "rps": 2000}]
+    got = evidence.calibration_figure(runs, "http-1kb", "native")
+    assert got == {"value": 1.25, "cpu_us_per_request": 15.0, "wrk_cpu_us_per_request": 12.0, "rps": 50000, "wrk_rps": 60000}
+    with pytest.raises(evidence.Failed, match="calibrate.sh measured no k6 native run of tls-handshakes"):
+        evidence.calibration_figure(runs, "tls-handshakes", "native")
+    run = SPEC["runs"]["calibration-http"]
+    iv = evidence.interval_of(run, [{"value": 1.25}, {"value": 1.1}], run["level"])
+    assert iv == ratio_interval([1.25, 1.1], [1.0], run["level"])
+
+
 def part(claims, finished, failed=None):
     return {"run": "r", "kind": "signal", "started": finished, "finished": finished, "commit": "c" * 40, "dirty": False,
             "machine": {"cpus": 2}, "settings": {}, "budget": "1m", "max_rounds": 3, "looks": 2, "alpha": 0.05,
@@ -117,10 +133,13 @@ CLAIMS = {"alpha": 0.05, "runs": {"r": {"kind": "signal", "scenario": "rps", "va
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.pop("alpha"), "needs alpha, runs and claims, and nothing else"),
     (lambda d: d.update(alpha=0.7), "alpha must be a number between 0 and 0.5"),
-    (lambda d: d["runs"]["r"].update(kind="soak"), "run 'r': kind must be one of matrix, capacity, change, control, signal"),
+    (lambda d: d["runs"]["r"].update(kind="soak"), "run 'r': kind must be one of matrix, capacity, change, control, signal, calibration"),
     (lambda d: d["runs"]["r"].update(kind="control"), "run 'r': needs of"),
     (lambda d: d["runs"]["r"].update(kind="control", of="nginx-lb-default", settings={"PLATFORM": "lab", "DURATION": "12s"}),
      "run 'r': CHANGE_AT 10s and DURATION 12s: the load needs 3 s or more before the change"),
+    (lambda d: d["runs"]["r"].update(kind="calibration", case="http-1kb"), "run 'r': needs client"),
+    (lambda d: d["runs"]["r"].update(kind="calibration", case="grpc", client="native"),
+     "run 'r': unknown CASES 'grpc' (known: http-1kb, https-1kb, tls-handshakes, throughput-1mb)"),
     (lambda d: d["runs"]["r"].update(budget="soon"), "run 'r': budget must be a duration like 5m"),
     (lambda d: d["runs"]["r"].update(max_rounds=1), "run 'r': max_rounds must be a whole number from 2 to 99"),
     (lambda d: d["runs"]["r"].pop("value"), "run 'r': needs value"),
