@@ -469,8 +469,20 @@ def write_part(out, run, result, spec, started, steal0, stamp):
     path = out / "parts" / f"{run['name']}-{stamp}.json"
     if path.exists():
         raise mx.Bad(f"{path} exists already: parts are never overwritten")
-    path.write_text(json.dumps(part, indent=2) + "\n")
+    path.write_text(json.dumps(checkout_relative(part), indent=2) + "\n")
     return path
+
+
+def checkout_relative(value):
+    """VALUE with every path inside the checkout made relative to it: a part is published, and
+    where this machine keeps the checkout is no part of what was measured."""
+    if isinstance(value, dict):
+        return {k: checkout_relative(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [checkout_relative(v) for v in value]
+    if isinstance(value, str) and value.startswith(f"{mx.ROOT}/"):
+        return os.path.relpath(value, mx.ROOT)
+    return value
 
 
 # --- the set ----------------------------------------------------------------------------------

@@ -96,6 +96,12 @@ def test_a_calibration_round_is_the_clients_cpu_per_request_over_wrks():
     assert iv == ratio_interval([1.25, 1.1], [1.0], run["level"])
 
 
+def test_a_parts_paths_inside_the_checkout_are_relative_to_it():
+    inside = f"{evidence.mx.ROOT}/results/evidence-x/run"
+    assert evidence.checkout_relative({"dir": inside, "rounds": [{"dir": inside + "/r1"}], "n": 3, "other": "/elsewhere/x"}) == \
+        {"dir": "results/evidence-x/run", "rounds": [{"dir": "results/evidence-x/run/r1"}], "n": 3, "other": "/elsewhere/x"}
+
+
 def part(claims, finished, failed=None):
     return {"run": "r", "kind": "signal", "started": finished, "finished": finished, "commit": "c" * 40, "dirty": False,
             "machine": {"cpus": 2}, "settings": {}, "budget": "1m", "max_rounds": 3, "looks": 2, "alpha": 0.05,
