@@ -252,6 +252,15 @@ def kubectl(*args):
     return sh("kubectl", *args, env={"KUBECONFIG": KUBECONFIG})
 
 
+def exits_as_its_thresholds(r, summary):
+    """A finished run's exit code is its thresholds' one outcome: 0 when every one in its
+    summary held, 99 when one was crossed (a test that sets several thresholds at once asserts
+    that, not which one a run crosses)."""
+    crossed = [t for t in summary["result"]["thresholds"] if not t["ok"]]
+    assert summary["result"]["passed"] == (not crossed), summary["result"]
+    assert r.returncode == (99 if crossed else 0), (r.returncode, crossed, r.stderr[-3000:])
+
+
 def one_error(r):
     """The one `error:` line a refused command printed (and it exited non-zero)."""
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]

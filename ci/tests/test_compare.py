@@ -165,9 +165,11 @@ def test_a_saved_baseline_is_compared_and_its_machine_checked(lab_taken_down, tm
     again = task("bench:compare", "HEAD=nginx-lb-full", "BASELINE_SAVE=main", *args)
     assert again.returncode == 1 and "baseline 'main' exists already" in again.stderr
 
-    # The same machine: no note; the comparison runs HEAD only.
-    r = task("bench:compare", "BASELINE=main", "HEAD=nginx-lb-full", *args, timeout=600)
-    assert r.returncode in (0, 98), r.stderr[-2000:]
+    # The same machine: no note; the comparison runs HEAD only. Its gates and its spread's out of
+    # reach (a variant against its own runs: which way noise tips it is not the subject): it passes.
+    out_of_reach = [f"RESULTS_ROOT={results}", "ROUNDS=3", *(f"{k}={v}" for k, v in {**LAB, **WIDE_GATES, "GATE_CV_MAX": "1000"}.items())]
+    r = task("bench:compare", "BASELINE=main", "HEAD=nginx-lb-full", *out_of_reach, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
     assert "another machine" not in r.stderr
     # Edited as if saved elsewhere: said first, one line per difference.
     doc["machine"].update({"host.kernel": "5.10.0-other", "host.cpus": 64})

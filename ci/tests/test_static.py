@@ -104,7 +104,7 @@ def test_the_assertion_lint_finds_each_pattern_and_passes_its_counterpart(tmp_pa
     {0, 99}, every word of a relation's verdict, an interval against its own estimate, bare
     or unpacked, all() over a list never said non-empty or said empty), beside the assertions
     that say one thing (one exit code, one word, an interval against a bound, a guarded all())
-    and a waived one."""
+    and a waived one; an exit code from {0, 99} is found even when waived."""
     f = tmp_path / "test_x.py"
     f.write_text("def test_a(r, doc, iv, xs, ys, f):\n"
                  "    assert r.returncode in (0, 99)\n"
@@ -119,10 +119,12 @@ def test_the_assertion_lint_finds_each_pattern_and_passes_its_counterpart(tmp_pa
                  "    assert xs and all(x > 0 for x in xs)\n"
                  "    assert all(x > 0 for x in (1, 2))\n"
                  "    # lint: a waived case says why\n"
+                 "    assert doc['holds'] in ('yes', 'no', 'undecided', 'not here')\n"
+                 "    # lint: never waived\n"
                  "    assert r.returncode in (0, 99)\n"
                  "    assert ys == []\n"
                  "    assert all(y > 0 for y in ys)\n")
     got = lint_asserts.findings(f)
     assert [g.split(": ")[0].split(":")[1] + " " + g.split(": ")[1] for g in got] == [
-        "2 exit-any", "3 every-word", "4 own-interval", "6 own-interval", "7 empty-all", "16 empty-all"], got
+        "2 exit-any", "3 every-word", "4 own-interval", "6 own-interval", "7 empty-all", "16 exit-any", "18 empty-all"], got
 
