@@ -42,6 +42,9 @@ def kubectl(*args):
     return sh("kubectl", "-n", "ingress-bench", *args, env={"KUBECONFIG": KUBECONFIG})
 
 
+pytestmark = pytest.mark.takes_monitoring_down  # bench:change at MONITORING=0
+
+
 def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, tmp_path):
     """A reload into seed 003's LB knobs (worker_connections 100000; its access log stays on): start and end marked, the new configuration
     answering (/generation) before the end, errors only of the kinds a reload causes (a

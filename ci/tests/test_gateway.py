@@ -57,6 +57,7 @@ def test_tls_through_the_gateway_is_a_full_handshake_per_request(bench):
     assert within(r["requests"], srv["requests"], 0.01) and within(srv["connections_accepted"], srv["requests"], 0.01), srv
 
 
+@pytest.mark.takes_monitoring_down  # bench:change at MONITORING=0
 @pytest.mark.usefixtures("local_cluster")
 def test_a_route_added_and_edited_under_load_through_the_gateway(tmp_path):
     """CHANGE=route on Envoy Gateway: the HTTPRoute applied with a rule added and the load's

@@ -35,6 +35,7 @@ def says(row, tol):
     return "no change" if lo >= 1 - tol and hi <= 1 + tol else "faster" if lo > 1 + tol else "slower" if hi < 1 - tol else "undecided"
 
 
+@pytest.mark.takes_monitoring_down  # its comparison's matrix, unmonitored
 @pytest.mark.usefixtures("local_cluster")
 def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     """The default LB to the tuned one: the comparison's alternated rounds (each a deploy of its

@@ -204,6 +204,8 @@ def test_rules_missing_are_named_in_the_summary(bench):
     sh("kill", "-HUP", pid)
     run = bench("rps")
     assert run.rc == 0, run.err
+    # Said before the load, once the wait for them is over (the lab's 10 s)
+    assert f"warning: Prometheus at {LAB_PROM} has not loaded the bench rules" in run.err, run.err
     missing = run.summary["correlation"]["missing"]
     assert len(missing) == 15
     assert all("rules not loaded" in why for why in missing.values()), missing
