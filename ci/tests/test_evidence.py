@@ -14,10 +14,13 @@ from conftest import ROOT, k6_running, lab_leftovers, one_error, task
 
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 import evidence  # noqa: E402
+import evidence_claims  # noqa: E402
+import evidence_rounds  # noqa: E402
+import evidence_set  # noqa: E402
 from report.doc import check_page  # noqa: E402
 from report.stats import binomial_interval, mean_interval, poisson_ratio_interval, ratio_interval  # noqa: E402
 
-SPEC = evidence.load()
+SPEC = evidence_claims.load()
 
 
 def test_every_claim_names_what_measures_it():
@@ -37,7 +40,7 @@ def test_each_interval_is_at_the_union_bounds_level():
     """1 - alpha / (claims x looks): looks are the rounds from the run's first deciding one to its most."""
     n = len(SPEC["claims"])
     for r in SPEC["runs"].values():
-        assert r["looks"] == r["max_rounds"] - evidence.FIRST[r["kind"]] + 1
+        assert r["looks"] == r["max_rounds"] - evidence_claims.FIRST[r["kind"]] + 1
         assert r["level"] == pytest.approx(1 - SPEC["alpha"] / (n * r["looks"]))
 
 
@@ -49,8 +52,8 @@ def test_each_interval_is_at_the_union_bounds_level():
 ])
 def test_the_verdict_is_where_the_interval_lies(low, high, expect, says):
     iv = {"ratio": (low + high) / 2, "low": low, "high": high}
-    assert evidence.verdict(iv, expect, rounds=3, first=2) == says
-    assert evidence.verdict(iv, expect, rounds=1, first=2) == "undecided"  # before the first round that can decide
+    assert evidence_claims.verdict(iv, expect, rounds=3, first=2) == says
+    assert evidence_claims.verdict(iv, expect, rounds=1, first=2) == "undecided"  # before the first round that can decide
 
 
 def test_exact_intervals_of_counts():
@@ -75,9 +78,9 @@ def test_a_control_runs_failures_are_a_proportion_of_its_requests():
     "below 1 in 10,000" at the claims file's level, 60,000 do not yet."""
     run = SPEC["runs"]["control-cluster"]
     rounds = [{"events": 0, "requests": 60_000}, {"events": 0, "requests": 60_000}]
-    one, two = (evidence.interval_of(run, rounds[:n], run["level"]) for n in (1, 2))
+    one, two = (evidence_rounds.interval_of(run, rounds[:n], run["level"]) for n in (1, 2))
     assert two == binomial_interval(0, 120_000, run["level"]) and two["ratio"] == 0
-    assert [evidence.verdict(iv, {"below": 0.0001}, n, evidence.FIRST["control"]) for n, iv in ((1, one), (2, two))] == ["undecided", "holds"]
+    assert [evidence_claims.verdict(iv, {"below": 0.0001}, n, evidence_claims.FIRST["control"]) for n, iv in ((1, one), (2, two))] == ["undecided", "holds"]
 
 
 def test_a_calibration_round_is_the_clients_cpu_per_request_over_wrks():
@@ -87,18 +90,18 @@ def test_a_calibration_round_is_the_clients_cpu_per_request_over_wrks():
     runs = [{"case": "http-1kb", "client": "wrk", "cpu_us_per_request": 12.0, "rps": 60000},
             {"case": "http-1kb", "client": "k6 native", "cpu_us_per_request": 15.0, "rps": 50000},
             {"case": "tls-handshakes", "client": "wrk", "cpu_us_per_request": 400.0, "rps": 2000}]
-    got = evidence.calibration_figure(runs, "http-1kb", "native")
+    got = evidence_rounds.calibration_figure(runs, "http-1kb", "native")
     assert got == {"value": 1.25, "cpu_us_per_request": 15.0, "wrk_cpu_us_per_request": 12.0, "rps": 50000, "wrk_rps": 60000}
-    with pytest.raises(evidence.Failed, match="calibrate.sh measured no k6 native run of tls-handshakes"):
-        evidence.calibration_figure(runs, "tls-handshakes", "native")
+    with pytest.raises(evidence_rounds.Failed, match="calibrate.sh measured no k6 native run of tls-handshakes"):
+        evidence_rounds.calibration_figure(runs, "tls-handshakes", "native")
     run = SPEC["runs"]["calibration-http"]
-    iv = evidence.interval_of(run, [{"value": 1.25}, {"value": 1.1}], run["level"])
+    iv = evidence_rounds.interval_of(run, [{"value": 1.25}, {"value": 1.1}], run["level"])
     assert iv == ratio_interval([1.25, 1.1], [1.0], run["level"])
 
 
 def test_a_parts_paths_inside_the_checkout_are_relative_to_it():
-    inside = f"{evidence.mx.ROOT}/results/evidence-x/run"
-    assert evidence.checkout_relative({"dir": inside, "rounds": [{"dir": inside + "/r1"}], "n": 3, "other": "/elsewhere/x"}) == \
+    inside = f"{ROOT}/results/evidence-x/run"
+    assert evidence_set.checkout_relative({"dir": inside, "rounds": [{"dir": inside + "/r1"}], "n": 3, "other": "/elsewhere/x"}) == \
         {"dir": "results/evidence-x/run", "rounds": [{"dir": "results/evidence-x/run/r1"}], "n": 3, "other": "/elsewhere/x"}
 
 
@@ -119,7 +122,7 @@ def test_the_set_is_assembled_from_the_newest_part_of_each_claim(tmp_path):
                     ("r-1.json", part({"a": (0.5, "does not hold")}, "2026-11-27T10:00:00+00:00")),
                     ("s-1.json", part({"b": (1.0, "undecided")}, "2026-11-28T09:00:00+00:00", failed="a run failed"))):
         (tmp_path / "parts" / name).write_text(json.dumps(p))
-    doc = evidence.assemble(tmp_path, spec)
+    doc = evidence_set.assemble(tmp_path, spec)
     rows = {r["id"]: r for r in doc["claims"]}
     assert [(i, rows[i]["verdict"]) for i in "abc"] == [("a", "holds"), ("b", "failed"), ("c", "not run")]
     assert rows["a"]["part"] == "parts/r-2.json" and rows["a"]["interval"]["ratio"] == 2.0
