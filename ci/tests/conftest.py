@@ -317,7 +317,11 @@ def tier_guard():
 
 
 def pytest_collection_modifyitems(config, items):
-    """The tests that need the local cluster run last, in their modules' order, so one cluster
+    """First the tests that bring nothing up (offline, static, bad input: the fast tier), so that
+    those which take the lab down to show that bad input starts nothing (lab_down) do so before
+    the lab tests, not between them: each lab down took its Prometheus down too, and the next
+    lab run waited for its rules and two scrapes of the LB again. Then the lab's.
+    The tests that need the local cluster run last, in their modules' order, so one cluster
     serves them all (shared_cluster) and no lab test measures beside an idle cluster's
     control plane, kubelet and Prometheus; among them first those whose matrix takes its
     monitoring down (MONITORING=0) before it is ever up, then those that want it up, then those
@@ -339,6 +343,7 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=e2e)
         items[:] = [i for i in items if not i.get_closest_marker("e2e")]
     items.sort(key=lambda item: ("local_cluster" in item.fixturenames,
+                                 item.get_closest_marker("e2e") is not None,
                                  item.get_closest_marker("takes_the_cluster_down") is not None,
                                  item.get_closest_marker("leaves_monitoring_down") is not None,
                                  item.get_closest_marker("takes_monitoring_down") is None))

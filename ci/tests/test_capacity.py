@@ -12,7 +12,7 @@ from report.doc import check_page  # noqa: E402  (the pages' own check: images a
 
 
 @pytest.mark.e2e
-def test_capacity_of_a_cpu_limited_lb_is_near_its_closed_model_maximum(tmp_path):
+def test_the_capacity_search_brackets_the_highest_rate_that_held(tmp_path):
     """The lab's LB, one CPU: a closed-model run at 20 connections, then open-model steps from
     70 % of its rate; the capacity is the highest step that held p99 < 50 ms with nothing
     dropped, the lowest that did not lies above it within the precision asked, and every

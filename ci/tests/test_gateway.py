@@ -57,7 +57,6 @@ def test_tls_through_the_gateway_is_a_full_handshake_per_request(bench):
     assert within(r["requests"], srv["requests"], 0.01) and within(srv["connections_accepted"], srv["requests"], 0.01), srv
 
 
-@pytest.mark.takes_monitoring_down  # bench:change at MONITORING=0
 @pytest.mark.usefixtures("local_cluster")
 def test_a_route_added_and_edited_under_load_through_the_gateway(tmp_path):
     """CHANGE=route on Envoy Gateway: the HTTPRoute applied with a rule added and the load's
@@ -65,8 +64,7 @@ def test_a_route_added_and_edited_under_load_through_the_gateway(tmp_path):
     and the header on new connections (both marked) while the load's connections keep
     theirs: no request fails. Envoy's statistics, less the change's probes, agree with the
     client; afterwards the route is as built."""
-    r, doc, run = bench_change(tmp_path, "route", {"PLATFORM": "local", "VARIANT": VARIANT, "MONITORING": "0",
-                                                   "DURATION": "16s", "CHANGE_AT": "5s", "RATE": "2000",
+    r, doc, run = bench_change(tmp_path, "route", {"PLATFORM": "local", "VARIANT": VARIANT, "DURATION": "16s", "CHANGE_AT": "5s", "RATE": "2000",
                                                    **K6_UNJUDGED, **VALIDITY_UNJUDGED})
     # The load's thresholds out of reach (a latency rise while Envoy takes the new configuration
     # is the host's): what is tested is the route's programming and the counts.
