@@ -284,7 +284,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
     config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
                                        "which would bring its monitoring up again (~40 s)")
-    config.addinivalue_line("markers", "takes_monitoring_down: a matrix with MONITORING=0 (bench:change, bench:migrate) "
+    config.addinivalue_line("markers", "takes_monitoring_down: a matrix with MONITORING=0 (bench:change, bench:migrate, bench:sweep) "
                                        "takes the local cluster's monitoring down: runs before the tests that bring it "
                                        "up (~25 s an up, ~12 s a down)")
 
