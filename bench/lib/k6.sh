@@ -48,3 +48,28 @@ envoy_parse() {
 }
 # stub_parse: stdin a stub_status page -> "accepts requests"; nothing for any other page.
 stub_parse() { awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'; }
+
+# load_lock / load_unlock: one load at a time on this machine. Two loads at once measure each
+# other (2 CPUs: each client and each ingress gets half), so a run waits, saying so, for a load
+# of another run (another terminal, the test suite's other stream, bench:evidence) to end.
+# The lock is an flock on a file in the cache every checkout of one user shares; it is released
+# by load_unlock or when the load's processes end. A script that holds it exports
+# IB_LOAD_LOCKED, and the runs it starts (calibrate's k6, a change's bench.sh) take it no more.
+# Waits a second at a time, so that a signal is acted on while waiting.
+load_lock() {
+  [ -z "${IB_LOAD_LOCKED:-}" ] || return 0
+  mkdir -p "$IB_CACHE"
+  exec {ib_load_fd}>>"$IB_CACHE/load.lock"
+  if ! flock -n "$ib_load_fd"; then
+    say load "waiting for another run's load on this machine to end (fuser -v $IB_CACHE/load.lock shows it)"
+    until flock -w 1 "$ib_load_fd"; do :; done
+  fi
+  export IB_LOAD_LOCKED=1
+}
+load_unlock() {
+  [ -n "${ib_load_fd:-}" ] || return 0
+  flock -u "$ib_load_fd"
+  exec {ib_load_fd}>&-
+  ib_load_fd='' IB_LOAD_LOCKED=''
+  export -n IB_LOAD_LOCKED
+}

@@ -68,9 +68,15 @@ cg_join() {
     cg_need_v1 "the group $1" cpuacct cpu
     dirs=("${CG_HIER[cpuacct]}"); [ "${CG_HIER[cpu]}" = "${dirs[0]}" ] || dirs+=("${CG_HIER[cpu]}")
   fi
+  # Another run's remove (a lab's down) may take the empty group away between the mkdir and
+  # the move: it is made again.
+  local try
   for d in "${dirs[@]}"; do
-    mkdir -p "$d/${1#/}" || die "cannot make cgroup $d/${1#/}"
-    echo "$2" >"$d/${1#/}/cgroup.procs" || die "cannot move pid $2 into cgroup $d/${1#/}"
+    for try in 1 2 3; do
+      mkdir -p "$d/${1#/}" || die "cannot make cgroup $d/${1#/}"
+      { echo "$2" >"$d/${1#/}/cgroup.procs"; } 2>/dev/null && continue 2
+    done
+    die "cannot move pid $2 into cgroup $d/${1#/}"
   done
 }
 

@@ -179,6 +179,7 @@ meta=$(jq -nc \
 # The results directory's filesystem filling up: one line, not a tool's own error.
 disk_full() { die "cannot write the results in $dir: $(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $4 " KiB left on " $6}') (${1:-free some space or set RESULTS_ROOT})"; }
 
+load_lock # the load and the counts around it: never beside another run's load
 before=$(stub) usage_before=$(cpu_usage)
 # `time` measures the load generator's own CPU (user + system of k6, which ip netns exec,
 # taskset and env exec into): a run where the client saturates measures the client.
@@ -220,6 +221,7 @@ wait "$k6_job" 2>/dev/null || true
 k6_done=1
 rc=$(cat "$scratch/rc" 2>/dev/null || echo 137) # none: killed
 after=$(stub) usage_after=$(cpu_usage)
+load_unlock
 
 # k6 stopped without its summary (it had to be killed, or the signal came before its own
 # handling was set up)...

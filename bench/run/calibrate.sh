@@ -121,6 +121,8 @@ k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
     "$([ "$scenario" = throughput ] && jq '.result.gbit_per_s * 100 | round / 100' "$s")"
 }
 
+# The whole calibration is one load (bench/lib/k6.sh load_lock): no other run's load beside it.
+load_lock
 # Rounds outside, clients inside: a drift of this shared machine falls on every client.
 for round in $(seq "$R"); do
   ROUND=$round

@@ -91,6 +91,7 @@ trap 'on_signal SIGINT 130' INT
 trap 'on_signal SIGTERM 143' TERM
 pods() { kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase}{"\n"}{end}'; }
 
+load_lock # the Job's load and the counts around it: never beside another run's load
 before=$(stub)
 kubectl apply -f "$dir/job.yaml" >/dev/null
 job_started=$SECONDS
@@ -122,6 +123,7 @@ elif [ "$wait_rc" != 0 ]; then
   die "job $name did not complete: $(pods | awk '{print $2}' | paste -sd' ')"
 fi
 after=$(stub)
+load_unlock
 
 for i in $(seq 0 $((SEGMENTS - 1))); do
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
