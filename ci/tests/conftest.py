@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -70,6 +71,32 @@ os.environ.setdefault("INGRESS_CPU", "overlay")
 # The shared cluster is one node (NODES=1, the host its node: the host-table, hostNetwork and
 # CPU-manager tests are about that node); test_nodes.py runs the default, several nodes.
 os.environ.setdefault("NODES", "1")
+# ... and pass the validity threshold unless it is their subject (REQUIRE_VALID=1 there): the
+# lab's client shares the host with the cluster's stream (below), whose control plane keeps
+# part of the client's CPU busy, and the verdict rightly reads a client starved by its neighbours.
+os.environ.setdefault("REQUIRE_VALID", "0")
+
+# This session's mark, in the environment of every process it starts (inherited through
+# bench.sh, ip netns exec, taskset...): the k6 it finds running are those it started
+# (k6_running), never the other stream's, nor a pod's, nor another user's.
+SESSION = f"{os.getpid()}.{time.time_ns()}"
+os.environ["IB_TEST_SESSION"] = SESSION
+
+# The streams (ci/tests/run.sh). `./task test` runs the suite as three pytest sessions: first,
+# alone, the tests that compare the whole machine before and after (whole_machine: the host's
+# tables and sysctls around a cluster of their own, `./task down`, the lab's changes); then
+# two at once, the lab's stream (every test that needs no local cluster: the fast tier first,
+# then the lab's) and the cluster's (the shared local cluster's). A load waits for the other
+# stream's (bench/lib/k6.sh load_lock); a test whose subject is a verdict the host's load can
+# change (quiet) runs while the other stream is between tests (quiet_machine). Unset: one
+# session runs every test (a developer's selection; the fast tier).
+STREAM = os.environ.get("IB_TEST_STREAM", "")
+
+
+def stream_of(item):
+    if item.get_closest_marker("whole_machine"):
+        return "machine"
+    return "cluster" if "local_cluster" in item.fixturenames else "lab"
 
 
 def sh(*args, env=None, timeout=300):
@@ -105,17 +132,16 @@ def lab_leftovers():
 
 
 def k6_running():
-    """The pids of the k6 processes the suite started: those running a scenario of this
-    checkout (bench.sh, calibrate, k6 inspect) or in the load generator's cgroup
-    (bench/platforms/monitoring/cgroups.sh). Another user's k6 on the host is not the suite's."""
+    """The pids of the k6 processes this session started and that still run: those whose
+    environment carries its mark (IB_TEST_SESSION). Another user's k6, a pod's, or the other
+    stream's is not this session's."""
     ours = []
     for pid in sh("pgrep", "-x", "k6").stdout.split():
         try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:  # ended meanwhile
             continue
-        if any(a.startswith(f"{ROOT}/k6/") for a in args) or "/ingress-bench/loadgen" in cgroups:
+        if f"IB_TEST_SESSION={SESSION}".encode() in env:
             ours.append(pid)
     return ours
 
@@ -129,10 +155,11 @@ def stub():
 @pytest.fixture(scope="session", autouse=True)
 def lab_is_removed_after_the_suite():
     """The lab down after the session that brought it up, and nothing of it left. A lab that was
-    up before the session is not this session's (another run's, a developer's): it stays."""
+    up before the session is not this session's (another run's, a developer's): it stays; nor
+    is it the cluster stream's, which never touches the lab."""
     before = LAB_STATE.exists()
     yield
-    if before:
+    if before or STREAM == "cluster":  # the lab is the lab stream's
         return
     sh("bash", "bench/platforms/lab.sh", "down")
     left = lab_leftovers()
@@ -284,6 +311,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
     config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
                                        "which would bring its monitoring up again (~40 s)")
+    config.addinivalue_line("markers", "whole_machine: compares the whole machine before and after (a cluster of its "
+                                       "own, ./task down): runs alone, before the lab's and the cluster's streams")
+    config.addinivalue_line("markers", "quiet: its subject is a verdict the host's load can change: runs while the other "
+                                       "stream is between tests (quiet_machine)")
     config.addinivalue_line("markers", "takes_monitoring_down: a matrix with MONITORING=0 (bench:change, bench:migrate, bench:sweep) "
                                        "takes the local cluster's monitoring down: runs before the tests that bring it "
                                        "up (~25 s an up, ~12 s a down)")
@@ -338,6 +369,10 @@ def pytest_collection_modifyitems(config, items):
     if one:
         config.hook.pytest_deselected(items=one)
         items[:] = [i for i in items if i not in one]
+    if STREAM:
+        other = [i for i in items if stream_of(i) != STREAM]
+        config.hook.pytest_deselected(items=other)
+        items[:] = [i for i in items if stream_of(i) == STREAM]
     if FAST:
         e2e = [i for i in items if i.get_closest_marker("e2e")]
         config.hook.pytest_deselected(items=e2e)
@@ -357,6 +392,13 @@ def shared_cluster():
     whole machine is as found (ci/tests/machine_state.py)."""
     import machine_state
     assert not Path(KUBECONFIG).parents[1].exists(), "a local cluster is up before the cluster tests"
+    if STREAM:
+        # The lab's stream runs beside this one: the lab is its, and the machine changes with
+        # it; ci/tests/run.sh compares the whole machine once both streams have ended.
+        yield
+        down = sh("bash", "bench/platforms/local/cluster.sh", "down")
+        assert down.returncode == 0, down.stderr
+        return
     assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0
     assert lab_leftovers() == [], "the lab's down left part of it before the cluster tests"
     before = machine_state.snapshot()
@@ -364,6 +406,21 @@ def shared_cluster():
     down = sh("bash", "bench/platforms/local/cluster.sh", "down")
     assert down.returncode == 0, down.stderr
     assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """quiet_machine: in the two streams, each test holds a shared lock for its whole protocol
+    (the setup of the fixtures it is first to need and their teardown included); a quiet test
+    holds it exclusively, so it runs while the other stream is between tests. Its loads still
+    take the load lock (bench/lib/k6.sh): the quiet lock is another file."""
+    import fcntl
+    if STREAM not in ("lab", "cluster"):
+        yield
+        return
+    with open(Path(os.environ["IB_TEST_LOCKS"]) / "quiet.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker("quiet") else fcntl.LOCK_SH)
+        yield
 
 
 @pytest.fixture(scope="module")

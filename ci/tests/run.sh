@@ -89,8 +89,31 @@ fi
 mkdir -p "$IB_CACHE/logs"
 set -o pipefail
 rc=0
-pytest -q -rs -p no:cacheprovider --durations=25 --durations-min=10 \
-  --junitxml="$IB_CACHE/logs/test-$tier-last.xml" ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-$tier-last.log" || rc=$?
+PYTEST=(pytest -q -rs -p no:cacheprovider --durations=25 --durations-min=10)
+if [ "$tier" = all ] && [ $# = 0 ]; then
+  # The whole suite as three sessions (ci/tests/conftest.py, STREAM): the tests that compare
+  # the whole machine, alone; then the lab's stream and the local cluster's at once (most of
+  # a cluster test's time is waiting on Kubernetes and Prometheus, while the machine idles).
+  # Their loads never overlap (bench/lib/k6.sh load_lock), a quiet test runs while the other
+  # stream is between tests (IB_TEST_LOCKS: the quiet lock's directory). Each its own temporary
+  # directory, JUnit file and log; the output of both, each line prefixed with its stream.
+  export IB_TEST_LOCKS=$logs
+  stream() { # NAME
+    IB_TEST_STREAM=$1 "${PYTEST[@]}" --basetemp="$logs/tmp-$1" --junitxml="$IB_CACHE/logs/test-$1-last.xml" ci/tests 2>&1 |
+      tee "$IB_CACHE/logs/test-$1-last.log" | sed -u "s/^/[$1] /"
+  }
+  say test "the tests that compare the whole machine before and after, alone"
+  stream machine || rc=1
+  say test "the lab's stream and the local cluster's, at once"
+  stream lab & lab=$!
+  stream cluster & cluster=$!
+  wait "$lab" || rc=1
+  wait "$cluster" || rc=1
+  # A failed test's files (each test's tmp_path) stay for its diagnosis.
+  [ "$rc" = 0 ] || keep_logs=1
+else
+  "${PYTEST[@]}" --junitxml="$IB_CACHE/logs/test-$tier-last.xml" ci/tests "$@" 2>&1 | tee "$IB_CACHE/logs/test-$tier-last.log" || rc=$?
+fi
 say test "the machine as found (ci/tests/machine_state.py compare)"
 python3 ci/tests/machine_state.py compare "$logs/machine-before.json" || { keep_logs=1; rc=1; }
 exit $rc

@@ -9,6 +9,8 @@ import pytest
 
 from conftest import K6_UNJUDGED, LAB, LAB_STATE, bench_change, lab_leftovers, sh
 
+pytestmark = pytest.mark.whole_machine  # the machine as found once the lab is down
+
 # bench:change's shortest load: 3 s before the change, 10 s from its start (a reload and a
 # backend's second down are over well within it).
 SHORT = {"PLATFORM": "lab", "MONITORING": "0", "DURATION": "13s", "CHANGE_AT": "3s", "RATE": "2000"}

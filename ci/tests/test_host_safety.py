@@ -3,7 +3,7 @@ another Kubernetes, its down removes only what it made (foreign chains, netns, i
 and tbf qdiscs of the same kinds survive untouched), a down with nothing up changes nothing,
 and while it runs every listening port of its processes is bound to loopback or the node's
 bridge address and refuses an unauthenticated client, from the host and from the lab's
-client namespace."""
+client namespace; the lab's runs pass its FORWARD guard."""
 import os
 import re
 import subprocess
@@ -13,6 +13,9 @@ import pytest
 
 import machine_state
 from conftest import LAB, one_error, sh
+
+# Snapshots of the whole machine around a cluster of its own, the lab beside it.
+pytestmark = pytest.mark.whole_machine
 
 CLUSTER = "bench/platforms/local/cluster.sh"
 STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
@@ -217,6 +220,13 @@ def test_every_port_is_local_and_refuses_the_unauthenticated(cluster):
         assert admin(url) == (0, "200"), url
     assert curl("http://127.0.0.1:10249/metrics", user=None) == (0, "200")  # root only
     assert curl("http://127.0.0.1:10256/healthz", user=None)[1] in ("200", "503")
+
+
+def test_the_lab_works_beside_the_cluster(cluster, bench):
+    """The cluster's FORWARD guard must not drop the lab's bridged traffic (br_netfilter)."""
+    run = bench("rps", PLATFORM="lab", DURATION="2s")
+    assert run.rc == 0, run.err
+    assert run.result["requests"] > 0 and run.result["errors"] == 0
 
 
 def test_down_removes_only_ours(cluster):

@@ -182,11 +182,12 @@ def test_full_disk_mid_run_is_one_line(lab, tmp_path):
 
 @pytest.fixture
 def foreign_k6(tmp_path):
-    """Someone else's k6: /bin/sleep copied as k6, running beside the suite."""
+    """Someone else's k6: /bin/sleep copied as k6, running beside the suite (started without
+    this session's mark, as anyone else's is)."""
     fake = tmp_path / "bin" / "k6"
     fake.parent.mkdir()
     shutil.copy("/bin/sleep", fake)
-    p = subprocess.Popen([str(fake), "600"])
+    p = subprocess.Popen([str(fake), "600"], env={k: v for k, v in os.environ.items() if k != "IB_TEST_SESSION"})
     yield p
     p.kill()
     p.wait()
@@ -275,6 +276,7 @@ def killed_session(platform_script):
 
 
 @pytest.mark.e2e
+@pytest.mark.whole_machine  # ./task down: every platform of ours
 @pytest.mark.parametrize("platform_script", ["bench/platforms/lab.sh", "bench/platforms/local/cluster.sh"])
 def test_task_down_removes_what_a_killed_session_left(platform_script, lab_down):
     """CI once found a killed session's cluster (its bridge, veths, 39 mounts, no process) and

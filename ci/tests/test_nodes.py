@@ -21,6 +21,9 @@ import pytest
 import machine_state
 from conftest import K6_UNJUDGED, VALIDITY_UNJUDGED, bench_change, one_error, sh, task
 
+# A cluster of its own, and the whole machine compared around it.
+pytestmark = pytest.mark.whole_machine
+
 CLUSTER = "bench/platforms/local/cluster.sh"
 STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
 KUBECONFIG = str(STATE / "pki/admin.kubeconfig")

@@ -14,6 +14,7 @@ BACKEND = f"http://{LAB['LAB_BACKEND_NET']}.{int(LAB['LAB_BACKEND_OCTET0']) + 1}
 BACKEND_NS = f"{LAB['LAB_NS_PREFIX']}be1"  # bench/platforms/lab.sh add_host be<i>
 
 
+@pytest.mark.quiet  # none late past the tolerance
 @pytest.mark.parametrize("rate", [1000, 3000, 6000])  # the lab LB serves ~10k/s on its one CPU
 def test_the_rate_asked_is_the_rate_sent(bench, rate):
     """Every slot of RATE x DURATION sent (within 1%), none late past the tolerance's share,

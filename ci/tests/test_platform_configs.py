@@ -11,7 +11,8 @@ from conftest import PINS, ROOT, sh
 
 RUN = {"SEGMENTS": "2", "SCENARIO": "rps", "TARGET": "http://198.18.64.5", "DURATION": "30s",
        "CONNECTIONS": "100", "RATE": "", "TESTID": "20261121T133602Z-rps-nginx-lb-default-x2",
-       "VARIANT": "nginx-lb-default", "PLATFORM": "local", "NAME": ""}
+       "VARIANT": "nginx-lb-default", "PLATFORM": "local", "NAME": "",
+       "REQUIRE_VALID": ""}  # unset: the suite's own default (conftest) is not a setting of these runs
 # Both manifests write their env entries as one flow mapping per line; the TestRun's shape is
 # checked by its schema, so these lines are the whole env of each.
 ENV_LINE = re.compile(r"^\s*- \{ name: (\S+), value: (.*) \}$", re.M)
