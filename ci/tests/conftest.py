@@ -1,5 +1,6 @@
 """Shared helpers for the end-to-end suite: every test drives the real scripts (bench/run/bench.sh,
 bench/platforms/lab.sh) against the real lab: nginx processes in network namespaces, real k6."""
+import contextlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
 LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
 # The lab's addresses, from the one file that defines them.
 LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "bench/platforms/lab.env").read_text(), re.M))
+LAB = {k: re.sub(r"\$\{(\w+)\}", lambda m: LAB[m.group(1)], v) for k, v in LAB.items()}  # ${LAB_NS_PREFIX}client
 STUB = f"http://{LAB['LAB_LB_IP']}:{LAB['LAB_STATUS_PORT']}/stub_status"
 KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # bench/lib.sh IB_CLUSTER_KUBECONFIG
 
@@ -144,6 +146,18 @@ def k6_running():
         if f"IB_TEST_SESSION={SESSION}".encode() in env:
             ours.append(pid)
     return ours
+
+
+@contextlib.contextmanager
+def no_load():
+    """The machine's load lock held (bench/lib/k6.sh load_lock): no run's load starts, the
+    other stream's included, until the block ends."""
+    import fcntl
+    cache = Path(os.environ.get("IB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ingress-bench")
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "load.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def stub():

@@ -80,6 +80,7 @@ def test_a_second_test_suite_is_refused_while_one_runs():
                                              f"(fuser -v {cache} shows it): wait for it or stop it"]
 
 
+@pytest.mark.whole_machine  # the suite's own check of the machine: nothing else of ours may be up
 def test_the_suite_refuses_to_start_beside_pieces_no_down_removes(lab_down, tmp_path):
     """A suite under another IB_CACHE holds another lock: CI once took its 'before' snapshot
     while such a suite's lab was half down (not 'up', its veths still there), then reported the
@@ -98,6 +99,7 @@ def test_the_suite_refuses_to_start_beside_pieces_no_down_removes(lab_down, tmp_
         "remove them, or the suite would report them as its own"]
 
 
+@pytest.mark.whole_machine
 def test_the_suite_refuses_to_start_beside_a_run_going_on(lab_down, tmp_path):
     """A lab that is not 'up' (its servers gone) but with a process in its client's namespace,
     as another suite's k6 would be: that run is alive; the suite neither removes nor snapshots

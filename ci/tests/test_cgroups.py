@@ -335,7 +335,6 @@ def measure_busy_loop(tmp_path, sampler, role, mounts=None):
 
 
 @pytest.mark.skipif(not Path("/sys/fs/cgroup/cpuacct/cpuacct.usage").exists(), reason="no cgroup v1 cpuacct here")
-@pytest.mark.quiet  # a busy loop on CPU 0
 def test_real_v1_counter_matches_the_processes_cpu_time(tmp_path, sampler):
     role = f"test-{os.getpid()}"
     try:
@@ -354,7 +353,6 @@ def unified_state():
 
 
 @pytest.mark.skipif(not (UNIFIED / "cgroup.controllers").exists(), reason="no cgroup2 mount beside v1 here")
-@pytest.mark.quiet  # a busy loop on CPU 0
 def test_real_v2_via_this_machines_cgroup2_mount(tmp_path, sampler):
     """The kernel's cgroup2 (mounted at /sys/fs/cgroup/unified, beside v1) read as a v2 host's
     only hierarchy: the sampler's cpu.stat counter against /proc; the kernel accepts the

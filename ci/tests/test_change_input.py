@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KUBECONFIG, task
+from conftest import task
 
 
 @pytest.mark.parametrize("args, message", [
@@ -31,12 +31,14 @@ from conftest import KUBECONFIG, task
     (["CHANGE=reload", "PLATFORM=lab", "VARIANT=nginx-lb-basic-clusterip-10pods-graceful"], "uses component backend-replicas-10, which the bare-metal lab cannot reproduce"),
 ])
 def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path, lab_down):
-    """Each mistake: one error line, exit 1, no results directory, no cluster and no lab brought up."""
-    results = tmp_path / "results"
-    r = task("bench:change", f"RESULTS_ROOT={results}", *args)
+    """Each mistake: one error line, exit 1, no results directory, no cluster and no lab brought up
+    (the cluster's state a directory of the test's own: the suite's cluster stream may have its
+    cluster up meanwhile)."""
+    results, cluster = tmp_path / "results", tmp_path / "cluster"
+    r = task("bench:change", f"RESULTS_ROOT={results}", *args, env={"IB_CLUSTER_STATE": str(cluster)})
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode == 1 and len(errors) == 1 and message in errors[0], r.stderr[-2000:]
-    assert not results.exists() and not Path(KUBECONFIG).exists()
+    assert not results.exists() and not cluster.exists()
 
 
 def test_a_disruption_is_an_error_or_three_slow_slots_in_a_row():

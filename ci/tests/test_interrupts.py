@@ -17,8 +17,7 @@ import pytest
 
 from conftest import ROOT, k6_running, lab_leftovers, sh, stub, within
 
-SCRATCH = "ingress-bench-run.*"  # bench.sh's per-run scratch directories (mktemp -d)
-TMP = Path(os.environ.get("TMPDIR", "/tmp"))
+SCRATCH = "ingress-bench-run.*"  # bench.sh's per-run scratch directories (mktemp -d in TMPDIR)
 
 
 def session_procs(sid):
@@ -52,11 +51,15 @@ def k6_run_in(sid):
     return any(line.split(None, 1)[1].startswith("k6 run") for line in session_procs(sid).splitlines())
 
 
-def scratch_dirs():
-    return set(TMP.glob(SCRATCH))
+def run_tmp(tmp_path):
+    """A TMPDIR of the run's own: what its scratch directory leaves is the run's, not that of
+    a run of the other stream, which shares /tmp."""
+    d = tmp_path / "tmp"
+    d.mkdir()
+    return d
 
 
-def assert_aborted_run(root, out, sig_name, elapsed, scratch_before):
+def assert_aborted_run(root, out, sig_name, elapsed, tmp):
     """The run directory is complete with what was measured, marked aborted, nothing extra."""
     # Within the grace k6 gets (bench.sh stop_grace: gracefulStop 5 s + the teardown's 10 s
     # query timeout + 2 s) and the summary and report after it; most runs end in 3-8 s.
@@ -91,7 +94,7 @@ def assert_aborted_run(root, out, sig_name, elapsed, scratch_before):
     assert "PASS" not in text and "PASS" not in out, out[-3000:]
     assert "ABORTED (interrupted after" in out
     assert "Traceback" not in out and "jq:" not in out
-    assert scratch_dirs() == scratch_before, "bench.sh's scratch directory was left behind"
+    assert not list(tmp.glob(SCRATCH)), "bench.sh's scratch directory was left behind"
     assert not k6_running(), "k6 still running after the interrupted run"
     return d, names, s
 
@@ -127,11 +130,11 @@ def test_interrupted_lab_run_is_recorded_aborted(lab, sig, entry, expect_rc, tmp
     root = tmp_path / "results"
     cmd = (["./task", "bench:rps", "PLATFORM=lab", "DURATION=30s", "CONNECTIONS=20"] if entry == "task"
            else ["bash", "bench/run/bench.sh", "rps"])
-    env = {"RESULTS_ROOT": str(root), "PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20"}
-    before = scratch_dirs()
+    tmp = run_tmp(tmp_path)
+    env = {"RESULTS_ROOT": str(root), "PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20", "TMPDIR": str(tmp)}
     rc, out, elapsed = interrupt(cmd, getattr(signal, sig), env)
     assert rc in expect_rc, f"exit {rc}:\n{out[-3000:]}"
-    d, names, s = assert_aborted_run(root, out, sig, elapsed, before)
+    d, names, s = assert_aborted_run(root, out, sig, elapsed, tmp)
     record(f"lab-{sig}-{entry}", d, names, s, out)
     # The lab as it was: up, counting, nothing of the run left in its namespaces.
     assert sh("bash", "bench/platforms/lab.sh", "status").returncode == 0
@@ -143,15 +146,15 @@ def test_a_signal_as_k6_starts_stops_it_and_leaves_no_run(lab, tmp_path):
     """Ctrl-C in the instant between k6's start and bench.sh knowing its job (bash runs a trap
     between two commands; BENCH_FAILPOINT=signal-at-fork sends it there): k6 is stopped, never
     left running the 30 s asked, and since nothing was sent no run directory stays; exit 130."""
-    before = scratch_dirs()
+    tmp = run_tmp(tmp_path)
     root = tmp_path / "results"
-    r = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20",
+    r = sh("bash", "bench/run/bench.sh", "rps", env={"PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20", "TMPDIR": str(tmp),
                                                  "RESULTS_ROOT": str(root), "BENCH_FAILPOINT": "signal-at-fork"}, timeout=120)
     assert r.returncode == 130, r.stdout[-2000:] + r.stderr[-2000:]
     assert not k6_running(), "k6 left running by an interrupt at its start"
     assert not list(root.glob("*")), list(root.glob("*"))
     assert "before it sent a request" in r.stdout + r.stderr
-    assert scratch_dirs() == before
+    assert not list(tmp.glob(SCRATCH))
 
 
 def test_a_finished_run_is_not_marked(lab, bench):
@@ -255,11 +258,11 @@ def test_interrupted_local_run_is_recorded_aborted(local_cluster, tmp_path):
     """The local cluster: k6 on the host against the deployed ingress, interrupted the same
     way; the ingress's count read after the stop agrees with k6's."""
     root = tmp_path / "results"
-    before = scratch_dirs()
+    tmp = run_tmp(tmp_path)
     rc, out, elapsed = interrupt(["./task", "bench:rps", "PLATFORM=local", "DURATION=30s", "CONNECTIONS=20"],
-                                 signal.SIGINT, {"RESULTS_ROOT": str(root)}, timeout=900)
+                                 signal.SIGINT, {"RESULTS_ROOT": str(root), "TMPDIR": str(tmp)}, timeout=900)
     assert rc == 1, f"exit {rc}:\n{out[-3000:]}"
-    d, names, s = assert_aborted_run(root, out, "SIGINT", elapsed, before)
+    d, names, s = assert_aborted_run(root, out, "SIGINT", elapsed, tmp)
     record("local-SIGINT-task", d, names, s, out)
 
 

@@ -13,16 +13,26 @@ import subprocess
 
 import pytest
 
-from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh, task
+from conftest import LAB, LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh, task
 
 def browser_dir():
     return sh("bash", "-c", ". bench/lib.sh && echo $IB_BROWSER_DIR").stdout.strip()
 
 
-def page(url, shot, seconds):
+def viewer(url, shot, seconds, lab):
+    """page.cjs's command line. A lab run's page is watched from the lab's client namespace:
+    Chromium fails every request in flight (but on loopback) when an interface of its namespace
+    comes or goes (ERR_NETWORK_CHANGED), and the cluster's stream makes and removes pods' links
+    on the host meanwhile; the client's namespace has only the lab's own link. A cluster run's
+    page is watched from the host, in a quiet test."""
+    ns = ["ip", "netns", "exec", LAB["LAB_CLIENT_NS"]] if lab else []
+    return [*ns, "node", "ci/tests/page.cjs", url, str(shot), str(seconds)]
+
+
+def page(url, shot, seconds, lab=True):
     """The page at URL watched for SECONDS in chromium: page.cjs's JSON."""
     env = dict(os.environ, IB_BROWSER_DIR=browser_dir())
-    r = subprocess.run(["node", "ci/tests/page.cjs", url, str(shot), str(seconds)], cwd=ROOT, env=env,
+    r = subprocess.run(viewer(url, shot, seconds, lab), cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=seconds + 150)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
@@ -41,7 +51,7 @@ def shown(p99_text):
     return float(m[1]) * {"ms": 1e-3, "s": 1.0, "µs": 1e-6}[m[2]]
 
 
-def assert_the_runs_view(run, shot):
+def assert_the_runs_view(run, shot, lab=True):
     """The run's view (its live.url): loads without an error, every panel has data but those
     empty by design, and the stats show the summary's p99 (within one bucket of k6's native
     histogram: 2^(1/8), 9 %), its count of requests exactly, and its errors."""
@@ -49,7 +59,7 @@ def assert_the_runs_view(run, shot):
     testid = json.loads((run.dir / "meta.json").read_text())["testid"]
     assert "/user/?start=" in url and f"&var-testid={testid}&" in url, url
     assert html.escape(url) in (run.dir / "report.html").read_text()  # the report links it
-    view = page(url, shot, 6)
+    view = page(url, shot, 6, lab)
     assert view["errors"] == [] and view["status"] == "", (view["errors"], view["status"])
     titles = [p["title"] for p in view["panels"]]
     assert len(titles) == len(json.loads((ROOT / "dashboards/live/ingress-bench.perses.json").read_text())["spec"]["panels"]), titles
@@ -116,26 +126,27 @@ def test_the_page_says_when_its_prometheus_is_down(lab_live, tmp_path):
     run, _ = lab_live
     url = (run.dir / "live.url").read_text().strip()
     env = dict(os.environ, IB_BROWSER_DIR=browser_dir())
-    viewer = subprocess.Popen(["node", "ci/tests/page.cjs", url, str(tmp_path / "down.png"), "8"], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watching = subprocess.Popen(viewer(url, tmp_path / "down.png", 8, True), cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
-    while (line := viewer.stderr.readline()) and line != "page.cjs: ready\n":
+    while (line := watching.stderr.readline()) and line != "page.cjs: ready\n":
         seen.append(line)
     assert line, "".join(seen)
     assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
-    out, err = viewer.communicate(timeout=120)
-    assert viewer.returncode == 0, err
+    out, err = watching.communicate(timeout=120)
+    assert watching.returncode == 0, err
     status = json.loads(out)["status"]
     assert status.startswith("Prometheus at ") and " is down (" in status and "\n" not in status, status
 
 
+@pytest.mark.quiet  # watched from the host, where the lab's stream makes and removes links
 def test_the_runs_view_on_the_local_cluster(local_cluster, bench):
     """The suite's one-node cluster at the overlay's CPU, where k6 is the limit: the page's
     subject is the panels, not the verdict (REQUIRE_VALID=0)."""
     run = bench("rps", PLATFORM="local", DURATION="10s", **VALIDITY_UNJUDGED)
     assert run.rc == 0, run.err[-3000:]
     assert "monitoring    live page http" in run.err
-    assert_the_runs_view(run, run.dir / "live.png")
+    assert_the_runs_view(run, run.dir / "live.png", lab=False)
 
 
 def test_task_dashboard_gives_the_last_runs_view(lab_live, tmp_path):

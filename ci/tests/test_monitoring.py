@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LAB, ROOT, dashboard_query_gaps, lint, prom_query, sh
+from conftest import LAB, ROOT, dashboard_query_gaps, lint, no_load, prom_query, sh
 
 sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py)
@@ -215,14 +215,17 @@ def test_rules_missing_are_named_in_the_summary(bench):
 
 
 def test_monitoring_down_twice_leaves_nothing():
-    for _ in range(2):
-        r = sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
-        assert r.returncode == 0, r.stderr
-    assert not LAB_MON_STATE.exists()
-    assert not sh("pgrep", "-f", "ingress-bench-lab-monitoring").stdout.strip()
-    # k6's group is gone (the lab's nginx groups stay while the lab is up).
-    assert not Path("/sys/fs/cgroup/cpuacct/ingress-bench/loadgen").exists()
-    assert not CPU_CG.exists()
+    """Down twice: nothing of the lab's monitoring left, k6's group included, which another
+    run's k6 on this host shares: no load starts meanwhile (no_load)."""
+    with no_load():
+        for _ in range(2):
+            r = sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"})
+            assert r.returncode == 0, r.stderr
+        assert not LAB_MON_STATE.exists()
+        assert not sh("pgrep", "-f", "ingress-bench-lab-monitoring").stdout.strip()
+        # k6's group is gone (the lab's nginx groups stay while the lab is up).
+        assert not Path("/sys/fs/cgroup/cpuacct/ingress-bench/loadgen").exists()
+        assert not CPU_CG.exists()
 
 
 def test_lab_monitoring_refused_without_the_lab():
