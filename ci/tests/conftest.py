@@ -85,20 +85,21 @@ SESSION = f"{os.getpid()}.{time.time_ns()}"
 os.environ["IB_TEST_SESSION"] = SESSION
 
 # The streams (ci/tests/run.sh). `./task test` runs the suite as three pytest sessions: first,
-# alone, the tests that compare the whole machine before and after (whole_machine: the host's
-# tables and sysctls around a cluster of their own, `./task down`, the lab's changes); then
-# two at once, the lab's stream (every test that needs no local cluster: the fast tier first,
-# then the lab's) and the cluster's (the shared local cluster's). A load waits for the other
-# stream's (bench/lib/k6.sh load_lock); a test whose subject is a verdict the host's load can
-# change (quiet) runs while the other stream is between tests (quiet_machine). Unset: one
-# session runs every test (a developer's selection; the fast tier).
+# alone, the tests that need the whole machine to themselves (whole_machine: a cluster and the
+# lab up together, `./task down`); then two at once, the lab's stream (every test that needs no
+# local cluster: the fast tier first, then the lab's) and the cluster's (the modules with a
+# cluster of their own, own_cluster, then the shared local cluster's). A load waits for the
+# other stream's (bench/lib/k6.sh load_lock); a test whose subject is a verdict the host's load
+# can change (quiet) runs while the other stream is between tests (quiet_machine); the cluster
+# stream's snapshots of the machine leave the lab's objects out (machine_state.diff beside_lab).
+# Unset: one session runs every test (a developer's selection; the fast tier).
 STREAM = os.environ.get("IB_TEST_STREAM", "")
 
 
 def stream_of(item):
     if item.get_closest_marker("whole_machine"):
         return "machine"
-    return "cluster" if "local_cluster" in item.fixturenames else "lab"
+    return "cluster" if "local_cluster" in item.fixturenames or item.get_closest_marker("own_cluster") else "lab"
 
 
 def sh(*args, env=None, timeout=300):
@@ -325,8 +326,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
     config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
                                        "which would bring its monitoring up again (~40 s)")
-    config.addinivalue_line("markers", "whole_machine: compares the whole machine before and after (a cluster of its "
-                                       "own, ./task down): runs alone, before the lab's and the cluster's streams")
+    config.addinivalue_line("markers", "whole_machine: needs the whole machine to itself (a cluster and the lab up together, "
+                                       "./task down): runs alone, before the lab's and the cluster's streams")
+    config.addinivalue_line("markers", "own_cluster: brings a local cluster of its own up: in the cluster's stream, before "
+                                       "the shared cluster")
     config.addinivalue_line("markers", "quiet: its subject is a verdict the host's load can change: runs while the other "
                                        "stream is between tests (quiet_machine)")
     config.addinivalue_line("markers", "takes_monitoring_down: a matrix with MONITORING=0 (bench:change, bench:migrate, bench:sweep) "

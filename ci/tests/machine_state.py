@@ -6,7 +6,12 @@ directories.
     python ci/tests/machine_state.py snapshot FILE   write the state to FILE (JSON)
     python ci/tests/machine_state.py compare FILE    exit 1 and print the differences from FILE
 
-snapshot() and diff(before, after) are the same from Python (the cluster tests)."""
+snapshot() and diff(before, after) are the same from Python (the cluster tests).
+
+A test session's snapshot leaves out the processes, and the sockets they listen on, that
+another session of the suite started (their environment's IB_TEST_SESSION: ci/tests/conftest.py):
+the two streams run at once. diff(..., beside_lab=True) leaves out the lab's kernel objects
+too, which the lab's stream makes and removes on its own meanwhile."""
 import collections
 import json
 import os
@@ -35,6 +40,21 @@ VOLATILE_CGROUP_PARENTS = ("process_api", "user.slice")
 OUR_COMMS = {"etcd", "containerd", "containerd-shim", "kube-apiserver", "kube-controller", "kube-scheduler",
              "kubelet", "kube-proxy", "coredns", "pause", "nginx", "k6", "prometheus", "node_exporter",
              "operator", "prometheus-conf", "nginx-prometheu", "prometheus-ngin"}
+
+
+def another_sessions(pid):
+    """The process was started by another test session than this one (run outside a session,
+    as by ci/tests/run.sh's own compare, every process is counted)."""
+    mine = os.environ.get("IB_TEST_SESSION")
+    if not mine:
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return False
+    marks = [e for e in env if e.startswith(b"IB_TEST_SESSION=")]
+    return bool(marks) and marks[0] != f"IB_TEST_SESSION={mine}".encode()
 
 
 def run(*args):
@@ -85,8 +105,15 @@ def cgroups():
 
 
 def listening():
-    """Protocol and local address of every listening socket (queue lengths vary)."""
-    return sorted(" ".join((f[0], f[4])) for f in map(str.split, run("ss", "-Hltnu").splitlines()) if len(f) >= 5)
+    """Protocol and local address of every listening socket (queue lengths vary), but those of
+    another session's processes."""
+    out = []
+    for l in run("ss", "-Hltnup").splitlines():
+        f = l.split()
+        pids = re.findall(r"pid=(\d+)", l)
+        if len(f) >= 5 and not (pids and all(another_sessions(p) for p in pids)):
+            out.append(" ".join((f[0], f[4])))
+    return sorted(out)
 
 
 def our_processes():
@@ -96,7 +123,7 @@ def our_processes():
             with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
             comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
-            if comm not in OUR_COMMS or state == "Z":  # zombies: dead, reaped late by this PID 1
+            if comm not in OUR_COMMS or state == "Z" or another_sessions(pid):  # zombies: dead, reaped late by this PID 1
                 continue
             with open(f"/proc/{pid}/cmdline") as f:
                 procs.append(f.read().replace("\0", " ").strip() or comm)
@@ -125,8 +152,28 @@ def snapshot():
     }
 
 
-def diff(before, after):
-    """The differences, one readable line each: '<part>: - line' was there, '+ line' is new."""
+# The lab's kernel objects (bench/platforms/lab.sh, bench/platforms/lab.env): its bridge and its
+# hosts' veths on it (ibench0, ibv-HOST) with their routes, sysctls and qdiscs; its namespaces
+# (LAB_NS_PREFIX, in /run/netns, and the mount the first one made there: the cluster pins its
+# nodes' and pods' elsewhere); its range's blackhole; and the cgroups of the suite's roles on
+# the host (bench/platforms/monitoring/cgroups.sh: the lab's nginx, k6 on the host).
+LAB_DEV = r"(?:ibench0|ibv-[\w-]+)"
+LAB_NS = re.search(r"^LAB_NS_PREFIX=(\S+)", open(os.path.join(os.path.dirname(__file__), "../../bench/platforms/lab.env")).read(), re.M).group(1)
+LAB_LINE = re.compile("|".join([
+    rf"^links: [-+] \d+: {LAB_DEV}[:@]",
+    rf"^(routes|routes6|qdiscs): .*\bdev {LAB_DEV}\b", r"^routes: [-+] blackhole 198\.18\.0\.0/15\b",
+    rf"^sysctl: net\.ipv[46]\.(conf|neigh)\.{LAB_DEV}\.",
+    rf"^netns: [-+] {LAB_NS}", rf"^mounts: [-+] \S+ /run/netns(/{LAB_NS}\S*)? ",
+    r"^cgroups: [-+] /sys/fs/cgroup/[^/]+/ingress-bench(/|$)"]))
+
+
+def diff(before, after, beside_lab=False):
+    """The differences, one readable line each: '<part>: - line' was there, '+ line' is new;
+    beside_lab: but those of the lab's kernel objects (LAB_LINE)."""
+    return [l for l in full_diff(before, after) if not (beside_lab and LAB_LINE.search(l))]
+
+
+def full_diff(before, after):
     out = []
     for part in sorted(set(before) | set(after)):
         b, a = before.get(part), after.get(part)

@@ -113,8 +113,7 @@ def lab():
     r = sh("bash", "bench/platforms/lab.sh", "up", timeout=300)
     assert r.returncode == 0, r.stderr
     yield
-    sh("bash", "bench/platforms/monitoring/monitoring.sh", "down")
-    sh("bash", "bench/platforms/lab.sh", "down")
+    sh("bash", "bench/platforms/lab.sh", "down")  # its monitoring first
     assert lab_leftovers() == []
 
 

@@ -21,8 +21,9 @@ import pytest
 import machine_state
 from conftest import K6_UNJUDGED, VALIDITY_UNJUDGED, bench_change, one_error, sh, task
 
-# A cluster of its own, and the whole machine compared around it.
-pytestmark = pytest.mark.whole_machine
+# A cluster of its own, in the cluster's stream before the shared one; the whole machine compared
+# around it, beside the lab's stream (machine_state.diff beside_lab: the lab's links come and go).
+pytestmark = pytest.mark.own_cluster
 
 CLUSTER = "bench/platforms/local/cluster.sh"
 STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
@@ -42,13 +43,11 @@ ROLES = {1: {"ingress"}, 2: {"client"}, 3: {"backends"}, 4: {"backends"}}  # nod
 ])
 def test_bad_node_plan_is_one_line_and_starts_nothing(env, says):
     assert not STATE.exists(), "a local cluster is up: this test needs a host without one"
-    # The lab down first: its veths' IPv6 link-local routes appear late after its up (c29).
-    sh("bash", "bench/platforms/lab.sh", "down")
     before = machine_state.snapshot()
     err = one_error(sh("bash", CLUSTER, "up", env=env, timeout=60))
     assert says in err, err
     assert sh("bash", CLUSTER, "up", env=env, timeout=60).returncode == 1
-    assert not STATE.exists() and machine_state.diff(before, machine_state.snapshot()) == []
+    assert not STATE.exists() and machine_state.diff(before, machine_state.snapshot(), beside_lab=True) == []
 
 
 def kubectl(*args, timeout=120):
@@ -77,7 +76,6 @@ def default_nodes():
 @pytest.fixture(scope="module")
 def nodes4():
     assert not STATE.exists(), "a local cluster is up: this module needs a host without one"
-    sh("bash", "bench/platforms/lab.sh", "down")
     before = machine_state.snapshot()
     t0 = time.monotonic()
     up = sh("bash", CLUSTER, "up", timeout=600)
@@ -88,11 +86,11 @@ def nodes4():
     yield {"before": before, "while_up": while_up, "up": up}
     down = sh("bash", CLUSTER, "down", timeout=180)
     assert down.returncode == 0, down.stderr
-    assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
+    assert machine_state.diff(before, machine_state.snapshot(), beside_lab=True) == [], "cluster:down must leave the machine as it found it"
 
 
 def test_the_host_keeps_its_tables_routes_and_sysctls_while_up(nodes4):
-    diff = machine_state.diff(nodes4["before"], nodes4["while_up"])
+    diff = machine_state.diff(nodes4["before"], nodes4["while_up"], beside_lab=True)
     for part in ("iptables", "ip6tables", "nft", "routes", "routes6", "sysctl"):
         assert bridge_only([d for d in diff if d.startswith(part + ":")]) == [], part
 
@@ -206,6 +204,7 @@ def where(selector, namespace="ingress-bench"):
     return {int(p["spec"]["nodeName"].rsplit("-", 1)[1]) for p in pods}
 
 
+@pytest.mark.quiet  # ingress-bound and valid: the client's node's CPUs free of the other stream's work
 def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     """The quick start: a 3 s probe measures what the ingress, k6 and the backends cost per
     request; the ingress gets the share of its node at which the client side keeps 1.5x what
@@ -252,7 +251,7 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     log = kubectl("-n", "ingress-bench", "exec", pod.split("/")[1], "-c", "nginx", "--", "cat", "/run/lb/logs/access.log").stdout
     run = [l.split()[0] for l in log.splitlines() if '"GET /1kb.bin HTTP/1.1"' in l]
     assert len(run) >= summary["result"]["requests"] and set(run) == {"198.18.65.1"}, set(run)
-    diff = machine_state.diff(nodes4["before"], run4["after"])
+    diff = machine_state.diff(nodes4["before"], run4["after"], beside_lab=True)
     for part in ("iptables", "ip6tables", "nft", "routes", "routes6"):
         assert bridge_only([x for x in diff if x.startswith(part + ":")]) == [], part
 
