@@ -203,8 +203,11 @@ fi
 prune_monitoring() {
   kubectl get crd podmonitors.monitoring.coreos.com >/dev/null 2>&1 || return 0
   local ours mine
-  ours=$(kubectl -n "$NS" get podmonitor,prometheusrule -l app.kubernetes.io/part-of=ingress-bench -o name)
-  mine=$(kubectl get -f "$work/manifest.yaml" -o name 2>/dev/null)
+  # (An assignment's failing command would end the script without a word: each says why.)
+  ours=$(kubectl -n "$NS" get podmonitor,prometheusrule -l app.kubernetes.io/part-of=ingress-bench -o name 2>"$work/err") ||
+    die "cannot list the monitoring objects of $NS: $(head -n1 "$work/err")"
+  mine=$(kubectl get -f "$work/manifest.yaml" -o name --ignore-not-found 2>"$work/err") ||
+    die "cannot read back the objects of $OVERLAY: $(head -n1 "$work/err")"
   ours=$(grep -vxF -f <(printf '%s\n' "$mine") <<<"$ours" || true)
   # shellcheck disable=SC2086 # one name a word
   [ -z "$ours" ] || kubectl -n "$NS" delete $ours --wait --timeout=60s >/dev/null
@@ -242,7 +245,7 @@ if [ "$same" = 0 ]; then
   # would keep the old ones: its pods are replaced (deleted: a rolling restart would schedule
   # the new pod beside the old, and a second whole core does not fit a small node).
   revisions() { kubectl -n "$NS" get deploy -l app.kubernetes.io/component=ingress -o jsonpath='{range .items[?(@.metadata.annotations.ingress-bench/upstreams=="resolved-at-start")]}{.metadata.name}={.metadata.annotations.deployment\.kubernetes\.io/revision}{" "}{end}' 2>/dev/null; }
-  before=$(revisions)
+  before=$(revisions) || die "cannot read the revisions of $OVERLAY's ingress"
   apply app.kubernetes.io/component=ingress
   prune_monitoring
   rollout app.kubernetes.io/component=ingress

@@ -86,7 +86,7 @@ os.environ["IB_TEST_SESSION"] = SESSION
 
 # The streams (ci/tests/run.sh). `./task test` runs the suite as three pytest sessions: first,
 # alone, the tests that need the whole machine to themselves (whole_machine: a cluster and the
-# lab up together, `./task down`); then two at once, the lab's stream (every test that needs no
+# lab up together, `./task down`; and the quiet tests that need no cluster); then two at once, the lab's stream (every test that needs no
 # local cluster: the fast tier first, then the lab's) and the cluster's (the modules with a
 # cluster of their own, own_cluster, then the shared local cluster's). A load waits for the
 # other stream's (bench/lib/k6.sh load_lock); a test whose subject is a verdict the host's load
@@ -99,7 +99,12 @@ STREAM = os.environ.get("IB_TEST_STREAM", "")
 def stream_of(item):
     if item.get_closest_marker("whole_machine"):
         return "machine"
-    return "cluster" if "local_cluster" in item.fixturenames or item.get_closest_marker("own_cluster") else "lab"
+    if "local_cluster" in item.fixturenames or item.get_closest_marker("own_cluster"):
+        return "cluster"
+    # A quiet test without a cluster runs alone, where the machine is quiet by construction:
+    # in the lab's stream it waited for the cluster stream's test of the moment to end (a
+    # minute, some of them) and then held that stream up.
+    return "machine" if item.get_closest_marker("quiet") else "lab"
 
 
 def sh(*args, env=None, timeout=300):
