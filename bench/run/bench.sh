@@ -100,7 +100,10 @@ if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && why=$(no_ingress
 fi
 # probe SHARE BUDGET_ARGS...: a 3 s run of the scenario at INGRESS_CPU=SHARE, then
 # bench/run/budget.py on it: sets INGRESS_CPU, line (said before the load) and budget (meta.json).
+# The probe's load and the run's are one (load_lock here, held until the run's load ends): a
+# probe read beside another run's load would choose from that run's costs.
 probe() {
+  load_lock
   INGRESS_CPU=$1 DURATION=3s TESTID="$testid-budget" RESULTS_ROOT="$scratch/budget" \
     bash "$IB_ROOT/bench/run/bench.sh" "$SCENARIO" >"$scratch/budget.log" 2>&1 || [ $? = 99 ] ||
     die "the ingress CPU probe failed: $(grep -m1 '^error:' "$scratch/budget.log" || tail -n1 "$scratch/budget.log") (INGRESS_CPU=overlay skips it)"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, k6_running, lab_leftovers, sh, stub, within
+from conftest import LATENCY_UNJUDGED, ROOT, k6_running, lab_leftovers, no_load, sh, stub, within
 
 SCRATCH = "ingress-bench-run.*"  # bench.sh's per-run scratch directories (mktemp -d in TMPDIR)
 
@@ -162,6 +162,28 @@ def test_a_finished_run_is_not_marked(lab, bench):
     assert r.rc == 0, r.err
     assert "aborted" not in r.summary and "aborted" not in r.result and r.result["passed"] is True
     assert not [p.name for p in r.dir.iterdir() if p.name.startswith(".")]
+
+
+def test_a_run_waits_for_another_runs_load_and_says_so(lab, tmp_path):
+    """One load at a time on a machine (bench/lib/k6.sh load_lock): while another run's load
+    holds the lock (here the test), a run says once that it waits and starts no k6; once the
+    lock is free it runs, and passes."""
+    root = tmp_path / "results"
+    env = dict(os.environ, PLATFORM="lab", RESULTS_ROOT=str(root), DURATION="2s", CONNECTIONS="20", MONITORING="0",
+               **LATENCY_UNJUDGED)
+    with no_load():
+        p = subprocess.Popen(["bash", "bench/run/bench.sh", "rps"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        said = []
+        while (line := p.stderr.readline()) and not line.startswith("load "):
+            said.append(line)
+        assert line.startswith("load          waiting for another run's load on this machine to end"), "".join(said)
+        time.sleep(2)
+        assert p.poll() is None and not k6_running()
+    out, rest = p.communicate(timeout=120)
+    assert p.returncode == 0, rest
+    assert "waiting for another run's load" not in rest
+    assert len(list(root.iterdir())) == 1
 
 
 def test_full_disk_mid_run_is_one_line(lab, tmp_path):
