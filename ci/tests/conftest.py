@@ -16,6 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "dashboards"))
 import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
+pytest_plugins = ["streams"]  # ci/tests/streams.py: the suite's sessions
+pytest.register_assert_rewrite("streams")  # (imported here before pytest loads it as a plugin)
+from streams import STREAM  # noqa: E402
 LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
 # The lab's addresses, from the one file that defines them.
 LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "bench/platforms/lab.env").read_text(), re.M))
@@ -84,28 +87,6 @@ os.environ.setdefault("REQUIRE_VALID", "0")
 SESSION = f"{os.getpid()}.{time.time_ns()}"
 os.environ["IB_TEST_SESSION"] = SESSION
 
-# The streams (ci/tests/run.sh). `./task test` runs the suite as three pytest sessions: first,
-# alone, the tests that need the whole machine to themselves (whole_machine: a cluster and the
-# lab up together, `./task down`; and the quiet tests that need no cluster); then two at once, the lab's stream (every test that needs no
-# local cluster: the fast tier first, then the lab's) and the cluster's (the modules with a
-# cluster of their own, own_cluster, then the shared local cluster's). A load waits for the
-# other stream's (bench/lib/k6.sh load_lock); a test whose subject is a verdict the host's load
-# can change (quiet) runs while the other stream is between tests (quiet_machine); the cluster
-# stream's snapshots of the machine leave the lab's objects out (machine_state.diff beside_lab).
-# Unset: one session runs every test (a developer's selection; the fast tier).
-STREAM = os.environ.get("IB_TEST_STREAM", "")
-
-
-def stream_of(item):
-    if item.get_closest_marker("whole_machine"):
-        return "machine"
-    if "local_cluster" in item.fixturenames or item.get_closest_marker("own_cluster"):
-        return "cluster"
-    # A quiet test without a cluster runs alone, where the machine is quiet by construction:
-    # in the lab's stream it waited for the cluster stream's test of the moment to end (a
-    # minute, some of them) and then held that stream up.
-    return "machine" if item.get_closest_marker("quiet") else "lab"
-
 
 def sh(*args, env=None, timeout=300):
     full = dict(os.environ, **(env or {}))
@@ -143,15 +124,8 @@ def k6_running():
     """The pids of the k6 processes this session started and that still run: those whose
     environment carries its mark (IB_TEST_SESSION). Another user's k6, a pod's, or the other
     stream's is not this session's."""
-    ours = []
-    for pid in sh("pgrep", "-x", "k6").stdout.split():
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:  # ended meanwhile
-            continue
-        if f"IB_TEST_SESSION={SESSION}".encode() in env:
-            ours.append(pid)
-    return ours
+    import machine_state
+    return [pid for pid in sh("pgrep", "-x", "k6").stdout.split() if machine_state.session_of(pid) == SESSION]
 
 
 @contextlib.contextmanager
@@ -159,8 +133,7 @@ def no_load():
     """The machine's load lock held (bench/lib/k6.sh load_lock): no run's load starts, the
     other stream's included, until the block ends."""
     import fcntl
-    cache = Path(os.environ.get("IB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ingress-bench")
-    cache.mkdir(parents=True, exist_ok=True)
+    cache = Path(sh("bash", "-c", '. bench/lib.sh && mkdir -p "$IB_CACHE" && echo "$IB_CACHE"').stdout.strip())
     with open(cache / "load.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
@@ -331,12 +304,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
     config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
                                        "which would bring its monitoring up again (~40 s)")
-    config.addinivalue_line("markers", "whole_machine: needs the whole machine to itself (a cluster and the lab up together, "
-                                       "./task down): runs alone, before the lab's and the cluster's streams")
-    config.addinivalue_line("markers", "own_cluster: brings a local cluster of its own up: in the cluster's stream, before "
-                                       "the shared cluster")
-    config.addinivalue_line("markers", "quiet: its subject is a verdict the host's load can change: runs while the other "
-                                       "stream is between tests (quiet_machine)")
     config.addinivalue_line("markers", "takes_monitoring_down: a matrix with MONITORING=0 (bench:change, bench:migrate, bench:sweep) "
                                        "takes the local cluster's monitoring down: runs before the tests that bring it "
                                        "up (~25 s an up, ~12 s a down)")
@@ -391,10 +358,6 @@ def pytest_collection_modifyitems(config, items):
     if one:
         config.hook.pytest_deselected(items=one)
         items[:] = [i for i in items if i not in one]
-    if STREAM:
-        other = [i for i in items if stream_of(i) != STREAM]
-        config.hook.pytest_deselected(items=other)
-        items[:] = [i for i in items if stream_of(i) == STREAM]
     if FAST:
         e2e = [i for i in items if i.get_closest_marker("e2e")]
         config.hook.pytest_deselected(items=e2e)
@@ -428,21 +391,6 @@ def shared_cluster():
     down = sh("bash", "bench/platforms/local/cluster.sh", "down")
     assert down.returncode == 0, down.stderr
     assert machine_state.diff(before, machine_state.snapshot()) == [], "cluster:down must leave the machine as it found it"
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """quiet_machine: in the two streams, each test holds a shared lock for its whole protocol
-    (the setup of the fixtures it is first to need and their teardown included); a quiet test
-    holds it exclusively, so it runs while the other stream is between tests. Its loads still
-    take the load lock (bench/lib/k6.sh): the quiet lock is another file."""
-    import fcntl
-    if STREAM not in ("lab", "cluster"):
-        yield
-        return
-    with open(Path(os.environ["IB_TEST_LOCKS"]) / "quiet.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker("quiet") else fcntl.LOCK_SH)
-        yield
 
 
 @pytest.fixture(scope="module")

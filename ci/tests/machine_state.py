@@ -42,19 +42,22 @@ OUR_COMMS = {"etcd", "containerd", "containerd-shim", "kube-apiserver", "kube-co
              "operator", "prometheus-conf", "nginx-prometheu", "prometheus-ngin"}
 
 
+def session_of(pid):
+    """The test session that started the process (its environment's IB_TEST_SESSION), or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:  # ended meanwhile
+        return None
+    return next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"IB_TEST_SESSION=")), None)
+
+
 def another_sessions(pid):
     """The process was started by another test session than this one (run outside a session,
     as by ci/tests/run.sh's own compare, every process is counted)."""
     mine = os.environ.get("IB_TEST_SESSION")
-    if not mine:
-        return False
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read().split(b"\0")
-    except OSError:
-        return False
-    marks = [e for e in env if e.startswith(b"IB_TEST_SESSION=")]
-    return bool(marks) and marks[0] != f"IB_TEST_SESSION={mine}".encode()
+    theirs = session_of(pid) if mine else None
+    return theirs is not None and theirs != mine
 
 
 def run(*args):
