@@ -42,10 +42,17 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     await Promise.race([firstAnswer, page.waitForTimeout(60000)]);
     process.stderr.write('page.cjs: ready\n');
     await page.waitForTimeout(Number(seconds) * 1000);
-    const panels = await page.$$eval('section[data-testid="panel"]', (sections) => sections.map((s) => ({
+    // The panels as shown once every one is drawn: a panel being (re)drawn shows no text at all,
+    // and on a busy host a refresh (or the first drawing) can outlast SECONDS. Read in one
+    // evaluation, so that no refresh falls between the check and the read; at most a minute,
+    // then as they are.
+    const read = () => [...document.querySelectorAll('section[data-testid="panel"]')].map((s) => ({
       title: s.querySelector('h6')?.textContent ?? '',
       text: s.innerText.replace(s.querySelector('header')?.innerText ?? '', '').trim(),
-    })));
+    }));
+    const drawn = `((panels) => panels.every((p) => p.text !== '') && panels)((${read})())`;
+    const panels = await page.waitForFunction(drawn, null, { timeout: 60000, polling: 250 })
+      .then((h) => h.jsonValue(), () => page.evaluate(read));
     const status = await page.textContent('#status');
     await page.screenshot({ path: screenshot, fullPage: true });
     console.log(JSON.stringify({ errors, status, panels, queries }));
