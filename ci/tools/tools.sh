@@ -62,13 +62,14 @@ k6_build() {
 
 # The policy-rc.d we wrote, while an install runs: removed on any exit of this script, so an
 # interrupted install never leaves every service start on the host blocked.
-POLICY_RC=/usr/sbin/policy-rc.d POLICY_ADDED='' APT_PID=''
+POLICY_RC=/usr/sbin/policy-rc.d POLICY_ADDED='' APT_PID='' BUILD_PID=''
 policy_remove() { [ -z "$POLICY_ADDED" ] || rm -f "$POLICY_RC"; POLICY_ADDED=; }
-# A signal stops the running apt-get and waits for it: left to finish alone it could start
+# A signal stops the running apt-get (and the cluster's build beside the images) and waits for it: left to finish alone it could start
 # services once our policy-rc.d is gone. TERM, also for Ctrl-C: a background command of a
 # script ignores SIGINT.
 on_signal() { # EXIT_CODE
   [ -z "$APT_PID" ] || { kill -TERM "$APT_PID" 2>/dev/null || true; wait "$APT_PID" 2>/dev/null || true; }
+  [ -z "$BUILD_PID" ] || { kill -TERM "$BUILD_PID" 2>/dev/null || true; wait "$BUILD_PID" 2>/dev/null || true; }
   policy_remove; exit "$1"
 }
 trap policy_remove EXIT
@@ -177,6 +178,10 @@ say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFOR
 [ "${1:-all}" = cluster ] || exit 0
 # shellcheck disable=SC2086
 apt_tools $CLUSTER_APT_PACKAGES
-bash "$IB_ROOT/bench/platforms/local/build.sh"
-bash "$IB_ROOT/bench/platforms/local/images.sh"
+# Kubernetes' binaries (Go links: CPU) beside the images (a debootstrap: mostly waiting on the
+# mirror), the cold run's two longest steps at once.
+bash "$IB_ROOT/bench/platforms/local/build.sh" & BUILD_PID=$!
+bash "$IB_ROOT/bench/platforms/local/images.sh" || { wait "$BUILD_PID" || true; exit 1; }
+wait "$BUILD_PID" || exit 1
+BUILD_PID=''
 say tools "cluster: Kubernetes $KUBE_VERSION, etcd $(etcd --version 2>/dev/null | awk 'NR==1{print $3}'), containerd $(containerd --version | awk '{print $3}'), images ready"
