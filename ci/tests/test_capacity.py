@@ -12,6 +12,7 @@ from report.doc import check_page  # noqa: E402  (the pages' own check: images a
 
 
 @pytest.mark.e2e
+@pytest.mark.quiet  # every step's rate sent on time: a client starved by its neighbours stops the search
 def test_the_capacity_search_brackets_the_highest_rate_that_held(tmp_path):
     """The lab's LB, one CPU: a closed-model run at 20 connections, then open-model steps from
     70 % of its rate; the capacity is the highest step that held p99 < 50 ms with nothing
@@ -19,7 +20,7 @@ def test_the_capacity_search_brackets_the_highest_rate_that_held(tmp_path):
     step's rate was really sent: the LB counted what k6 did. (How near the closed model's rate
     the capacity lies is a claim: bench:evidence's capacity-near-the-closed-model.)"""
     results = tmp_path / "results"
-    r = task("bench:capacity", "PLATFORM=lab", "DURATION=3s", "CONNECTIONS=20", "MONITORING=0", "CAPACITY_PRECISION=0.04",
+    r = task("bench:capacity", "PLATFORM=lab", "DURATION=3s", "CONNECTIONS=20", "MONITORING=0", "CAPACITY_PRECISION=0.2",
              f"RESULTS_ROOT={results}", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     [d] = results.iterdir()
@@ -31,8 +32,8 @@ def test_the_capacity_search_brackets_the_highest_rate_that_held(tmp_path):
     over = [s for s in doc["steps"] if s["status"] == "crossed"]
     assert max(s["rate"] for s in held) == cap and over, doc["why"]
     assert min(s["rate"] for s in over) > cap  # the search's bracket: held below, not above
-    # exact: the search's stop, CAPACITY_PRECISION=0.04 as set here, + 1 for rounding
-    assert min(s["rate"] for s in over) - cap <= 0.04 * min(s["rate"] for s in over) + 1
+    # exact: the search's stop, CAPACITY_PRECISION=0.2 as set here, + 1 for rounding
+    assert min(s["rate"] for s in over) - cap <= 0.2 * min(s["rate"] for s in over) + 1
     for s in held:
         v = s["values"]
         # exact: each held step's own threshold, SLO_P99_MS (50)
