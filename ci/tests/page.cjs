@@ -42,16 +42,21 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     await Promise.race([firstAnswer, page.waitForTimeout(60000)]);
     process.stderr.write('page.cjs: ready\n');
     await page.waitForTimeout(Number(seconds) * 1000);
-    // The panels as shown once every one is drawn: a panel being (re)drawn shows no text at all,
-    // and on a busy host a refresh (or the first drawing) can outlast SECONDS. Read in one
-    // evaluation, so that no refresh falls between the check and the read; at most a minute,
-    // then as they are.
+    // The panels as shown once every one is drawn and has stayed as it is for a second: a
+    // refresh (every 10 s) empties every panel for a moment, and a panel is drawn in steps (a
+    // time series' legend header before its rows). The texts returned are those the page
+    // showed through that second, read in the page, so no refresh falls between a check and
+    // the read. At most a minute, then as they are.
     const read = () => [...document.querySelectorAll('section[data-testid="panel"]')].map((s) => ({
       title: s.querySelector('h6')?.textContent ?? '',
       text: s.innerText.replace(s.querySelector('header')?.innerText ?? '', '').trim(),
     }));
-    const drawn = `((panels) => panels.every((p) => p.text !== '') && panels)((${read})())`;
-    const panels = await page.waitForFunction(drawn, null, { timeout: 60000, polling: 250 })
+    const settled = `((panels) => {
+      const now = JSON.stringify(panels), w = window;
+      if (now !== w.__ibLast) { w.__ibLast = now; w.__ibSince = Date.now(); return false; }
+      return panels.every((p) => p.text !== '') && Date.now() - w.__ibSince >= 1000 && panels;
+    })((${read})())`;
+    const panels = await page.waitForFunction(settled, null, { timeout: 60000, polling: 250 })
       .then((h) => h.jsonValue(), () => page.evaluate(read));
     const status = await page.textContent('#status');
     await page.screenshot({ path: screenshot, fullPage: true });
