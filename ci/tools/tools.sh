@@ -64,9 +64,9 @@ k6_build() {
 # interrupted install never leaves every service start on the host blocked.
 POLICY_RC=/usr/sbin/policy-rc.d POLICY_ADDED='' APT_PID='' BUILD_PID=''
 policy_remove() { [ -z "$POLICY_ADDED" ] || rm -f "$POLICY_RC"; POLICY_ADDED=; }
-# A signal stops the running apt-get (and the cluster's build beside the images) and waits for it: left to finish alone it could start
-# services once our policy-rc.d is gone. TERM, also for Ctrl-C: a background command of a
-# script ignores SIGINT.
+# A signal stops the running apt-get and waits for it: left to finish alone it could start
+# services once our policy-rc.d is gone. The cluster's build beside the images is stopped too.
+# TERM, also for Ctrl-C: a background command of a script ignores SIGINT.
 on_signal() { # EXIT_CODE
   [ -z "$APT_PID" ] || { kill -TERM "$APT_PID" 2>/dev/null || true; wait "$APT_PID" 2>/dev/null || true; }
   [ -z "$BUILD_PID" ] || { kill -TERM "$BUILD_PID" 2>/dev/null || true; wait "$BUILD_PID" 2>/dev/null || true; }
