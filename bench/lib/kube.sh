@@ -24,7 +24,7 @@ remove_monitoring_stack() {
 # SOCKET NAME...: into one.
 import_images() {
   local sock n=0
-  for sock in "$IB_CLUSTER_STATE"/containerd/containerd.sock "$IB_CLUSTER_STATE"/nodes/*/containerd/containerd.sock; do
+  for sock in "$IB_CLUSTER_STATE"/nodes/*/containerd/containerd.sock; do
     [ -S "$sock" ] || continue
     import_images_to "$sock" "$@"; n=$((n + 1))
   done
@@ -46,12 +46,10 @@ image_set() {
   echo "$s"
 }
 k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
-# Image references the local node's containerd holds.
-# (Every node of several has its own containerd, each given the same images: node 1's say.)
+# Image references the local cluster's nodes hold (each has its own containerd, each given the
+# same images: node 1's say).
 local_images() {
-  local sock=$IB_CLUSTER_STATE/containerd/containerd.sock
-  [ -S "$sock" ] || sock=$IB_CLUSTER_STATE/nodes/1/containerd/containerd.sock
-  ctr -a "$sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true
+  ctr -a "$IB_CLUSTER_STATE/nodes/1/containerd/containerd.sock" -n k8s.io images ls -q 2>/dev/null | grep -v '^sha256:' || true
 }
 # manifest_images FILE: every image a manifest names, one per line: the `image` fields of its
 # objects at any depth (pods' containers, and where a controller takes them from, such as an
@@ -68,11 +66,13 @@ def walk(o):
         for v in o: walk(v)
 for doc in yaml.safe_load_all(open(sys.argv[1])): walk(doc)' "$1" | sort -u
 }
-# The client node of our cluster of several (bench/platforms/local/nodes.sh node_role: node 2):
-# its state directory (its netns, its cpus), and its network namespace, nothing with one node,
-# which is this host.
-CLIENT_NODE_DIR=$IB_CLUSTER_STATE/nodes/2
-client_netns() { [ "$(cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1)" = 1 ] || echo "$CLIENT_NODE_DIR/netns"; }
+# Our cluster's node count (bench/platforms/local/nodes.sh), 0 when none is up.
+cluster_nodes() { cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 0; }
+# The client node of our cluster (nodes.sh node_role: node 2 of several, the one node of
+# NODES=1): its state directory (its netns, its cpus), and its network namespace, nothing
+# without a cluster up.
+client_node_dir() { echo "$IB_CLUSTER_STATE/nodes/$([ "$(cluster_nodes)" = 1 ] && echo 1 || echo 2)"; }
+client_netns() { [ "$(cluster_nodes)" = 0 ] || echo "$(client_node_dir)/netns"; }
 # in_netns PATH: this process is in network namespace PATH.
 in_netns() { [ "$(stat -L -c %i /proc/self/ns/net)" = "$(stat -L -c %i "$1" 2>/dev/null)" ]; }
 # pod_problem NAMESPACE DEPLOYMENT: why its pods are not ready, in one line.

@@ -28,8 +28,8 @@ release=$(setting PROMETHEUS_RELEASE) || exit 1
 [ "$MONITORING" = 1 ] || release=''
 ingress_cpu=$(setting INGRESS_CPU) || exit 1
 case $ingress_cpu in auto | overlay) ingress_cpu='' ;; esac # a probe's is bench.sh's to run (auto)
-# Whose cluster (the platform's trait): ours (this host is its node: its containerd, its
-# kube-proxy rules, its pods' links are ours to read and shape), a user's, or none.
+# Whose cluster (the platform's trait): ours (its nodes' containerd, kube-proxy rules and pods'
+# links are ours to read and shape), a user's, or none.
 cluster=$(pf_trait cluster "$PLATFORM")
 case "$cluster" in
   own)
@@ -38,7 +38,7 @@ case "$cluster" in
     # A Gateway API variant's CRDs and its controller's images (bench/lib/gateway.sh): from
     # this host, which reaches the module proxy (the client node reaches only the cluster).
     gateway_up "$OVERLAY"
-    # With several nodes the host has no route into it: the rest from the client node.
+    # The host has no route into it: the rest from the client node.
     ns=$(client_netns)
     [ -z "$ns" ] || in_netns "$ns" || exec nsenter --net="$ns" bash "$0" "$@" ;;
   user)
@@ -267,13 +267,13 @@ fi
 
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
 # (512 MiB): after 4 s idle the first 512 MB pass at full speed, so a short run reads more
-# than the link's rate. A NIC has no such allowance: on our own node the burst
-# becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only our pods' host
-# devices (cluster.sh pod-links), never another tbf on the host. (On users' clusters the
-# burst stays: see components/link-1g.)
+# than the link's rate. A NIC has no such allowance: on our own nodes the burst
+# becomes 1 MiB (8 ms at 1 Gbit/s; tbf must hold a 64 KB GSO segment). Only our pods' devices
+# in their nodes' namespaces (cluster.sh pod-links), never a tbf of the host's. (On users'
+# clusters the burst stays: see components/link-1g.)
 if [ "$cluster" = own ] && [ -n "$shaped" ]; then
   while read -r netns dev; do
-    net=(); [ "$netns" = - ] || net=(nsenter --net="$netns") # (a node's, on a cluster of several)
+    net=(nsenter --net="$netns")
     rate=$("${net[@]}" tc qdisc show dev "$dev" root | awk '$2 == "tbf" {for (i = 1; i < NF; i++) if ($i == "rate") print $(i + 1)}')
     [ -z "$rate" ] || "${net[@]}" tc qdisc change dev "$dev" root handle 1: tbf rate "$rate" burst 1mb latency 25ms ||
       die "could not set the link emulation's burst on $dev"

@@ -12,8 +12,8 @@
 #   pf_cluster_up       a cluster and its monitoring up, for the in-cluster k6 of
 #                       bench/run/distributed.sh, which deploys and loads it itself (local, external)
 #   pf_enter CMD...     after pf_check: CMD in place of this process where the platform's
-#                       client side runs (pf_client_netns: local on several nodes, the client
-#                       node's network namespace), or nothing
+#                       client side runs (pf_client_netns: local, the client node's
+#                       network namespace), or nothing
 #   pf_cpu_groups       after pf_up: "ROLE REL" lines, the cgroups whose CPU time is the
 #                       ingress's and the backends' (bench/platforms/monitoring/cgroups.sh usage);
 #                       none: the platform cannot see them (a user's cluster or host)

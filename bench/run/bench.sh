@@ -13,7 +13,7 @@ need_scenario "$SCENARIO"
 # variant, the target's rules, how k6 is run and pinned, which stub_status counts the
 # server side; all decided before anything starts.
 load_platform
-# Whose cluster (the platform's trait): own (this host is its node, its CPUs the budget's),
+# Whose cluster (the platform's trait): own (its nodes on this host, their CPUs the budget's),
 # user, or none (the lab: host processes).
 cluster=$(pf_trait cluster "$PLATFORM")
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"

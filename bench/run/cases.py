@@ -109,8 +109,8 @@ def shell(script, *args, env=None):
 
 def enter_client_side(env):
     """This process again where the platform's client side runs (pf_client_netns: on our cluster
-    of several nodes, the client node's network namespace, the cluster brought up first), for
-    a runner that reaches the cluster's addresses itself; nothing on one node or when there."""
+    the client node's network namespace, the cluster brought up first), for a runner that
+    reaches the cluster's addresses itself; nothing on other platforms or when there."""
     r = shell("load_platform && pf_client_netns", env=env)
     if r.returncode != 0:
         raise Bad(error_line(r.stderr + r.stdout))

@@ -1,11 +1,14 @@
 """Shared helpers for the end-to-end suite: every test drives the real scripts (bench/run/bench.sh,
 bench/platforms/lab.sh) against the real lab: nginx processes in network namespaces, real k6."""
 import contextlib
+import ctypes
+import ipaddress
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -25,6 +28,41 @@ LAB = dict(re.findall(r"^([A-Z0-9_]+)=(\S+)", (ROOT / "bench/platforms/lab.env")
 LAB = {k: re.sub(r"\$\{(\w+)\}", lambda m: LAB[m.group(1)], v) for k, v in LAB.items()}  # ${LAB_NS_PREFIX}client
 STUB = f"http://{LAB['LAB_LB_IP']}:{LAB['LAB_STATUS_PORT']}/stub_status"
 KUBECONFIG = "/run/ingress-bench/cluster/pki/admin.kubeconfig"  # bench/lib.sh IB_CLUSTER_KUBECONFIG
+# Our cluster's pods and Services (bench/platforms/local/cluster.sh): the host has no route to them.
+CLUSTER_NETS = [ipaddress.ip_network(n) for n in ("198.18.64.0/18", "198.18.128.0/20")]
+
+
+def urlopen(req, timeout=10):
+    """urllib's urlopen; to a pod or Service of our cluster from its client node's network
+    namespace (bench/lib/kube.sh client_netns), as the bench reaches them: the connection is
+    made in a thread that joined it (a namespace is a thread's, setns(2)), and is read here."""
+    host = urllib.parse.urlsplit(req if isinstance(req, str) else req.full_url).hostname
+    try:
+        inside = any(ipaddress.ip_address(host) in n for n in CLUSTER_NETS)
+    except ValueError:
+        inside = False
+    if not inside:
+        return urllib.request.urlopen(req, timeout=timeout)
+    ns = subprocess.run(["bash", "-c", ". bench/lib.sh && client_netns"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert ns, "no local cluster up to reach " + host
+    out = {}
+
+    def opened():
+        fd = os.open(ns, os.O_RDONLY)
+        try:
+            if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                raise OSError(ctypes.get_errno(), f"setns {ns}")
+            out["r"] = urllib.request.urlopen(req, timeout=timeout)
+        except Exception as e:  # raised again in the caller
+            out["e"] = e
+        finally:
+            os.close(fd)
+    t = threading.Thread(target=opened)
+    t.start()
+    t.join()
+    if "e" in out:
+        raise out["e"]
+    return out["r"]
 
 
 class Run:
@@ -73,7 +111,7 @@ VALIDITY_UNJUDGED = {"REQUIRE_VALID": "0"}
 # probes a share first): what each test asserts was set up for the overlay's placement. The
 # budget's own tests set INGRESS_CPU=auto.
 os.environ.setdefault("INGRESS_CPU", "overlay")
-# The shared cluster is one node (NODES=1, the host its node: the host-table, hostNetwork and
+# The shared cluster is one node (NODES=1, every role and every CPU: the hostNetwork and
 # CPU-manager tests are about that node); test_nodes.py runs the default, several nodes.
 os.environ.setdefault("NODES", "1")
 # ... and pass the validity threshold unless it is their subject (REQUIRE_VALID=1 there): the
@@ -171,7 +209,7 @@ def prom_query(run, expr, corr=None):
     with (CORR: another correlation's url and window)."""
     corr = corr or run.summary["correlation"]
     url = f"{corr['url']}/api/v1/query?" + urllib.parse.urlencode({"query": expr, "time": corr["window"]["end"]})
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urlopen(url, timeout=10) as r:
         return json.load(r)["data"]["result"]
 
 

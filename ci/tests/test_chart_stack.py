@@ -8,12 +8,11 @@ dashboard query; uninstalled after, the machine as found (local_cluster)."""
 import json
 import time
 import urllib.parse
-import urllib.request
 
 import pytest
 import yaml
 
-from conftest import KUBECONFIG, PINS, kubectl, query_gaps, sh, within
+from conftest import KUBECONFIG, PINS, kubectl, query_gaps, sh, urlopen, within
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 
@@ -64,7 +63,7 @@ def poll(seconds, f):
 def config_story(url):
     """Where a missing scrape job was lost: the jobs Prometheus loaded, those in the secret
     the operator wrote, and the operator's and the config reloader's last lines."""
-    with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
+    with urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
         loaded = [j["job_name"] for j in (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []]
     secret = sh("bash", "-c", f"kubectl -n monitoring get secret prometheus-{RELEASE}-prometheus -o jsonpath='{{.data.prometheus\\.yaml\\.gz}}'"
                 " | base64 -d | gunzip | grep -o 'job_name: .*'", env={"KUBECONFIG": KUBECONFIG}).stdout.split("\n")
@@ -74,13 +73,13 @@ def config_story(url):
 
 
 def rule_groups(url):
-    with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=10) as r:
+    with urlopen(f"{url}/api/v1/rules", timeout=10) as r:
         return [g["name"] for g in json.load(r)["data"]["groups"]]
 
 
 def q(url, expr, at=None):
     params = {"query": expr, **({"time": at} if at else {})}
-    with urllib.request.urlopen(f"{url}/api/v1/query?" + urllib.parse.urlencode(params), timeout=10) as r:
+    with urlopen(f"{url}/api/v1/query?" + urllib.parse.urlencode(params), timeout=10) as r:
         return json.load(r)["data"]["result"]
 
 
@@ -109,7 +108,7 @@ def test_the_chart_runs_as_installed(stack):
 
     def cadvisor_jobs():  # none until the config reloader loads a config the operator made
         # with the kubelet's ServiceMonitor (its first may be made before it sees that one)
-        with urllib.request.urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
+        with urlopen(f"{url}/api/v1/status/config", timeout=10) as r:
             jobs = (yaml.safe_load(json.load(r)["data"]["yaml"]) or {}).get("scrape_configs") or []
         return [j for j in jobs if j["job_name"].startswith(f"serviceMonitor/monitoring/{RELEASE}-kubelet/")
                 and j.get("metrics_path") == "/metrics/cadvisor"]

@@ -1,5 +1,5 @@
-"""The local Kubernetes platform for real: a single-node cluster from upstream binaries,
-overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions as on the lab:
+"""The local Kubernetes platform for real: a one-node cluster from upstream binaries (the node a
+network namespace of its own), overlays deployed with kustomize, k6 through the in-cluster ingress. Assertions as on the lab:
 requests > 0, no errors, client and server counts within 1%, full handshakes for tps; and the
 machine exactly as found after cluster:down."""
 import json
@@ -10,6 +10,9 @@ import pytest
 from conftest import LOG_FIELDS, UNMONITORED, Run, dashboard_query_gaps, kubectl, sh, task, within
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
+# The one node (conftest: NODES=1): its address and namespace (bench/platforms/local/nodes.sh).
+NODE_IP = "198.18.63.11"
+NODE_NETNS = "/run/ingress-bench/cluster/nodes/1/netns"
 
 
 def test_node_ready_and_coredns_serves():
@@ -197,19 +200,19 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
                           "-o", "jsonpath={.items[*].status.podIP}").stdout.split())
     cluster_ip = kubectl("-n", "ingress-bench", "get", "svc", "backend", "-o", "jsonpath={.spec.clusterIP}").stdout
     expected = {"pods": {f"{ip}:80" for ip in pod_ips}, "clusterip": {f"{cluster_ip}:80"},
-                "nodeport": {"198.18.64.1:30080"}}[path]  # bench/platforms/local/cluster.sh node address
+                "nodeport": {f"{NODE_IP}:30080"}}[path]
     assert len(pod_ips) == 10 and addrs == expected, (addrs, expected)
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
 
 def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
-    """seed002's hostNetwork: the LB's sockets are the node's, bound to its bridge address
-    only, never to every host interface; a clean run through it."""
+    """seed002's hostNetwork: the LB's sockets are the node's, in its namespace, bound to its
+    address only, never to every interface of the node; a clean run through it."""
     variant = "nginx-lb-full-hostnetwork"
     run = bench("rps", PLATFORM="local", VARIANT=variant, **UNMONITORED)
     r = assert_clean_k8s_run(run, "rps", variant)
-    listening = [l.split()[3] for l in sh("ss", "-Hltn").stdout.splitlines()]
+    listening = [l.split()[3] for l in sh("nsenter", f"--net={NODE_NETNS}", "ss", "-Hltn").stdout.splitlines()]
     for port in ("80", "443", "8080"):
-        assert f"198.18.64.1:{port}" in listening  # bench/platforms/local/cluster.sh node address
+        assert f"{NODE_IP}:{port}" in listening
         assert f"0.0.0.0:{port}" not in listening and f"*:{port}" not in listening, listening
     print(f"\n{variant}: {r['rps']:.0f} req/s")

@@ -4,7 +4,6 @@ threshold, an interrupt, the native engine in the pods), and every setting reach
 k6 and the pods' k6."""
 import json
 import urllib.parse
-import urllib.request
 import os
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import KUBECONFIG, ROOT, examples, exits_as_its_thresholds, kubectl, one_error, sh, task_with, within
+from conftest import KUBECONFIG, ROOT, examples, exits_as_its_thresholds, kubectl, one_error, sh, task_with, urlopen, within
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
 
@@ -114,7 +113,7 @@ def test_the_indexed_jobs_segments_add_up_and_stream(tmp_path):
     testid = summary["testid"]
 
     def q(expr):
-        with urllib.request.urlopen(f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}), timeout=10) as r:
+        with urlopen(f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}), timeout=10) as r:
             return json.load(r)["data"]["result"]
     runners = q(f'count(count by (instance_id) (last_over_time(k6_http_reqs_total{{testid="{testid}"}}[5m])))')
     assert float(runners[0]["value"][1]) == 2, runners

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import KUBECONFIG, ROOT, kubectl, one_error, sh
+from conftest import KUBECONFIG, ROOT, kubectl, one_error, sh, urlopen
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
 
@@ -80,7 +80,7 @@ def test_deploy_applies_only_what_changed():
 
 def http_ok(addr):
     req = urllib.request.Request(f"http://{addr}/1kb.bin", headers={"Host": "bench.ingress.test"})
-    with urllib.request.urlopen(req, timeout=5) as r:
+    with urlopen(req, timeout=5) as r:
         return r.status == 200 and len(r.read()) == 1024
 
 

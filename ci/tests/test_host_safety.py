@@ -1,9 +1,10 @@
-"""The local cluster as a guest on someone's machine (issue 13): it refuses to start beside
-another Kubernetes, its down removes only what it made (foreign chains, netns, ifb devices
-and tbf qdiscs of the same kinds survive untouched), a down with nothing up changes nothing,
-and while it runs every listening port of its processes is bound to loopback or the node's
-bridge address and refuses an unauthenticated client, from the host and from the lab's
-client namespace; the lab's runs pass its FORWARD guard."""
+"""The local cluster as a guest on someone's machine: its nodes and control plane live in network
+namespaces of their own, so it comes up beside another Kubernetes (its KUBE-* chains, a process
+on a Kubernetes port) and its down removes only what it made, by structure (foreign chains,
+netns, ifb devices and tbf qdiscs of the same kinds survive untouched, a chain made while it is
+up too); a down with nothing up changes nothing; while it runs none of its processes listens in
+the host's namespace, each listens on its namespace's loopback or address only, and refuses an
+unauthenticated client, from the host and from the lab's client namespace; the lab runs beside it."""
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import machine_state
-from conftest import LAB, one_error, sh
+from conftest import LAB, sh
 
 # Snapshots of the whole machine around a cluster of its own, the lab beside it.
 pytestmark = pytest.mark.whole_machine
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.whole_machine
 CLUSTER = "bench/platforms/local/cluster.sh"
 STATE = Path("/run/ingress-bench/cluster")  # bench/lib.sh IB_CLUSTER_STATE
 PKI = STATE / "pki"
-NODE_IP = "198.18.64.1"  # bench/platforms/local/cluster.sh NODE_IP
+# The control plane's namespace and the one node's (conftest: NODES=1), with their addresses
+# (bench/platforms/local/nodes.sh CP_IP, node_ip).
+NAMESPACES = {"control plane": (STATE / "nodes/0/netns", "198.18.63.2"), "node": (STATE / "nodes/1/netns", "198.18.63.11")}
 KUBE_PORTS = {6443, 2379, 2380, 10250, 10257, 10259, 10249, 10256}
 # The cluster's processes, by comm (15 characters at most).
 CLUSTER_COMMS = {"etcd", "containerd", "kube-apiserver", "kube-controller", "kube-scheduler", "kubelet", "kube-proxy"}
@@ -61,14 +64,6 @@ def foreign_objects(add):
         sh("umount", "/run/netns")
 
 
-def drop_foreign_kube_chains():
-    if sh("iptables", "-t", "filter", "-n", "-L", "KUBE-FOREIGN-TEST").returncode != 0:
-        return
-    for table, hook in (("filter", "INPUT"), ("nat", "PREROUTING")):
-        for c in (["-D", hook, "-s", "192.0.2.1", "-j", "KUBE-FOREIGN-TEST"], ["-F", "KUBE-FOREIGN-TEST"], ["-X", "KUBE-FOREIGN-TEST"]):
-            assert sh("iptables", "-t", table, *c).returncode == 0
-
-
 @pytest.fixture(scope="module")
 def host():
     """Foreign objects in place, then this module's cluster: ups are few (one here)."""
@@ -80,7 +75,6 @@ def host():
     yield state
     sh("bash", "bench/platforms/lab.sh", "down")
     sh("bash", CLUSTER, "down", timeout=120)
-    drop_foreign_kube_chains()
     foreign_objects(add=False)
     assert machine_state.diff(pristine, machine_state.snapshot()) == []
 
@@ -92,38 +86,27 @@ def test_down_with_nothing_up_changes_nothing(host):
     assert machine_state.diff(host["with_foreign"], machine_state.snapshot()) == []
 
 
-def test_up_refuses_beside_another_kubernetes(host):
-    err = one_error(sh("bash", CLUSTER, "up", timeout=120))
-    assert "another Kubernetes is on this host (iptables chains KUBE-FOREIGN-TEST)" in err, err
-    assert not STATE.exists()
-    assert machine_state.diff(host["with_foreign"], machine_state.snapshot()) == []
-
-
-def test_up_refuses_when_a_kubernetes_port_is_taken(host, tmp_path):
-    """Something else listening on 10259 (the scheduler's port): refused before anything starts."""
-    drop_foreign_kube_chains()
-    srv = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "10259"], cwd=tmp_path,
+@pytest.fixture(scope="module")
+def cluster(host, tmp_path_factory):
+    """Up beside another Kubernetes: its KUBE-* chains (the foreign objects) and a process on
+    the scheduler's port, 10259, on the host's loopback."""
+    srv = subprocess.Popen(["python3", "-m", "http.server", "--bind", "127.0.0.1", "10259"], cwd=tmp_path_factory.mktemp("srv"),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert sh("bash", "-c", ". bench/lib.sh; poll 5 bash -c 'ss -Hltn | grep -q 127.0.0.1:10259'").returncode == 0
-        err = one_error(sh("bash", CLUSTER, "up", timeout=120))
-        assert "port 10259 is in use (127.0.0.1:10259" in err and "python3" in err, err
-        assert not STATE.exists()
+        host["before_up"] = machine_state.snapshot()
+        host["up"] = sh("bash", CLUSTER, "up", timeout=600)
+        lab = sh("bash", "bench/platforms/lab.sh", "up", timeout=300)
+        assert lab.returncode == 0, lab.stderr
+        yield host
     finally:
         srv.terminate()
         srv.wait()
 
 
-@pytest.fixture(scope="module")
-def cluster(host):
-    """Up beside the foreign objects (less the KUBE-* chains, which up refuses)."""
-    drop_foreign_kube_chains()
-    host["before_up"] = machine_state.snapshot()
-    r = sh("bash", CLUSTER, "up", timeout=600)
-    assert r.returncode == 0, r.stderr
-    lab = sh("bash", "bench/platforms/lab.sh", "up", timeout=300)
-    assert lab.returncode == 0, lab.stderr
-    return host
+def test_up_beside_another_kubernetes(cluster):
+    assert cluster["up"].returncode == 0, cluster["up"].stderr
+    assert sh("bash", CLUSTER, "status").returncode == 0
 
 
 def test_kernel_settings_the_kubelet_wants_are_not_written(cluster):
@@ -133,40 +116,44 @@ def test_kernel_settings_the_kubelet_wants_are_not_written(cluster):
     for k in ("kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "vm.panic_on_oom",
               "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes"):
         assert now[k] == cluster["before_up"]["sysctl"][k], k
-    pid = (STATE / "pids/kubelet").read_text().strip()
+    pid = (STATE / "pids/kubelet-1").read_text().strip()
     seen = sh("nsenter", "-t", pid, "-m", "cat", "/proc/sys/kernel/panic", "/proc/sys/kernel/panic_on_oops").stdout.split()
     assert seen == ["10", "1"], seen
 
 
 def test_foreign_objects_survive_a_shaped_deploy(cluster):
-    """deploy.sh cuts the bandwidth plugin's burst on our pod's devices only."""
+    """deploy.sh cuts the bandwidth plugin's burst on our pod's devices only, in the node's
+    namespace; the host's own tbf is as it was."""
     r = sh("bash", "bench/platforms/deploy.sh", env={"VARIANT": "nginx-lb-full-link-1g", "MONITORING": "0"}, timeout=300)
     assert r.returncode == 0, r.stderr
-    ours = sh("bash", CLUSTER, "pod-links").stdout.split()
-    shaped = [l for l in sh("tc", "qdisc", "show").stdout.splitlines() if " tbf " in l]
-    ours_shaped = [l for l in shaped if l.split()[4] in ours]
-    assert len(ours_shaped) == 2 and all("burst 1048500b" in l for l in ours_shaped), shaped  # veth and its ifb
-    assert any(l.split()[4].startswith("bwp") for l in ours_shaped)
-    foreign = [l for l in shaped if l.split()[4] == "tbfforeign"]
-    assert len(foreign) == 1 and FOREIGN_TBF in foreign[0], foreign
+    ours = [l.split() for l in sh("bash", CLUSTER, "pod-links").stdout.splitlines()]
+    shaped = []
+    for netns, dev in ours:
+        shaped += [(dev, l) for l in sh("nsenter", f"--net={netns}", "tc", "qdisc", "show", "dev", dev).stdout.splitlines() if " tbf " in l]
+    assert len(shaped) == 2 and all("burst 1048500b" in l for _, l in shaped), shaped  # veth and its ifb
+    assert any(dev.startswith("bwp") for dev, _ in shaped)
+    on_host = [l for l in sh("tc", "qdisc", "show").stdout.splitlines() if " tbf " in l]
+    assert len(on_host) == 1 and on_host[0].split()[4] == "tbfforeign" and FOREIGN_TBF in on_host[0], on_host
     assert "cni-foreign-test" in sh("ip", "netns", "list").stdout
     for dev in ("bwpforeign", "tbfforeign"):
         assert sh("ip", "link", "show", dev).returncode == 0
 
 
 def curl(url, *args, ns=None, user=NOBODY):
-    """(curl's exit code, HTTP status) of one GET; status 000 when no HTTP answer came."""
+    """(curl's exit code, HTTP status) of one GET; status 000 when no HTTP answer came. NS: from
+    that network namespace (a path: nsenter; a name: ip netns exec)."""
     cmd = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "3", *args, url]
     if ns:
-        cmd = ["ip", "netns", "exec", ns, *cmd]
-    r = sh(*([] if ns else user or []), *cmd)  # ip netns exec needs root
+        cmd = (["nsenter", f"--net={ns}"] if str(ns).startswith("/") else ["ip", "netns", "exec", ns]) + (user or []) + cmd
+    r = sh(*([] if ns else user or []), *cmd)  # entering a namespace needs root
     return r.returncode, r.stdout.strip()
 
 
-def cluster_sockets():
-    """(address, port, process) of every listening TCP socket of the cluster's processes."""
+def cluster_sockets(ns=None):
+    """(address, port, process) of every listening TCP socket of the cluster's processes in
+    network namespace NS (a path; None: the host's)."""
     out = []
-    for l in sh("ss", "-Hltnp").stdout.splitlines():
+    for l in sh(*(["nsenter", f"--net={ns}"] if ns else []), "ss", "-Hltnp").stdout.splitlines():
         f = l.split()
         m = re.search(r'users:\(\("([^"]+)"', l)
         if m and m.group(1) in CLUSTER_COMMS:
@@ -175,64 +162,75 @@ def cluster_sockets():
     return sorted(out)
 
 
-def admin(url):
+def admin(url, ns=None):
     """As the cluster's admin (-k: the controller manager and scheduler serve self-signed certificates)."""
-    return curl(url, "-k", "--cert", str(PKI / "admin.crt"), "--key", str(PKI / "admin.key"), user=None)
+    return curl(url, "-k", "--cert", str(PKI / "admin.crt"), "--key", str(PKI / "admin.key"), ns=ns, user=None)
 
 
-def test_every_port_is_local_and_refuses_the_unauthenticated(cluster):
-    """Each listening socket of the cluster: on loopback or the node's bridge address, never
-    every interface; no 2xx/3xx to a client without credentials, in plain HTTP or in TLS,
-    from the host (as an unprivileged user) or from the lab's client namespace (which has no
-    route to the node's bridge, and its own loopback). Controls: with the right credentials
-    each answers 200, so a refusal is the authentication's, not a dead port's."""
-    socks = cluster_sockets()
-    ports = {p for _, p, _ in socks}
-    assert KUBE_PORTS <= ports, socks
-    assert 10248 not in ports  # the kubelet's unauthenticated healthz is off
+def test_every_port_is_in_its_namespace_and_refuses_the_unauthenticated(cluster):
+    """No socket of the cluster's in the host's namespace. In the control plane's and the node's,
+    each on that namespace's loopback or its own address, never every interface; no 2xx/3xx
+    to a client without credentials, in plain HTTP or in TLS: from the host (as an unprivileged
+    user) for an address it reaches, from inside the namespace for its loopback, and nothing
+    at all from the lab's client namespace (no route). kube-proxy's metrics and healthz take
+    no credentials: they answer on the node's own loopback only. Controls: with the right
+    credentials each answers 200, so a refusal is the authentication's, not a dead port's."""
+    assert cluster_sockets() == []
+    socks = {where: cluster_sockets(ns) for where, (ns, _) in NAMESPACES.items()}
+    assert KUBE_PORTS <= {p for s in socks.values() for _, p, _ in s}, socks
+    assert 10248 not in {p for _, p, _ in socks["node"]}  # the kubelet's unauthenticated healthz is off
     table = []
-    for addr, port, proc in socks:
-        assert addr in ("127.0.0.1", NODE_IP), (addr, port, proc)
-        outcomes = {}
-        for where, ns in (("host", None), ("lab", LAB["LAB_NS_PREFIX"] + "client")):
-            for scheme in ("http", "https"):
-                # /healthz: the path components leave open to anonymous clients by default.
-                rc, code = curl(f"{scheme}://{addr}:{port}/healthz", "-k", ns=ns)
-                assert not (rc == 0 and code[:1] in "23"), (where, scheme, addr, port, proc, code)
-                outcomes[f"{where} {scheme}"] = code if rc == 0 else f"curl exit {rc}"
-            if where == "lab":
-                # No answer at all from there: unreachable (exit 7), never a TLS or HTTP reply.
-                assert outcomes["lab http"] == outcomes["lab https"] == "curl exit 7", outcomes
-        table.append((port, proc, addr, outcomes))
-    print("\nport  process          address       host http / https          lab http / https")
-    for port, proc, addr, o in table:
-        print(f"{port:<5} {proc:<16} {addr:<13} {o['host http']} / {o['host https']:<14} {o['lab http']} / {o['lab https']}")
+    for where, (ns, own) in NAMESPACES.items():
+        for addr, port, proc in socks[where]:
+            assert addr in ("127.0.0.1", own), (where, addr, port, proc)
+            outcomes = {}
+            for client, cns in (("host", None if addr == own else ns), ("lab", LAB["LAB_NS_PREFIX"] + "client")):
+                for scheme in ("http", "https"):
+                    # /healthz: the path components leave open to anonymous clients by default.
+                    rc, code = curl(f"{scheme}://{addr}:{port}/healthz", "-k", ns=cns)
+                    outcomes[f"{client} {scheme}"] = code if rc == 0 else f"curl exit {rc}"
+                    if proc != "kube-proxy" or client == "lab":
+                        assert not (rc == 0 and code[:1] in "23"), (where, client, scheme, addr, port, proc, code)
+            # From the lab: unreachable (exit 7), never a TLS or HTTP reply.
+            assert outcomes["lab http"] == outcomes["lab https"] == "curl exit 7", outcomes
+            table.append((where, port, proc, addr, outcomes))
+    print("\nnamespace      port  process          address        host http / https          lab http / https")
+    for where, port, proc, addr, o in table:
+        print(f"{where:<14} {port:<5} {proc:<16} {addr:<14} {o['host http']} / {o['host https']:<14} {o['lab http']} / {o['lab https']}")
+    cp, node = NAMESPACES["control plane"][0], NAMESPACES["node"]
     # etcd: no client certificate, no data, plain or TLS (the TLS 1.3 handshake fails on the
     # missing certificate: curl 35, or 55/56 when the alert comes after its Finished).
-    assert curl("http://127.0.0.1:2379/version")[1] in ("000", "400")
-    assert curl("https://127.0.0.1:2379/version", "-k")[0] in (35, 55, 56)
+    assert curl("http://127.0.0.1:2379/version", ns=cp)[1] in ("000", "400")
+    assert curl("https://127.0.0.1:2379/version", "-k", ns=cp)[0] in (35, 55, 56)
     # Controls.
     etcd = curl("https://127.0.0.1:2379/version", "--cacert", str(PKI / "etcd-ca.crt"), "--cert", str(PKI / "etcd-client.crt"),
-                "--key", str(PKI / "etcd-client.key"), user=None)
+                "--key", str(PKI / "etcd-client.key"), ns=cp, user=None)
     assert etcd == (0, "200"), etcd
-    for url in (f"https://{NODE_IP}:6443/readyz", f"https://{NODE_IP}:10250/healthz",
-                "https://127.0.0.1:10257/healthz", "https://127.0.0.1:10259/healthz"):
-        assert admin(url) == (0, "200"), url
-    assert curl("http://127.0.0.1:10249/metrics", user=None) == (0, "200")  # root only
-    assert curl("http://127.0.0.1:10256/healthz", user=None)[1] in ("200", "503")
+    assert admin(f"https://{NAMESPACES['control plane'][1]}:6443/readyz") == (0, "200")
+    assert admin(f"https://{node[1]}:10250/healthz") == (0, "200")
+    for url in ("https://127.0.0.1:10257/healthz", "https://127.0.0.1:10259/healthz"):
+        assert admin(url, ns=cp) == (0, "200"), url
+    assert curl("http://127.0.0.1:10249/metrics", ns=node[0], user=None) == (0, "200")
+    assert curl("http://127.0.0.1:10256/healthz", ns=node[0], user=None)[1] in ("200", "503")
 
 
 def test_the_lab_works_beside_the_cluster(cluster, bench):
-    """The cluster's FORWARD guard must not drop the lab's bridged traffic (br_netfilter)."""
+    """The nodes' bridge and namespaces leave the lab's bridged traffic alone."""
     run = bench("rps", PLATFORM="lab", DURATION="2s")
     assert run.rc == 0, run.err
     assert run.result["requests"] > 0 and run.result["errors"] == 0
 
 
 def test_down_removes_only_ours(cluster):
-    """Last: down; everything is as before up, the foreign objects included (compared in
-    full: sysctls, rulesets, qdiscs, links, routes, netns, mounts, cgroups, sockets)."""
+    """Last: a chain another program makes while the cluster is up (named as kube-proxy's),
+    then down: everything is as before up, the foreign objects included, and that chain is
+    there too (compared in full: sysctls, rulesets, qdiscs, links, routes, netns, mounts,
+    cgroups, sockets)."""
     assert sh("bash", "bench/platforms/lab.sh", "down").returncode == 0
-    r = sh("bash", CLUSTER, "down", timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert machine_state.diff(cluster["before_up"], machine_state.snapshot()) == []
+    assert sh("iptables", "-N", "KUBE-FOREIGN-WHILEUP").returncode == 0
+    try:
+        r = sh("bash", CLUSTER, "down", timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert machine_state.diff(cluster["before_up"], machine_state.snapshot()) == ["iptables: + :KUBE-FOREIGN-WHILEUP -"]
+    finally:
+        sh("iptables", "-X", "KUBE-FOREIGN-WHILEUP")

@@ -142,9 +142,11 @@ def test_testrun_schema_rejects(case, tmp_path):
 
 
 def cluster_value(name):
-    """NAME=value in bench/platforms/local/cluster.sh, where the local cluster's addresses are set."""
-    m = re.search(rf"^{name}=(\S+)", (ROOT / "bench/platforms/local/cluster.sh").read_text(), re.M)
-    assert m, f"no {name}= in bench/platforms/local/cluster.sh"
+    """NAME=value in bench/platforms/local/cluster.sh or nodes.sh, where the local cluster's
+    addresses are set."""
+    text = "".join((ROOT / "bench/platforms/local" / f).read_text() for f in ("cluster.sh", "nodes.sh"))
+    m = re.search(rf"^{name}=(\S+)", text, re.M)
+    assert m, f"no {name}= in bench/platforms/local/cluster.sh or nodes.sh"
     return m.group(1)
 
 
@@ -152,7 +154,7 @@ def test_kind_config_has_the_local_clusters_shape():
     r = sh("bash", "bench/platforms/kind/validate.sh", timeout=600)
     assert r.returncode == 0, r.stderr
     summary = r.stderr.strip().splitlines()[-1]
-    assert f"pods {cluster_value('POD_CIDR')}, services {cluster_value('SERVICE_CIDR')}," in summary, summary
+    assert f"pods {cluster_value('CLUSTER_POD_CIDR')}, services {cluster_value('SERVICE_CIDR')}," in summary, summary
     kube_minor = PINS["KUBE_VERSION"].rsplit(".", 1)[0]  # v1.34.4 -> v1.34
     assert f"kindest/node:{kube_minor}." in summary, summary
     assert "kube-proxy iptables" in summary and "cpuManagerPolicy static" in summary, summary

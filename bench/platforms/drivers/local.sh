@@ -1,10 +1,11 @@
-# The local platform's driver (interface: bench/platforms/driver.sh): a real single-node
-# Kubernetes on this host (bench/platforms/local/), the overlay deployed by bench/platforms/deploy.sh,
-# k6 on the host, pinned to the CPUs the ingress does not have.
+# The local platform's driver (interface: bench/platforms/driver.sh): a real Kubernetes on this
+# host, its nodes network namespaces (bench/platforms/local/), the overlay deployed by
+# bench/platforms/deploy.sh, k6 a host process in the client node's namespace, pinned to the
+# client's CPUs (on one node, those the ingress does not have).
 
 # Traits (bench/platforms/driver.sh pf_trait; Python: bench/run/cases.py traits): root: a kubelet,
-# containerd, iptables; k6 on the host (the CPUs the ingress lacks); our own cluster; the operator
-# stack in it.
+# containerd, iptables; k6 on the host (in the client node's namespace); our own cluster; the
+# operator stack in it.
 PF_TRAITS='root=1 k6=host cluster=own monitoring=operator'
 
 pf_check() {
@@ -12,12 +13,12 @@ pf_check() {
   need_overlay "$VARIANT"
   [ -z "${TARGET:-}" ] || die "PLATFORM=local measures the overlay it deploys: unset TARGET (or use PLATFORM=lab with ALLOW_EXTERNAL_TARGET=1)"
   image_set >/dev/null
-  # The kubelet keeps one CPU out of exclusive use (bench/platforms/local/kubelet.yaml) and pins
-  # the ingress to others: k6 goes on the CPUs the ingress does not have (known after deploy).
-  # On several nodes k6 is the client node's, on its CPUs, the ingress's budget its node's.
+  # One node: the kubelet keeps one CPU out of exclusive use (bench/platforms/local/kubelet.yaml)
+  # and pins the ingress to others: k6 goes on the CPUs the ingress does not have (known after
+  # deploy). On several nodes k6 is the client node's, on its CPUs, the ingress's budget its node's.
   local ns; ns=$(client_netns)
-  if [ -n "$ns" ] && in_netns "$ns"; then
-    CLIENT_CPU_LIST=$(cat "$CLIENT_NODE_DIR/cpus")
+  if [ -n "$ns" ] && in_netns "$ns" && [ "$(cluster_nodes)" -gt 1 ]; then
+    CLIENT_CPU_LIST=$(cat "$(client_node_dir)/cpus")
     budget_cpus="$(taskset -c "$CLIENT_CPU_LIST" nproc) $(KUBECONFIG=$IB_CLUSTER_KUBECONFIG kubectl get nodes -l ingress-bench/role-ingress=true -o jsonpath='{.items[0].status.capacity.cpu}')"
     export CLIENT_CPUS=${CLIENT_CPUS:-${budget_cpus% *}}
   else
@@ -25,25 +26,27 @@ pf_check() {
   fi
 }
 
-# pf_client_netns: on our cluster of several nodes (the one up, else NODES) the client node's
-# network namespace, the seeds' client machine, where the run's client side belongs; nothing
-# with one node. The cluster and its monitoring are brought up first, from the host: the
-# namespace is the cluster's, and what their first up builds (the module proxy, Debian's
-# archive) is not reachable from a node.
+# pf_client_netns: the client node's network namespace (the seeds' client machine, where the
+# run's client side belongs; with one node, that node's). The cluster and its monitoring are
+# brought up first, from the host: the namespace is the cluster's, and what their first up
+# builds (the module proxy, Debian's archive) is not reachable from a node.
 pf_client_netns() {
   local ns; ns=$(client_netns)
-  [ -n "$ns" ] || { [ ! -e "$IB_CLUSTER_STATE/node-count" ] && [ "$(setting NODES)" -gt 1 ]; } || return 0
   { [ -n "$ns" ] && in_netns "$ns"; } || pf_cluster_up >&2
   client_netns
 }
 
 # pf_enter CMD...: CMD in place of this process in the client node's namespace (pf_client_netns):
-# the host has no route into the cluster, and k6's traffic crosses the client node's link to
-# the ingress node's. Nothing with one node, or when in it already.
+# the host has no route into the cluster, and on several nodes k6's traffic crosses the client
+# node's link to the ingress node's. Nothing when in it already.
 pf_enter() {
   local ns; ns=$(pf_client_netns) || exit 1
   [ -n "$ns" ] && ! in_netns "$ns" || return 0
-  say placement "k6 in the client node (ibench-node-2, CPU $(cat "$CLIENT_NODE_DIR/cpus")), the ingress on its own node"
+  if [ "$(cluster_nodes)" -gt 1 ]; then
+    say placement "k6 in the client node (ibench-node-2, CPU $(cat "$(client_node_dir)/cpus")), the ingress on its own node"
+  else
+    say placement "k6 in the one node (ibench-node-1), on the CPUs the ingress does not have"
+  fi
   exec nsenter --net="$ns" "$@"
 }
 
@@ -80,10 +83,11 @@ pf_up() {
   # A CPU amount that is not whole cores is a CFS quota in the shared pool, beside k6.
   INGRESS_CORES=''
   [ -z "${INGRESS_CPU:-}" ] || INGRESS_CORES=$(cpu_cores "$INGRESS_CPU" | awk '$1 != int($1)')
+  # The client node's address: the host's way to k6's web dashboard.
+  dash_host=$(ip -o -4 addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
   if [ -n "${budget_cpus:-}" ]; then
-    # The client node's CPUs (pf_check); its address is the host's way to k6's web dashboard.
+    # The client node's CPUs (pf_check).
     PLACEMENT_SHARED="the backends' node and the control plane"
-    dash_host=$(ip -o -4 addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
   else
     CLIENT_CPU_LIST=$(client_cpus "$SERVER_CPU_LIST")
     PLACEMENT_SHARED="the backends and the control plane" # unpinned: every CPU but the ingress's

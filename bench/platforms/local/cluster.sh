@@ -1,26 +1,25 @@
 #!/usr/bin/env bash
-# The local platform: a real single-node Kubernetes from upstream binaries on this host.
-#   bench/platforms/local/cluster.sh up       etcd, containerd, API server, controller manager, scheduler,
-#                                  kubelet, kube-proxy (iptables), CoreDNS; waits for Ready
+# The local platform: a real Kubernetes from upstream binaries on this host, its nodes (NODES,
+# one or several) and its control plane each in a network namespace of its own (nodes.sh).
+#   bench/platforms/local/cluster.sh up       etcd, API server, controller manager, scheduler; each node's
+#                                  containerd, kubelet, kube-proxy (iptables); CoreDNS; waits for Ready
 #   bench/platforms/local/cluster.sh down     stops all of it and removes every process, network namespace,
-#                                  bridge, device, route, iptables rule, mount, cgroup and file it
-#                                  made, and restores the sysctls it changed; nothing it did not
-#                                  make, and nothing at all without a cluster of ours (idempotent)
+#                                  bridge, mount, cgroup and file it made; nothing it did not make,
+#                                  and nothing at all without a cluster of ours (idempotent)
 #   bench/platforms/local/cluster.sh status   exit 0 when the API answers and the node is Ready
 #   bench/platforms/local/cluster.sh procs    the pids of every live process of it, containers included
 #   bench/platforms/local/cluster.sh node-stop|node-start I   backends node I lost and back (nodes.sh node_lost)
-#   bench/platforms/local/cluster.sh pod-links  our pods' node devices ("NETNS DEV"): the veths on our
-#                                  bridge and the CNI bandwidth plugin's ifb devices of those (deploy.sh)
-# Ownership: on several nodes (the default) the host's iptables hold nothing of ours, and down
-# leaves them alone. With NODES=1 the host is the node: up records the host's iptables rules
-# before it starts anything ($S/before); down removes only KUBE-/CNI- chains and rules that
-# appeared since, and ours (IBENCH-*). up refuses
-# next to another Kubernetes (its KUBE-* chains, or its ports). Pods' network namespaces are
+#   bench/platforms/local/cluster.sh pod-links  our pods' node devices ("NETNS DEV"): the veths on
+#                                  their node's bridge and the CNI bandwidth plugin's ifb devices of
+#                                  those (deploy.sh)
+# Ownership by structure: kube-proxy's, the kubelet's and the CNI plugins' rules, routes and
+# sysctls are all in the nodes' namespaces, which down deletes whole; the host gains one bridge
+# and its veths, its own tables and sysctls untouched, so another Kubernetes beside it is no
+# concern of ours, and nothing of the host's is ever ours to clean. Pods' network namespaces are
 # pinned under the state dir, never in /run/netns (containerd.toml).
-# Addresses (all in the project's 198.18.0.0/15; the lab uses 198.18.0.0/24):
-#   node and pod bridge 198.18.64.1 on ibench-cni0, pods 198.18.64.0/18, services 198.18.128.0/20.
-# Nothing is routed off the host: ip_forward stays as found (0 here; pods share one bridge
-# with the node), no masquerade, and a FORWARD rule drops the range toward other interfaces.
+# Addresses (all in the project's 198.18.0.0/15; the lab uses 198.18.0.0/24): the nodes' link
+# 198.18.63.0/24, pods 198.18.64.0/18 (a /24 a node), services 198.18.128.0/20. Nothing is routed
+# off the host: the host has no route to the pods, and its ip_forward stays as found.
 set -euo pipefail
 . "$(dirname "$0")/../../lib.sh"
 # shellcheck source=bench/platforms/cgroup.sh
@@ -31,34 +30,12 @@ S=$IB_CLUSTER_STATE
 CONF=$IB_ROOT/bench/platforms/local
 # shellcheck source=bench/platforms/local/nodes.sh
 . "$CONF/nodes.sh"
-BRIDGE=ibench-cni0
-NODE_IP=198.18.64.1                 # must match kubeconfig/cni/kubelet below
-API_IP=$NODE_IP                     # the API server's: the node's, or with NODES the control plane's namespace's
-CP=()                               # the control plane's command prefix: none, or with NODES into its namespace
-POD_CIDR=198.18.64.0/18
+BRIDGE=ibench-cni0                  # each node's pods' bridge, in its namespace
+API_IP=$CP_IP                       # the control plane's namespace's address (nodes.sh)
+CP=(nsenter --net="$S/nodes/0/netns") # the control plane's command prefix: into its namespace
 SERVICE_CIDR=198.18.128.0/20
 DNS_IP=198.18.128.10
-NODE_NAME=ibench-node
 CGROUP_ROOT=/$IB_KUBELET_CGROUP     # kubelet's cgroupRoot: every pod cgroup lives below it (bench/lib.sh)
-FWD_CHAIN=IBENCH-FORWARD
-OUT_CHAIN=IBENCH-OUTPUT
-# Chains kube-proxy, the kubelet, the CNI plugins (portmap, bandwidth) and we create.
-OWN_CHAINS='KUBE-|CNI-|IBENCH-'
-IPT_TABLES="filter nat mangle raw"
-# A Kubernetes's ports: API server, etcd client and peer, kubelet, controller manager,
-# scheduler, kube-proxy metrics and healthz.
-KUBE_PORTS="6443 2379 2380 10250 10257 10259 10249 10256"
-# kube-proxy's metrics and healthz speak plain HTTP without authentication: only root may
-# connect ($OUT_CHAIN); nothing else can reach 127.0.0.1 from outside the host.
-ROOT_ONLY_PORTS=10249,10256
-# Sysctls changed while the cluster runs, found by diffing `sysctl -a` across an up and a
-# deploy: the CNI bridge plugin (isGateway) turns net.ipv4.ip_forward on, which turns every
-# interface's forwarding on and conf.all.accept_redirects off (the kernel's
-# inet_forward_change); saved at up, restored at down in this order (forwarding first: setting
-# it resets accept_redirects). kube-proxy sets bridge-nf-call-iptables when it is off (on
-# here already). The kubelet's own (kernel.panic=10, panic_on_oops=1, ...) are never written:
-# see kubelet_ns.
-SYSCTLS="net.ipv4.ip_forward net.ipv4.conf.*.forwarding net.ipv4.conf.all.accept_redirects net.bridge.bridge-nf-call-iptables"
 # setupKernelTunables (pkg/kubelet/cm/container_manager_linux.go, v1.34): the values the kubelet
 # wants; it writes them to the host unless protectKernelDefaults, where it refuses to start.
 KUBELET_TUNABLES="vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1 kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000"
@@ -123,7 +100,6 @@ pki() {
   signer=etcd-ca cert etcd /CN=etcd IP:127.0.0.1
   signer=etcd-ca cert etcd-client /CN=kube-apiserver-etcd-client
   cert apiserver /CN=kube-apiserver "IP:$API_IP,IP:${SERVICE_CIDR%.0/*}.1,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-  cert kubelet "/CN=$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"
   # One cluster-admin identity for the control plane, kubelet and kube-proxy: a single-user
   # benchmark cluster; the Node and RBAC authorizers are still on for workloads.
   cert admin "/O=system:masters/CN=ingress-bench-admin"
@@ -137,74 +113,22 @@ pki() {
   cd - >/dev/null
 }
 
-# render TEMPLATE -> stdout, with the cluster's variables filled in: the one node's, or (the
-# node's own set by node_render) one of several nodes'.
+# render TEMPLATE -> stdout, with the cluster's variables filled in (a node's own set by
+# node_render; none in the cluster's own, coredns.yaml).
 render() {
-  sed -e "s|@NODE_STATE@|${node_state:-$S}|g" -e "s|@POD_GW@|${pod_gw:-$NODE_IP}|g" -e "s|@POD_ROUTES@|${pod_routes:-}|g" \
-      -e "s|@CPU_MANAGER@|${cpu_manager:-static}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-500m}|g" -e "s|@NODE_LEASE_S@|${node_lease_s:-40}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
-      -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|$NODE_IP|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@BRIDGE@|$BRIDGE|g" \
-      -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|$NODE_NAME|g" \
+  sed -e "s|@NODE_STATE@|${node_state:-}|g" -e "s|@POD_GW@|${pod_gw:-}|g" -e "s|@POD_ROUTES@|${pod_routes:-}|g" \
+      -e "s|@CPU_MANAGER@|${cpu_manager:-}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-}|g" -e "s|@NODE_LEASE_S@|${node_lease_s:-}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
+      -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|${node_ip:-}|g" -e "s|@POD_CIDR@|${pod_cidr:-}|g" -e "s|@BRIDGE@|$BRIDGE|g" \
+      -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|${node_name:-}|g" \
       -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \
       "$1"
 }
 
-network_up() {
-  ip link add "$BRIDGE" type bridge
-  ip addr add "$NODE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
-  ip link set "$BRIDGE" up
-  # Service IPs are translated by kube-proxy after routing: give them a route that stays on
-  # the bridge, so without a rule a packet goes nowhere rather than to the default gateway.
-  ip route add "$SERVICE_CIDR" dev "$BRIDGE"
-  iptables -N "$FWD_CHAIN"
-  # ibench+: every bridge of the project (this one, the lab's ibench0): bridged frames pass
-  # FORWARD too (br_netfilter), and traffic between project hosts must.
-  iptables -A "$FWD_CHAIN" -s 198.18.0.0/15 ! -o ibench+ -j DROP
-  iptables -I FORWARD 1 -j "$FWD_CHAIN"
-  iptables -N "$OUT_CHAIN"
-  iptables -A "$OUT_CHAIN" -d 127.0.0.1 -p tcp -m multiport --dports "$ROOT_ONLY_PORTS" -m owner ! --uid-owner 0 -j REJECT --reject-with tcp-reset
-  iptables -I OUTPUT 1 -j "$OUT_CHAIN"
-}
-
-save_sysctls() {
-  local k re all keys
-  all=$(sysctl -a 2>/dev/null)
-  read -ra keys <<<"$SYSCTLS" # read, not a loop over $SYSCTLS: no glob expansion of the *
-  # A pattern (conf.*.forwarding) stands for every interface there is now.
-  for k in "${keys[@]}"; do
-    re="^${k//./[.]}\$"; re=${re//\*/[^.]+}
-    awk -v re="$re" '$1 ~ re {print $1 "=" $3}' <<<"$all"
-  done >"$S/sysctls.saved"
-}
-
-# record_host: the host's iptables rules before up, so down removes only what appeared since.
-record_host() {
-  local fam t
-  mkdir -p "$S/before"
-  for fam in iptables ip6tables; do
-    for t in $IPT_TABLES; do "$fam" -t "$t" -S >"$S/before/$fam-$t" 2>/dev/null || : >"$S/before/$fam-$t"; done
-  done
-}
-
-# refuse_foreign: one line and exit when another Kubernetes is on this host: its chains
-# (kube-proxy's and the kubelet's are all KUBE-*, and down could not tell ours from its) or
-# one of its ports.
-refuse_foreign() {
-  local fam chains used
-  for fam in iptables ip6tables; do
-    chains=$("$fam-save" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}' | sort -u | paste -sd' ')
-    [ -z "$chains" ] || die "another Kubernetes is on this host ($fam chains $chains): the local cluster's rules would mix with its own; take it down first"
-  done
-  used=$(ss -Hltnp | awk -v ports=" $KUBE_PORTS " '{n = split($4, a, ":"); if (index(ports, " " a[n] " ")) {print a[n], $4, $6; exit}}')
-  [ -z "$used" ] || die "port ${used%% *} is in use (${used#* }): another Kubernetes on this host? the local cluster needs ports $KUBE_PORTS"
-}
-
-# pod_links: "NETNS DEV" for our pods' node devices: the veths on our bridge and the ifb devices
-# the CNI bandwidth plugin redirects their ingress to (egress shaping of the pod); NETNS "-" for
-# the host's (one node), else the node's namespace.
+# pod_links: "NETNS DEV" for our pods' node devices: the veths on their node's bridge and the
+# ifb devices the CNI bandwidth plugin redirects their ingress to (egress shaping of the pod).
 pod_links() {
-  local i n; n=$(cat "$S/node-count" 2>/dev/null || echo 1)
-  if [ "$n" = 1 ]; then pod_links_here | sed 's/^/- /'; return 0; fi
-  for i in $(seq "$n"); do in_node "$i" bash "$0" pod-links-here | sed "s|^|$(node_dir "$i")/netns |"; done
+  local i
+  for i in $(seq "$(cat "$S/node-count")"); do in_node "$i" bash "$0" pod-links-here | sed "s|^|$(node_dir "$i")/netns |"; done
 }
 pod_links_here() {
   local dev
@@ -218,7 +142,8 @@ pod_links_here() {
 # KUBELET_TUNABLES read as the values it wants, so with protectKernelDefaults it checks them,
 # finds them, and never writes the host's (a kernel oops would otherwise reboot the user's
 # machine 10 s later: kernel.panic=10, panic_on_oops=1). Its volume mounts must still reach
-# containerd: $S/kubelet is a shared mount, so they propagate back to the host.
+# containerd: its node's kubelet directory is a shared mount (nodes_start), so they propagate
+# back to the host's mount namespace.
 kubelet_ns() {
   local kv k f
   # A host whose / is shared (systemd) must not see the binds below.
@@ -238,7 +163,7 @@ kubelet_ns() {
   exec kubelet "$@"
 }
 
-# control_plane: etcd, containerd and the API server started (up waits for them).
+# control_plane: etcd and the API server started, in the control plane's namespace (up waits for them).
 control_plane() {
   local p=$S/pki
   # TLS both ways, on loopback: only the API server's client certificate opens etcd.
@@ -247,7 +172,6 @@ control_plane() {
     --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster default=https://127.0.0.1:2380 \
     --cert-file="$p/etcd.crt" --key-file="$p/etcd.key" --client-cert-auth --trusted-ca-file="$p/etcd-ca.crt" \
     --peer-cert-file="$p/etcd.crt" --peer-key-file="$p/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file="$p/etcd-ca.crt"
-  [ "$NODE_COUNT" -gt 1 ] || start containerd containerd --config "$S/containerd.toml"
   start kube-apiserver "${CP[@]}" kube-apiserver --etcd-servers=https://127.0.0.1:2379 \
     --etcd-cafile="$p/etcd-ca.crt" --etcd-certfile="$p/etcd-client.crt" --etcd-keyfile="$p/etcd-client.key" --anonymous-auth=false \
     --bind-address="$API_IP" --advertise-address="$API_IP" --secure-port=6443 \
@@ -274,34 +198,15 @@ node_up() {
     --service-account-private-key-file="$p/sa.key" --root-ca-file="$p/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false --controllers='*,-nodeipam' "${node_grace[@]}"
   start kube-scheduler "${CP[@]}" kube-scheduler --kubeconfig="$KUBECONFIG" "${guarded[@]}" --leader-elect=false
-  if [ "$NODE_COUNT" -gt 1 ]; then nodes_start; return 0; fi
-  # kubelet_ns's volume mounts reach the host through this shared mount (see there).
-  mount --bind "$S/kubelet" "$S/kubelet" && mount --make-shared "$S/kubelet"
-  # --housekeeping-interval: cAdvisor refreshes container stats every 10 s by default, too
-  # coarse for the 2 s scrape the bench:* rules expect (monitoring/README.md).
-  start kubelet unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns \
-    --config="$S/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$NODE_IP" \
-    --hostname-override="$NODE_NAME" --root-dir="$S/kubelet" --containerd="$S/containerd/containerd.sock" \
-    --housekeeping-interval=1s --node-labels="$(node_labels 0)"
-  start kube-proxy kube-proxy --config="$S/kube-proxy.yaml"
+  nodes_start
 }
 
-# one_node_files: the one node's bridge, rules and configuration (NODES=1: this host is the node).
-one_node_files() {
-  network_up
-  render "$CONF/cni.conflist" >"$S/cni/net.d/10-ibench.conflist"
-  render "$CONF/containerd.toml" >"$S/containerd.toml"
-  render "$CONF/kubelet.yaml" >"$S/kubelet.yaml"
-  render "$CONF/kube-proxy.yaml" >"$S/kube-proxy.yaml"
-}
-
-# nodes_said: "node NAME IP", or "N nodes: NAME IP (ROLES), ...".
+# nodes_said: "N node(s): NAME IP (ROLES), ...".
 nodes_said() {
   local i out=()
   NODE_COUNT=$(cat "$S/node-count" 2>/dev/null || echo 1)
-  [ "$NODE_COUNT" -gt 1 ] || { echo "node $NODE_NAME $NODE_IP"; return 0; }
-  for i in $(seq "$NODE_COUNT"); do out+=("ibench-node-$i $(node_ip "$i") ($(node_role "$i" | sed 's/,/ + /'))"); done
-  echo "$NODE_COUNT nodes: $(printf '%s, ' "${out[@]}" | sed 's/, $//')"
+  for i in $(seq "$NODE_COUNT"); do out+=("ibench-node-$i $(node_ip "$i") ($(node_role "$i" | sed 's/,/ + /g'))"); done
+  echo "$NODE_COUNT node$([ "$NODE_COUNT" = 1 ] || echo s): $(printf '%s, ' "${out[@]}" | sed 's/, $//')"
 }
 
 # nodes_ready: as many nodes Ready as up made ($S/node-count).
@@ -312,8 +217,6 @@ nodes_ready() {
 up() {
   need_root "cluster:up"
   nodes_plan
-  # Several nodes: the control plane runs in its own namespace (nodes.sh).
-  [ "$NODE_COUNT" = 1 ] || { API_IP=$CP_IP; CP=(nsenter --net="$(node_dir 0)/netns"); }
   local b; for b in kube-apiserver kubelet kube-proxy kubectl; do
     command -v "$b" >/dev/null || die "$b is not built: run './task cluster:tools'"
   done
@@ -326,34 +229,24 @@ up() {
     say cluster "up ($(status | sed 's/^cluster: up, //'))"; return 0
   fi
   [ -d "$S" ] && down
-  if ip link show "$BRIDGE" >/dev/null 2>&1 || ip link show "$NODES_BRIDGE" >/dev/null 2>&1 || iptables -nL "$FWD_CHAIN" >/dev/null 2>&1 || iptables -nL "$OUT_CHAIN" >/dev/null 2>&1 ||
-     [ -d "$(cg_path cpu "$CGROUP_ROOT")" ]; then
-    die "leftovers of another cluster ($BRIDGE, $NODES_BRIDGE, $FWD_CHAIN, $OUT_CHAIN or cgroup $CGROUP_ROOT exist, no state in $S): remove them by hand"
+  if ip link show "$NODES_BRIDGE" >/dev/null 2>&1 || [ -d "$(cg_path cpu "$CGROUP_ROOT")" ]; then
+    die "leftovers of another cluster ($NODES_BRIDGE or cgroup $CGROUP_ROOT exist, no state in $S): remove them by hand"
   fi
-  refuse_foreign
   local t0=$SECONDS
   # CLUSTER_KEEP_FAILED=1 keeps a failed cluster for inspection (then run down).
   trap 'rc=$?; [ $rc = 0 ] || [ -n "${CLUSTER_KEEP_FAILED:-}" ] || down; exit $rc' EXIT
   trap 'exit 130' INT TERM
-  rm -rf "$LOGS" && mkdir -p "$LOGS" "$S"/{pids,etcd,cni/net.d,kubelet}
+  rm -rf "$LOGS" && mkdir -p "$LOGS" "$S"/{pids,etcd}
   # The kubelet's cgroup root: in every v1 hierarchy with its cpuset filled; on v2 once, with
   # the kubelet's controllers enabled above it (the root's subtree_control recorded for down).
   cg_kubelet_root_prepare "$CGROUP_ROOT" "$S/cgroup.subtree_control.saved"
-  record_host
-  save_sysctls
   pki
   echo "$NODE_COUNT" >"$S/node-count"
-  if [ "$NODE_COUNT" -gt 1 ]; then nodes_network_up; else one_node_files; fi
+  nodes_network_up
   # A resolv.conf without a nameserver: pods that follow the node (CoreDNS) get no upstream.
   echo "search cluster.local" >"$S/resolv.conf"
 
   control_plane
-  say cluster "importing images"
-  if [ "$NODE_COUNT" = 1 ]; then
-    wait_for 20 containerd test -S "$S/containerd/containerd.sock"
-    # shellcheck disable=SC2086 # one name a word
-    import_images $LOCAL_IMAGES
-  fi
   wait_for 60 "kube-apiserver" kubectl get --raw /readyz
   # No anonymous access: the API server has none, and the controller manager and scheduler
   # ask it (SubjectAccessReview) about anonymous requests, which RBAC's bootstrap binding
@@ -377,9 +270,6 @@ down() {
   # The host k6's cgroup sampler writes into the state directory (bench/platforms/monitoring/monitoring.sh).
   [ -f "$S/textfile/.sampler.pid" ] && kill "$(cat "$S/textfile/.sampler.pid")" 2>/dev/null || true
   bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" remove # the host k6's cgroup
-  # Our pods' host devices, while the bridge still tells them (a down cut short keeps the list);
-  # the nodes' (several) go with their namespaces.
-  pod_links_here >>"$S/pod-links"
   # Control plane and node agents first, so nothing restarts the containers killed next.
   for name in kubelet kubelet-* kube-proxy kube-proxy-* kube-scheduler kube-controller-manager kube-apiserver; do
     for f in "$S"/pids/$name; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true; done
@@ -390,58 +280,16 @@ down() {
     sleep 0.25
   done
   [ -z "$(our_pids)" ] || die "processes of the cluster survive SIGKILL: $(our_pids | tr '\n' ' ')"
-  # Mounts: container root filesystems, pod volumes, the pods' network namespaces (pinned
-  # under the state dir), the kubelet's shared mount.
+  # Mounts: container root filesystems, pod volumes, the pods' and the nodes' network namespaces
+  # (pinned under the state dir), the kubelets' shared mounts. The nodes' namespaces go with
+  # their pinning mounts and take their rules, routes, bridges and veths along.
   for m in $(awk -v s="$S/" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  cleanup_iptables
-  ip route del "$SERVICE_CIDR" dev "$BRIDGE" 2>/dev/null || true
-  # Pods' veths (deleting the host end removes the pair at once, whatever the kernel's pace in
-  # freeing the pod's network namespace) and the bandwidth plugin's ifb devices: the pods were
-  # killed, so no CNI DEL removed them.
-  for m in $(sort -u "$S/pod-links"); do ip link del "$m" 2>/dev/null || true; done
-  ip link del "$BRIDGE" 2>/dev/null || true
-  # The nodes' namespaces went with their pinning mounts (above) and took their veths along.
   ip link del "$NODES_BRIDGE" 2>/dev/null || true
   # cgroups below the kubelet's root, deepest first, in every hierarchy; then (v2) the
   # subtree_control up had changed, and the kubelet's runc after it, as up found it.
   cg_remove_tree "$CGROUP_ROOT"
   cg_kubelet_root_restore "$S/cgroup.subtree_control.saved"
-  if [ -f "$S/sysctls.saved" ]; then
-    while IFS='=' read -r k v; do [ -n "$v" ] && sysctl -qw "$k=$v" 2>/dev/null || true; done <"$S/sysctls.saved"
-  fi
   rm_state "$S"
-}
-
-# cleanup_iptables: removes the rules and chains that appeared since up (against $S/before)
-# and belong to KUBE-/CNI- chains or ours: a new chain of those names, a new rule in such a
-# chain or jumping to one. The host's own rules, and everything there before up, stay.
-# Several nodes: nothing of ours is in the host's tables (each node's kube-proxy, kubelet and
-# CNI write their own namespace's; the nodes' bridge hands no frame to the host's iptables),
-# so there is nothing there for down to remove, and a chain another program made while the
-# cluster was up, whatever its name, is not touched.
-cleanup_iptables() {
-  local fam t script line
-  [ "$(cat "$S/node-count" 2>/dev/null || echo 1)" = 1 ] || return 0
-  for fam in iptables ip6tables; do
-    for t in $IPT_TABLES; do
-      [ -f "$S/before/$fam-$t" ] || continue
-      script=$({ "$fam" -t "$t" -S 2>/dev/null || true; } | { grep -vxFf "$S/before/$fam-$t" || true; } | awk -v own="^($OWN_CHAINS)" '
-        $1 == "-N" && $2 ~ own { new[$2] = 1; chains[++n] = $2; next }
-        $1 == "-A" { rule[++m] = $0; chain[m] = $2; target[m] = ""
-                     for (i = 3; i < NF; i++) if ($i == "-j" || $i == "-g") target[m] = $(i + 1) }
-        END {
-          for (i = 1; i <= m; i++)
-            if (!(chain[i] in new) && (chain[i] ~ own || target[i] ~ own)) { r = rule[i]; sub(/^-A/, "-D", r); print r }
-          for (i = 1; i <= n; i++) print "-F " chains[i]
-          for (i = 1; i <= n; i++) print "-X " chains[i]
-        }')
-      [ -n "$script" ] || continue
-      # iptables-restore reads -S's quoting (comments with spaces); one transaction, else
-      # line by line so one vanished rule does not keep the others.
-      printf '*%s\n%s\nCOMMIT\n' "$t" "$script" | "$fam-restore" --noflush 2>/dev/null && continue
-      while read -r line; do printf '*%s\n%s\nCOMMIT\n' "$t" "$line" | "$fam-restore" --noflush 2>/dev/null || true; done <<<"$script"
-    done
-  done
 }
 
 status() {
@@ -459,7 +307,6 @@ case "${1:-}" in
   pod-links) pod_links ;;
   pod-links-here) pod_links_here ;; # (in a node's namespace: pod_links)
   node-stop | node-start) need_root "$1"; node_lost "${2:-}" "${1#node-}" ;;
-  kubelet-ns) shift; kubelet_ns "$@" ;;
   kubelet-ns-node) kubelet_cpus_view "$2/cpus-view" "$3"; shift 3; kubelet_ns "$@" ;;
   *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links|node-stop I|node-start I" ;;
 esac

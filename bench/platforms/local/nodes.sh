@@ -1,4 +1,4 @@
-# The local cluster's nodes when NODES is above 1 (sourced by bench/platforms/local/cluster.sh).
+# The local cluster's nodes, NODES of them (sourced by bench/platforms/local/cluster.sh).
 # Each node is a network namespace of its own, pinned under the state dir (never in /run/netns),
 # joined to the host by one veth on the bridge $NODES_BRIDGE: its own address, containerd,
 # kubelet, kube-proxy, pod /24 and routes to the other nodes' pods. kube-proxy's and the CNI's
@@ -25,9 +25,9 @@ node_dir() { echo "$S/nodes/$1"; }
 in_node() { local i=$1; shift; nsenter --net="$(node_dir "$i")/netns" "$@"; }
 
 # node_role I: node 1 the ingress, node 2 the client (with 2 nodes: the backends and the
-# client), the others the backends; 0, the one node of NODES=1 (this host), every role.
+# client), the others the backends; the one node of NODES=1 every role.
 node_role() {
-  if [ "$1" = 0 ]; then echo ingress,backends,client
+  if [ "$NODE_COUNT" = 1 ]; then echo ingress,backends,client
   elif [ "$1" = 1 ]; then echo ingress
   elif [ "$NODE_COUNT" = 2 ]; then echo backends,client
   elif [ "$1" = 2 ]; then echo client
@@ -52,6 +52,8 @@ nodes_plan() {
   local layout last kv role
   NODE_COUNT=$(setting NODES) || exit 1
   layout=$(setting NODE_CPUS) || exit 1
+  # One node has every CPU (its roles share them: the static CPU manager places the ingress).
+  [ "$NODE_COUNT" != 1 ] || layout=auto
   last=$(($(nproc) - 1))
   declare -gA ROLE_CPUS=()
   if [ "$layout" = auto ]; then
@@ -146,11 +148,13 @@ nodes_network_up() {
 
 # node_render I TEMPLATE: TEMPLATE for node I (render's variables, the node's own). Its pods
 # route the other nodes' pods and the nodes themselves (a NodePort's masqueraded requests come
-# from a node's address) through their node.
+# from a node's address) through their node. The one node of NODES=1 has every CPU: the static
+# CPU manager pins a whole-core ingress there, half a core reserved (kubelet.yaml).
 node_render() {
-  local i=$1
-  node_state=$(node_dir "$i") NODE_IP=$(node_ip "$i") POD_CIDR=$(node_pod_cidr "$i") pod_gw=$(node_gw "$i") \
-    NODE_NAME=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=none kube_reserved=0 node_lease_s=20 \
+  local i=$1 cpu_manager=none kube_reserved=0
+  [ "$NODE_COUNT" != 1 ] || cpu_manager=static kube_reserved=500m
+  node_state=$(node_dir "$i") node_ip=$(node_ip "$i") pod_cidr=$(node_pod_cidr "$i") pod_gw=$(node_gw "$i") \
+    node_name=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=$cpu_manager kube_reserved=$kube_reserved node_lease_s=20 \
     pod_routes=", { \"dst\": \"$CLUSTER_POD_CIDR\", \"gw\": \"$(node_gw "$i")\" }, { \"dst\": \"$NODES_NET.0/24\", \"gw\": \"$(node_gw "$i")\" }" render "$2"
 }
 

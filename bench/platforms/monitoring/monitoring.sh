@@ -42,8 +42,8 @@ sampler_stop() { # DIR
   rm -f "$1/.sampler.pid"
 }
 
-# Our cluster's Prometheus, on a cluster of several nodes, from the client node: the host has
-# no route into it (bench/platforms/local/nodes.sh).
+# Our cluster's Prometheus from the client node: the host has no route into the cluster
+# (bench/platforms/local/nodes.sh).
 NET=(); [ "$KIND" != operator ] || [ -z "$(client_netns)" ] || NET=(nsenter --net="$(client_netns)")
 ready() { "${NET[@]}" curl -fsS --max-time 2 "$1/-/ready" >/dev/null 2>&1; }
 
@@ -54,17 +54,12 @@ crd_dir() {
   echo "$d/example/prometheus-operator-crd"
 }
 
-# operator_url: Prometheus as the user's browser and the bench both reach it: its ClusterIP on
-# one node (the host is the node), its NodePort on the client node's address on several.
+# operator_url: Prometheus as the user's browser and the bench both reach it: its NodePort on
+# the client node's address.
 operator_url() {
   local ip
-  if [ -n "$(client_netns)" ]; then
-    ip=$(kubectl get nodes -l ingress-bench/role-client=true -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) || return 1
-    [ -n "$ip" ] && echo "http://$ip:$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.ports[0].nodePort}' 2>/dev/null)"
-    return
-  fi
-  ip=$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.clusterIP}' 2>/dev/null) || return 1
-  [ -n "$ip" ] && echo "http://$ip:9090"
+  ip=$(kubectl get nodes -l ingress-bench/role-client=true -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null) || return 1
+  [ -n "$ip" ] && echo "http://$ip:$(kubectl -n monitoring get svc prometheus -o jsonpath='{.spec.ports[0].nodePort}' 2>/dev/null)"
 }
 
 operator_up() {
