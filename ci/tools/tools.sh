@@ -33,7 +33,6 @@ go_tool() {
 npm_build() {
   local name=$1 dir=$2 src=$3 what=$4 out=${5:-} tmp
   [ -f "$dir/.complete" ] && return 0
-  command -v npm >/dev/null || die "npm is not installed: $what needs Node.js and npm (Debian: apt install nodejs npm)"
   say tools "$what"
   tmp=$(mktemp -d "$IB_CACHE/.$name-build-XXXXXX")
   cp -r "$src/." "$tmp/"; rm -rf "$tmp/node_modules" "$tmp/dist"
@@ -42,6 +41,21 @@ npm_build() {
   rm -rf "$dir"
   if [ -n "$out" ]; then mkdir -p "$dir"; cp -r "$tmp/$out/." "$tmp/index.html" "$dir/"; rm -rf "$tmp"; else mv "$tmp" "$dir"; fi
   touch "$dir/.complete"
+}
+
+# python_and_pages: the venv (built in place: a venv cannot be moved, its scripts name their
+# path; marked when complete), the live page and the browser tests' driver.
+python_and_pages() {
+  if [ ! -f "$IB_VENV/.complete" ]; then
+    say tools "python venv from ci/tools/requirements.txt (pytest, PyYAML, matplotlib, grafana-foundation-sdk)"
+    rm -rf "$IB_VENV"
+    python3 -m venv "$IB_VENV" >/dev/null || die "python3 -m venv failed: install python3-venv"
+    "$IB_VENV/bin/pip" install -q -r "$IB_ROOT/ci/tools/requirements.txt" >"$IB_CACHE/pip.log" 2>&1 ||
+      { tail -n 3 "$IB_CACHE/pip.log" >&2; rm -rf "$IB_VENV"; die "pip install -r ci/tools/requirements.txt failed (log: $IB_CACHE/pip.log)"; }
+    touch "$IB_VENV/.complete"
+  fi
+  npm_build live "$IB_LIVE_DIR" "$IB_ROOT/dashboards/live" "the live page (Perses, bundled by esbuild)" dist
+  npm_build browser "$IB_BROWSER_DIR" "$IB_ROOT/ci/tools/browser" "the browser tests' driver (playwright-core)"
 }
 
 k6_build() {
@@ -62,17 +76,22 @@ k6_build() {
 
 # The policy-rc.d we wrote, while an install runs: removed on any exit of this script, so an
 # interrupted install never leaves every service start on the host blocked.
-POLICY_RC=/usr/sbin/policy-rc.d POLICY_ADDED='' APT_PID='' BUILD_PID=''
+POLICY_RC=/usr/sbin/policy-rc.d POLICY_ADDED='' APT_PID='' BUILD_PID='' AUX_PID=''
 policy_remove() { [ -z "$POLICY_ADDED" ] || rm -f "$POLICY_RC"; POLICY_ADDED=; }
 # A signal stops the running apt-get and waits for it: left to finish alone it could start
-# services once our policy-rc.d is gone. The cluster's build beside the images is stopped too.
-# TERM, also for Ctrl-C: a background command of a script ignores SIGINT.
-on_signal() { # EXIT_CODE
-  [ -z "$APT_PID" ] || { kill -TERM "$APT_PID" 2>/dev/null || true; wait "$APT_PID" 2>/dev/null || true; }
-  [ -z "$BUILD_PID" ] || { kill -TERM "$BUILD_PID" 2>/dev/null || true; wait "$BUILD_PID" 2>/dev/null || true; }
-  policy_remove; exit "$1"
+# services once our policy-rc.d is gone. The builds beside others (the venv and the pages', the
+# cluster's) are stopped too. TERM, also for Ctrl-C: a background command of a script ignores
+# SIGINT.
+# A build that failed ends the others the same way (the EXIT trap).
+stop_children() {
+  local pid
+  for pid in "$APT_PID" "$BUILD_PID" "$AUX_PID"; do
+    [ -z "$pid" ] || { kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+  done
+  APT_PID='' BUILD_PID='' AUX_PID=''
 }
-trap policy_remove EXIT
+on_signal() { stop_children; policy_remove; exit "$1"; } # EXIT_CODE
+trap 'stop_children; policy_remove' EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
@@ -155,6 +174,10 @@ command -v node >/dev/null || APT_PACKAGES="$APT_PACKAGES nodejs" # unit tests o
 apt_tools $APT_PACKAGES
 check_min nginx "$(nginx_version)" "$NGINX_MIN"
 check_min wrk "$(wrk_version)" "$WRK_MIN"
+command -v npm >/dev/null || die "npm is not installed: the live page and the browser tests need Node.js and npm (Debian: apt install nodejs npm)"
+# The venv and the pages (downloads, then a bundle) beside the Go builds (CPU): the fresh
+# machine's longest waits at once.
+python_and_pages & AUX_PID=$!
 k6_build
 go_tool kustomize "$KUSTOMIZE_VERSION" "$IB_KUSTOMIZE_DIR" sigs.k8s.io/kustomize/kustomize/v5
 go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yannh/kubeconform/cmd/kubeconform
@@ -163,17 +186,8 @@ go_tool kubeconform "$KUBECONFORM_VERSION" "$IB_KUBECONFORM_DIR" github.com/yann
 hv=helm.sh/helm/v3/internal/version hc=helm.sh/helm/v3/pkg
 go_tool helm "$HELM_VERSION" "$IB_HELM_DIR" helm.sh/helm/v3/cmd/helm \
   "-X $hv.version=$HELM_VERSION -X $hv.metadata= -X $hc/chartutil.k8sVersionMajor=${HELM_K8S_VERSION%.*} -X $hc/chartutil.k8sVersionMinor=${HELM_K8S_VERSION#*.} -X $hc/lint/rules.k8sVersionMajor=${HELM_K8S_VERSION%.*} -X $hc/lint/rules.k8sVersionMinor=${HELM_K8S_VERSION#*.}"
-# A venv cannot be moved (its scripts name their path): built in place, marked when complete.
-if [ ! -f "$IB_VENV/.complete" ]; then
-  say tools "python venv from ci/tools/requirements.txt (pytest, PyYAML, matplotlib, grafana-foundation-sdk)"
-  rm -rf "$IB_VENV"
-  python3 -m venv "$IB_VENV" >/dev/null || die "python3 -m venv failed: install python3-venv"
-  "$IB_VENV/bin/pip" install -q -r "$IB_ROOT/ci/tools/requirements.txt" >"$IB_CACHE/pip.log" 2>&1 ||
-    { tail -n 3 "$IB_CACHE/pip.log" >&2; rm -rf "$IB_VENV"; die "pip install -r ci/tools/requirements.txt failed (log: $IB_CACHE/pip.log)"; }
-  touch "$IB_VENV/.complete"
-fi
-npm_build live "$IB_LIVE_DIR" "$IB_ROOT/dashboards/live" "the live page (Perses, bundled by esbuild)" dist
-npm_build browser "$IB_BROWSER_DIR" "$IB_ROOT/ci/tools/browser" "the browser tests' driver (playwright-core)"
+wait "$AUX_PID" || exit 1
+AUX_PID=''
 say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, helm $HELM_VERSION, task $TASK_VERSION, nginx $(nginx_version), wrk $(wrk_version) ready"
 [ "${1:-all}" = cluster ] || exit 0
 # shellcheck disable=SC2086
@@ -181,7 +195,7 @@ apt_tools $CLUSTER_APT_PACKAGES
 # Kubernetes' binaries (Go links: CPU) beside the images (a debootstrap: mostly waiting on the
 # mirror), the cold run's two longest steps at once.
 bash "$IB_ROOT/bench/platforms/local/build.sh" & BUILD_PID=$!
-bash "$IB_ROOT/bench/platforms/local/images.sh" || { wait "$BUILD_PID" || true; exit 1; }
+bash "$IB_ROOT/bench/platforms/local/images.sh" || exit 1
 wait "$BUILD_PID" || exit 1
 BUILD_PID=''
 say tools "cluster: Kubernetes $KUBE_VERSION, etcd $(etcd --version 2>/dev/null | awk 'NR==1{print $3}'), containerd $(containerd --version | awk '{print $3}'), images ready"
