@@ -107,6 +107,24 @@ cg_quota() {
   fi
 }
 
+# cg_throttled DIR: CG_PERIODS, CG_THROTTLED and CG_THROTTLED_NS, the group's CFS periods so
+# far, those in which it was throttled and the time it spent throttled (v1 cpu.stat
+# nr_periods, nr_throttled, throttled_time in ns; v2 the same with throttled_usec).
+# shellcheck disable=SC2034
+cg_throttled() {
+  local k v
+  CG_PERIODS=0 CG_THROTTLED=0 CG_THROTTLED_NS=0
+  [ -f "$1/cpu.stat" ] || return 0
+  while read -r k v; do
+    case $k in
+      nr_periods) CG_PERIODS=$v ;;
+      nr_throttled) CG_THROTTLED=$v ;;
+      throttled_time) CG_THROTTLED_NS=$v ;;
+      throttled_usec) CG_THROTTLED_NS=$((v * 1000)) ;;
+    esac
+  done <"$1/cpu.stat"
+}
+
 # cg_cpuset REL: the CPUs group REL's cpuset grants (v1 cpuset.cpus, v2 cpuset.cpus.effective).
 cg_cpuset() {
   local d f=cpuset.cpus

@@ -58,28 +58,38 @@ def client(result, wall, user, sys_, cpus):
 
 def usage_reading(text):
     """`bench/platforms/monitoring/cgroups.sh usage`'s lines -> {"at": s, "roles": {role: CPU-s},
-    "host": CPU-s, "cpus": {role: cores}, "period": {role: µs}}; empty -> None."""
+    "host": CPU-s, "steal": CPU-s, "cpus": {role: cores}, "period": {role: µs}, "throttled":
+    {role: [periods, throttled periods, throttled ns]}}; empty -> None."""
     if not text.strip():
         return None
-    out = {"roles": {}, "cpus": {}, "period": {}}
+    out = {"roles": {}, "cpus": {}, "period": {}, "throttled": {}}
     for line in text.strip().splitlines():
         f = line.split()
         try:
             if f[0] in ("cpus", "period") and len(f) == 3:
                 out[f[0]][f[1]] = float(f[2])
-            elif len(f) == 2 and f[0] in ("at", "host"):
+            elif f[0] == "throttled" and len(f) == 5:
+                out["throttled"][f[1]] = [int(f[2]), int(f[3]), int(f[4])]
+            elif len(f) == 2 and f[0] in ("at", "host", "steal"):
                 out[f[0]] = int(f[1]) / 1e9
             elif len(f) == 2:
                 out["roles"][f[0]] = int(f[1]) / 1e9
             else:
                 raise ValueError
         except ValueError:
-            raise Bad(f"a CPU usage reading is 'ROLE NS', 'cpus ROLE N', 'period ROLE US', 'host NS' or 'at NS', got '{line}'") from None
+            raise Bad(f"a CPU usage reading is 'ROLE NS', 'cpus ROLE N', 'period ROLE US', 'throttled ROLE PERIODS THROTTLED NS', "
+                      f"'host NS', 'steal NS' or 'at NS', got '{line}'") from None
     if "at" not in out or "host" not in out:
         raise Bad("a CPU usage reading needs its 'at' and 'host' lines")
     return out
 
 
+
+
+# The ingress throttled for at least this share of the window: a request arriving then waits
+# for the quota's next period (up to its length, 100 ms by default), so at least 1 in 100
+# requests carries such a wait and p99 is the quota's, not the server's.
+QUOTA_SHAPES_P99 = 0.01
 
 
 def cpu(result, scenario, before, after, client_cpu_s, server_requests):
@@ -97,6 +107,14 @@ def cpu(result, scenario, before, after, client_cpu_s, server_requests):
            "ingress_cpus": after["cpus"].get("ingress"), "ingress_cfs_period_us": after["period"].get("ingress"),
            "backend_cpu_seconds": used.get("backend"), "host_cpu_seconds": after["host"] - before["host"]}
     out["other_cpu_seconds"] = out["host_cpu_seconds"] - sum(v for v in (ingress, used.get("backend"), client_cpu_s) if v)
+    if "steal" in before and "steal" in after:
+        out["steal_cpus"] = (after["steal"] - before["steal"]) / secs
+    t0, t1 = before.get("throttled", {}).get("ingress"), after.get("throttled", {}).get("ingress")
+    if t0 and t1:
+        periods, throttled, waited = (b - a for a, b in zip(t0, t1))
+        waited /= 1e9
+        out["ingress_throttling"] = {"periods": periods, "throttled_periods": throttled, "throttled_seconds": waited,
+                                     "quota_shapes_p99": waited >= QUOTA_SHAPES_P99 * secs}
     unit = profile(scenario)["headline"]["unit"]  # what the headline counts, per second
     served_ = result.get("gbit_per_s", 0) * result.get("seconds", 0) if unit == "Gbit/s" else \
         server_requests if server_requests is not None else result.get("requests")
@@ -120,6 +138,7 @@ def cpu_lines(c, s, host_cpus):
              + ("n/a" if c["backend_cpu_seconds"] is None else f"{c['backend_cpu_seconds'] / c['seconds']:.2f}")
              + f", host {c['host_cpu_seconds'] / c['seconds']:.2f} of {host_cpus} CPUs (cgroups): "
              f"{amount(f['value'])} {f['unit']} per ingress CPU"]
+    lines += latency_lines(c, s["result"].get("p99_ms"))
     v = s.get("verdict") or {}
     head = s["result"].get("gbit_per_s") if f["unit"] == "Gbit/s" else s["result"].get("rps")
     if v.get("limit") and head is not None:
@@ -129,6 +148,23 @@ def cpu_lines(c, s, host_cpus):
                      f"{amount(f['value'])} {f['unit']} per ingress CPU" if limit else
                      f"{'answer':<14}{bound}: {amount(head)} {f['unit']}, {amount(f['value'])} {f['unit']} per ingress CPU")
     return lines
+
+
+def latency_lines(c, p99_ms):
+    """What shaped the latency: the ingress's CFS throttling in the window and the host's steal,
+    and, when the ingress waited on its quota for QUOTA_SHAPES_P99 of the window or more, that
+    p99 is the quota's."""
+    t = c.get("ingress_throttling")
+    if not t:
+        return []
+    said = (f"the ingress was throttled in {t['throttled_periods']:,} of {t['periods']:,} CFS periods, "
+            f"{t['throttled_seconds']:.2f} s of the {c['seconds']:.1f} s window"
+            + (f" (a quota of {c['ingress_cpus']:g} CPU per {c['ingress_cfs_period_us'] / 1000:g} ms)"
+               if c.get("ingress_cpus") and c.get("ingress_cfs_period_us") else "")
+            + (f"; steal {c['steal_cpus']:.2f} CPU" if c.get("steal_cpus") is not None else ""))
+    if t["quota_shapes_p99"] and p99_ms is not None:
+        return [f"{'latency':<14}p99 {p99_ms:.1f} ms is the CPU quota's, not the server's: {said}"]
+    return [f"{'latency':<14}{said[0].upper()}{said[1:]}"]
 
 
 def server(client_requests, before, after):

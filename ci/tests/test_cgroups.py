@@ -179,6 +179,34 @@ def test_sampler_reads_a_v1_hierarchy(tmp_path, sampler, pinned):
     assert series(m, "bench_cgroup_cpus", "lb") == {(("role", "lb"),): 1}
 
 
+@pytest.mark.parametrize("layout", ["v2", "v1"])
+def test_usage_sums_a_quota_roles_throttling_and_reads_the_hosts_steal(tmp_path, layout):
+    """usage: a role under a CFS quota gets one throttled line, its groups' periods, throttled
+    periods and throttled time summed (v1 throttled_time in ns, v2 throttled_usec); a role
+    without a quota none, whatever its cpu.stat says; the host's steal from /proc/stat."""
+    mounts, base = (v2_fixture if layout == "v2" else v1_fixture)(tmp_path)
+    groups = {"ingress-bench/ingress/a": (100, 7, 123456789, 50000), "ingress-bench/ingress/b": (50, 3, 1000, 50000),
+              "ingress-bench/backend/c": (80, 9, 5000, -1)}
+    for rel, (periods, throttled, ns, quota) in groups.items():
+        if layout == "v2":
+            write(base / rel / "cpu.stat", f"usage_usec 10\nnr_periods {periods}\nnr_throttled {throttled}\nthrottled_usec {ns // 1000}\n")
+            write(base / rel / "cpu.max", f"{quota if quota > 0 else 'max'} 100000\n")
+        else:
+            write(base / "cpuacct" / rel / "cpuacct.usage", "10000\n")
+            write(base / "cpu" / rel / "cpu.stat", f"nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time {ns}\n")
+            write(base / "cpu" / rel / "cpu.cfs_quota_us", f"{quota}\n")
+            write(base / "cpu" / rel / "cpu.cfs_period_us", "100000\n")
+    roles = "".join(f"{rel.split('/')[1]} /{rel}\n" for rel in groups)
+    r = subprocess.run(["bash", CGROUPS, "usage"], cwd=ROOT, env=dict(os.environ, IB_CGROUP_MOUNTS=str(mounts)),
+                       input=roles, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    ns = 123456789 + 1000 if layout == "v1" else 123456000 + 1000
+    assert [l for l in lines if l.startswith("throttled ")] == [f"throttled ingress 150 10 {ns}"], lines
+    steal = [l for l in lines if l.startswith("steal ")]
+    assert len(steal) == 1 and re.fullmatch(r"steal \d+", steal[0]), lines
+
+
 @pytest.mark.parametrize("layout", ["v2", "v1 apart", "v1 co-mounted"])
 def test_run_moves_its_pid_into_the_role_group(tmp_path, layout):
     """run writes the pid CMD then has (exec keeps it) into the role's cgroup.procs: once on

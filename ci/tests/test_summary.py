@@ -176,6 +176,31 @@ def test_each_roles_cpu_and_the_headline_per_ingress_cpu(tmp_path):
                             "answer        ingress-cpu-bound at 0.65 ingress CPU: 3,900 req/s, 6,500 req/s per ingress CPU"]
 
 
+@pytest.mark.parametrize("waited_ms, shapes, says", [
+    (500, True, "latency       p99 96.9 ms is the CPU quota's, not the server's: the ingress was throttled in 40 of 100 CFS periods, "
+          "0.50 s of the 10.0 s window (a quota of 0.65 CPU per 100 ms); steal 0.25 CPU"),
+    (50, False, "latency       The ingress was throttled in 40 of 100 CFS periods, 0.05 s of the 10.0 s window "
+         "(a quota of 0.65 CPU per 100 ms); steal 0.25 CPU"),
+])
+def test_the_quotas_throttling_and_the_hosts_steal_are_said_beside_p99(tmp_path, waited_ms, shapes, says):
+    """The ingress's CFS periods, throttled periods and throttled time between the readings, and
+    the host's steal: a wait on the quota for 1 % of the window or more (QUOTA_SHAPES_P99) makes
+    p99 the quota's, and the line says so; less, and it says the throttling only."""
+    d = k6_run(tmp_path, {"requests": 39000, "rps": 3900, "seconds": 10, "p99_ms": 96.94})
+    quota = "cpus ingress 0.650\nperiod ingress 100000\n"
+    before = usage(10**9, 10**9, 50 * 10**9, 10**18, quota) + f"throttled ingress 1000 100 {10**9}\nsteal {3 * 10**9}\n"
+    after = (usage(7 * 10**9, 5 * 10**9, 66 * 10**9, 10**18 + 10 * 10**9, quota)
+             + f"throttled ingress 1100 140 {10**9 + waited_ms * 10**6}\nsteal {int(5.5 * 10**9)}\n")
+    r = report("summary", d, "--times", "10.000", "2.000", "0.500", "--cpus", "2", "--stub-before", "100 1000",
+               "--stub-after", "151 40001", "--host-cpus", "2", "--usage-before", before, "--usage-after", after)
+    assert r.returncode == 0, r.stderr
+    c = json.loads((d / "summary.json").read_text())["cpu"]
+    assert c["steal_cpus"] == 0.25
+    assert c["ingress_throttling"] == {"periods": 100, "throttled_periods": 40, "throttled_seconds": waited_ms / 1000,
+                                       "quota_shapes_p99": shapes}
+    assert [l for l in lines(d) if l.startswith("latency")] == [says]
+
+
 def test_a_pod_replaced_during_the_run_has_no_cpu_figure(tmp_path):
     d = k6_run(tmp_path)
     r = report("summary", d, "--times", "10", "1", "1", "--cpus", "1", "--host-cpus", "2",

@@ -74,20 +74,28 @@ sample() {
 }
 
 # usage: "ROLE NS" per role (the groups' CPU time summed), "host NS" (every CPU's busy time,
-# /proc/stat, jiffies of 10 ms), "cpus ROLE N" (what the first group of a role may use: its CFS
-# quota in cores, else the CPUs its first process may run on), "period ROLE US" (its CFS period) and "at NS" (the
-# reading's time, ns since the epoch). A role whose
-# groups are all gone (a pod replaced) prints nothing: its count is unknown, never 0.
+# /proc/stat, jiffies of 10 ms), "steal NS" (the time a hypervisor ran others on our CPUs, the
+# same way), "cpus ROLE N" (what the first group of a role may use: its CFS quota in cores,
+# else the CPUs its first process may run on), "period ROLE US" (its CFS period), "throttled
+# ROLE PERIODS THROTTLED NS" (a role under a quota: its groups' CFS periods, those throttled,
+# the time throttled, summed) and "at NS" (the reading's time, ns since the epoch). A role
+# whose groups are all gone (a pod replaced) prints nothing: its count is unknown, never 0.
 usage() {
-  local role rel d seen=() busy
-  declare -A ns=()
+  local role rel d cpu seen=() busy
+  declare -A ns=() periods=() throttled=() throttled_ns=()
   while read -r role rel; do
     for d in $(cg_path cpuacct "$rel"); do # the glob expands here
       [ -d "$d" ] || continue
       cg_usage_ns "$d"; ns[$role]=$(( ${ns[$role]:-0} + CG_NS ))
+      cpu=$(cg_path cpu "${d#"$(cg_path cpuacct /)"}")
+      cg_quota "$cpu"
+      if [ "$CG_QUOTA" -gt 0 ]; then
+        cg_throttled "$cpu"
+        periods[$role]=$(( ${periods[$role]:-0} + CG_PERIODS )) throttled[$role]=$(( ${throttled[$role]:-0} + CG_THROTTLED ))
+        throttled_ns[$role]=$(( ${throttled_ns[$role]:-0} + CG_THROTTLED_NS ))
+      fi
       [[ " ${seen[*]} " == *" $role "* ]] && continue
       seen+=("$role")
-      cg_quota "$(cg_path cpu "${d#"$(cg_path cpuacct /)"}")"
       if [ "$CG_QUOTA" -gt 0 ]; then
         printf 'cpus %s %d.%03d\nperiod %s %d\n' "$role" $((CG_QUOTA / CG_PERIOD)) $((CG_QUOTA * 1000 / CG_PERIOD % 1000)) "$role" "$CG_PERIOD"
       else
@@ -97,8 +105,10 @@ usage() {
     done
   done
   for role in "${!ns[@]}"; do echo "$role ${ns[$role]}"; done
+  for role in "${!periods[@]}"; do echo "throttled $role ${periods[$role]} ${throttled[$role]} ${throttled_ns[$role]}"; done
   read -r _ u n s _ _ i si st _ </proc/stat
   busy=$((u + n + s + i + si + st)); echo "host $((busy * 10000000))"
+  echo "steal $((st * 10000000))"
   echo "at ${EPOCHREALTIME/./}000"
 }
 
