@@ -111,11 +111,22 @@ probe() {
     die "$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=overlay skips the probe)"
   { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
 }
-if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
+# The share is the cluster's: decided by the first run of a scenario and variant after an up,
+# kept in the cluster's state (down forgets it), and only checked by the runs after it, so a
+# figure's basis never moves with the host's moment between runs.
+kept_share=$IB_CLUSTER_STATE/ingress-cpu/$SCENARIO-$VARIANT.json
+if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ]; then
+  share=$(jq -r .ingress_cpu "$kept_share")
+  say budget "checking that the client side can still drive this cluster's INGRESS_CPU=$share (3 s)"
+  # shellcheck disable=SC2086 # "CLIENT INGRESS": two arguments
+  probe "$share" check "$share" ${budget_cpus:-$(nproc)}
+  say budget "$line"
+elif [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   probe_share=$(deployed_ingress_share)
   say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"
   # shellcheck disable=SC2086 # "CLIENT INGRESS": two arguments
   probe "$probe_share" "$probe_share" ${budget_cpus:-$(nproc)}
+  mkdir -p "${kept_share%/*}" && echo "$budget" >"$kept_share"
   say budget "$line"
 elif [ "$cluster" = none ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
   say placement "probing what k6, the LB and the backends cost per request (3 s)"
@@ -126,7 +137,7 @@ case ${INGRESS_CPU:-} in auto | overlay) unset INGRESS_CPU ;; "") ;; *) export I
 
 pf_up "$SCENARIO"
 # (A share the probe chose has its own reason, said above.)
-[ -z "${SERVER_CPU_LIST:-}" ] || [ "$(jq -r .source <<<"$budget")" = probe ] ||
+[ -z "${SERVER_CPU_LIST:-}" ] || [[ $(jq -r .source <<<"$budget") =~ ^(probe|kept)$ ]] ||
   placement_warning "$CLIENT_CPU_LIST" "$SERVER_CPU_LIST" "${PLACEMENT_SHARED:-}" "${INGRESS_CORES:-}"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing

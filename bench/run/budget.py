@@ -1,7 +1,13 @@
 """bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS [INGRESS_NODE_CPUS]: the ingress's CPU
 budget on a host the client shares (the local platform), from a short probe run (bench/run/bench.sh
-runs it first when INGRESS_CPU=auto, the default). With INGRESS_NODE_CPUS (a cluster of several
-nodes) the ingress has a node of its own with that many CPUs and HOST_CPUS are the client node's.
+runs it first when INGRESS_CPU=auto, the default, at the first run of a scenario and variant on a
+cluster up: later runs keep its share). With INGRESS_NODE_CPUS (a cluster of several nodes) the
+ingress has a node of its own with that many CPUs and HOST_CPUS are the client node's.
+bench/run/budget.py PROBE_RUN_DIR check SHARE HOST_CPUS [INGRESS_NODE_CPUS]: a later run's check
+of the kept SHARE, from its probe at that share: the share stays, whatever the host's moment
+says, unless the client side cannot even supply what the ingress's rate needs from it (less
+than 1x, where the share was decided at HEADROOM): then one line, exit 2, and the run does not
+start. A figure's basis never changes silently between runs on one cluster.
 bench/run/budget.py PROBE_RUN_DIR pinned: the placement on a platform without a cluster (the
 lab), from the same probe: its LB keeps its pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
 (the LB and the backends share theirs) with the same headroom, and when not, what this host
@@ -85,6 +91,28 @@ def budget(summary, probe_share, host_cpus, node_cpus=None):
     return q, text, {"ingress_cpu": q, "source": "probe", **figures}
 
 
+def check(summary, share, host_cpus, node_cpus=None):
+    """The kept SHARE against this probe: what the client side keeps of what the ingress's
+    rate at SHARE needs from it; refused under 1x."""
+    ingress, k6, backends, c, measured = per_request(
+        summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
+    others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
+    cores = node_cpus if share == "overlay" else cores_of(share)
+    need = cores / ingress * (k6 + backends)  # the client side's CPU at the ingress's full rate
+    keeps = (host_cpus - others - (0 if node_cpus else cores)) / need
+    shown = "its whole node" if share == "overlay" else share
+    if keeps < 1:
+        raise ValueError(f"the client side can no longer drive the ingress CPU this cluster keeps ({shown}): it has "
+                         f"{keeps:.2f}x the CPU the ingress's rate needs from it (the rest of the host took {others:.2f} CPU "
+                         f"in a {c['seconds']:.0f} s probe); stop what else runs here, or set INGRESS_CPU")
+    text = (f"ingress CPU {shown}, kept for this cluster (its first run's probe chose it; `./task cluster:down` forgets "
+            f"it): the client side keeps {keeps:.2f}x the CPU the ingress's rate needs from it in a {c['seconds']:.0f} s "
+            f"check (the rest of the host {others:.2f} CPU)")
+    return share, text, {"ingress_cpu": share, "source": "kept", **measured, "other_cores": round(others, 3),
+                         "host_cpus": host_cpus, "client_over_need": round(keeps, 3),
+                         **({"ingress_node_cpus": node_cpus} if node_cpus else {})}
+
+
 def cpu_count(cpu_list):
     """The CPUs of a list like 0,2-3."""
     return sum(int(b) - int(a) + 1 for a, _, b in (r.partition("-") if "-" in r else (r, "", r) for r in cpu_list.split(",")))
@@ -120,14 +148,18 @@ def pinned_placement(summary, meta, host_cpus):
 
 
 def main(argv):
-    if len(argv) not in (4, 5) and argv[2:] != ["pinned"]:
-        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS [INGRESS_NODE_CPUS] | PROBE_RUN_DIR pinned", file=sys.stderr)
+    kind = argv[2] if len(argv) > 2 and argv[2] in ("pinned", "check") else "budget"
+    if len(argv) - {"pinned": 3, "check": 5, "budget": 4}[kind] not in (0, 1) or (kind == "pinned" and len(argv) != 3):
+        print("usage: bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS [INGRESS_NODE_CPUS] | PROBE_RUN_DIR check SHARE "
+              "HOST_CPUS [INGRESS_NODE_CPUS] | PROBE_RUN_DIR pinned", file=sys.stderr)
         return 2
     try:
         summary = json.loads((Path(argv[1]) / "summary.json").read_text())
-        if argv[2] == "pinned":
+        if kind == "pinned":
             meta = json.loads((Path(argv[1]) / "meta.json").read_text())
             q, text, meta = pinned_placement(summary, meta, meta["host"]["cpus"])
+        elif kind == "check":
+            q, text, meta = check(summary, argv[3], int(argv[4]), int(argv[5]) if len(argv) == 6 else None)
         else:
             q, text, meta = budget(summary, argv[2], int(argv[3]), int(argv[4]) if len(argv) == 5 else None)
     except (OSError, ValueError, KeyError) as e:

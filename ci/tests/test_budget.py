@@ -70,6 +70,42 @@ def test_on_a_node_of_its_own_the_ingress_gets_at_most_that_node(costs, client, 
     assert json.loads(meta)["ingress_node_cpus"] == node
 
 
+def check(tmp_path, summary, share, host_cpus=2, node_cpus=None):
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    return subprocess.run([sys.executable, str(ROOT / "bench/run/budget.py"), str(tmp_path), "check", share, str(host_cpus)]
+                          + ([str(node_cpus)] if node_cpus else []), capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("costs, share, node, keeps", [
+    # The share the probe chose at these costs (650m, above), checked on a host as it was:
+    # (2 - 0.25 - 0.65) / (0.65 / 101 * 107) = 1.60x; the host busier, still over 1x: kept.
+    ((101, 44, 63, 0.25), "650m", None, 1.597),
+    ((101, 44, 63, 0.6), "650m", None, 1.089),
+    # A node of its own: (1 - 0.14) / (0.6 / 108 * 101) = 1.53x; its whole node: 1 CPU.
+    ((108, 40, 61, 0.14), "600m", 1, 1.533),
+    ((100, 20, 0, 0.1), "overlay", 1, 4.5),
+])
+def test_a_kept_share_is_checked_not_chosen_again(costs, share, node, keeps, tmp_path):
+    """A later run on the cluster keeps the share its first run chose while the client side can
+    still supply what the ingress's rate at it needs (1x), whatever share this probe would give."""
+    r = check(tmp_path, probe(*costs), share, 1 if node else 2, node)
+    assert r.returncode == 0, r.stderr
+    q, text, meta = r.stdout.splitlines()
+    assert q == share and text.startswith("ingress CPU " + ("its whole node" if share == "overlay" else share) + ", kept"), text
+    m = json.loads(meta)
+    assert m["source"] == "kept" and m["ingress_cpu"] == share and m["client_over_need"] == keeps, m
+
+
+def test_a_kept_share_the_client_can_no_longer_drive_is_refused_in_one_line(tmp_path):
+    """(2 - 0.9 - 0.65) / (0.65 / 101 * 107) = 0.65x: the run does not start."""
+    r = check(tmp_path, probe(101, 44, 63, 0.9), "650m")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        f"error: the ingress CPU probe ({tmp_path}): the client side can no longer drive the ingress CPU this cluster keeps "
+        "(650m): it has 0.65x the CPU the ingress's rate needs from it (the rest of the host took 0.90 CPU in a 3 s probe); "
+        "stop what else runs here, or set INGRESS_CPU"]
+
+
 def test_a_probe_without_an_ingress_count_is_one_line(tmp_path):
     s = probe(101, 44, 63, 0.25)
     s["cpu"]["ingress_cpu_seconds"] = None

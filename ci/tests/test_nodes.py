@@ -13,6 +13,7 @@ rulesets, routes and sysctls are as before `up`, but for the bridge the nodes ha
 import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -254,6 +255,32 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     diff = machine_state.diff(nodes4["before"], run4["after"], beside_lab=True)
     for part in ("iptables", "ip6tables", "nft", "routes", "routes6"):
         assert bridge_only([x for x in diff if x.startswith(part + ":")]) == [], part
+
+
+@pytest.mark.quiet  # the check reads the client node's CPUs: the other stream's work there would be its "busy host"
+def test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused(run4, tmp_path):
+    """The quick start's share is the cluster's: the next run checks it in a 3 s probe and keeps
+    it (INGRESS_CPU auto, the budget's source "kept"); with the client node's CPUs made busy
+    (two busy loops a CPU there) the check finds the client side cannot drive it and the run
+    stops in one line, exit 1, before its load."""
+    first = json.loads((run4["dir"] / "meta.json").read_text())["ingress_budget"]["ingress_cpu"]
+    run = lambda results: sh("bash", "bench/run/bench.sh", "rps", timeout=300, env={  # noqa: E731
+        "PLATFORM": "local", "INGRESS_CPU": "auto", "DURATION": "2s", "MONITORING": "0", "RESULTS_ROOT": str(results),
+        **K6_UNJUDGED, **VALIDITY_UNJUDGED})
+    r = run(tmp_path / "kept")
+    assert r.returncode == 0, r.stderr[-2000:]
+    b = json.loads(next((tmp_path / "kept").glob("*/meta.json")).read_text())["ingress_budget"]
+    assert b["source"] == "kept" and b["ingress_cpu"] == first, b
+    client = (STATE / "nodes/2/cpus").read_text().strip()
+    busy = [subprocess.Popen(["taskset", "-c", client, "sh", "-c", "while :; do :; done"]) for _ in range(2 * len(cpus(client)))]
+    try:
+        err = one_error(run(tmp_path / "busy"))
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert "the client side can no longer drive the ingress CPU this cluster keeps" in err, err
+    assert not list((tmp_path / "busy").glob("*/summary.json"))
 
 
 def test_in_cluster_runners_run_on_the_client_node(run4, tmp_path):
