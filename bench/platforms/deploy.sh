@@ -264,6 +264,13 @@ if grep -q '^kind: Gateway$' "$work/manifest.yaml"; then
   rollout ingress-bench/role=ingress
 fi
 [ "$same" = 1 ] || kubectl annotate ns "$NS" --overwrite "ingress-bench/manifest=$digest $(objects | head -n1)" >/dev/null
+# Settled: no pod still terminating. A rollout is complete once the old ReplicaSet is scaled
+# to none, while its pods may still be shutting down on a busy node, taking CPU and holding
+# connections beside the run's; a pod a change deleted does the same.
+terminating=$(kubectl -n "$NS" get pods -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}pod/{.metadata.name}{" "}{end}') ||
+  die "cannot list the pods of namespace $NS"
+[ -z "$terminating" ] || kubectl -n "$NS" wait --for=delete $terminating --timeout="${DEPLOY_TIMEOUT}s" >/dev/null 2>&1 ||
+  die "pods still terminating after ${DEPLOY_TIMEOUT}s: $terminating"
 
 # The CNI bandwidth plugin shapes with a token bucket whose burst containerd sets to 2^32 bits
 # (512 MiB): after 4 s idle the first 512 MB pass at full speed, so a short run reads more
