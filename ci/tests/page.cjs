@@ -20,9 +20,14 @@ const [url, screenshot, seconds] = process.argv.slice(2);
   const queries = [];
   let answered;
   const firstAnswer = new Promise((resolve) => { answered = resolve; });
+  // A page that refreshes (a run's live address) is watched for its queries, and its panels
+  // are read as they are: every refresh empties them. It is watched in a window of its first
+  // row, Perses renders and queries a panel only once it is in view, so that each refresh
+  // stays cheap beside a load that fills both CPUs (all 26 panels took over 10 s a refresh).
+  // Any other page is read once it has settled, in a window tall enough for every panel.
+  const refreshes = new URL(url).searchParams.has('refresh');
   try {
-    // Tall enough that every panel is in view: Perses renders a panel once it is.
-    const page = await browser.newPage({ viewport: { width: 1600, height: 4200 } });
+    const page = await browser.newPage({ viewport: { width: 1600, height: refreshes ? 600 : 4200 } });
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
     page.on('pageerror', (e) => errors.push(String(e)));
     page.on('response', async (r) => {
@@ -44,9 +49,10 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     await page.waitForTimeout(Number(seconds) * 1000);
     // The panels as shown once every one is drawn and has stayed as it is for a second: a
     // refresh (every 10 s) empties every panel for a moment, and a panel is drawn in steps (a
-    // time series' legend header before its rows). The texts returned are those the page
-    // showed through that second, read in the page, so no refresh falls between a check and
-    // the read. At most a minute, then as they are.
+    // time series' legend header before its rows, for over a second on a busy host: a legend
+    // without rows is not drawn yet, as a panel without data says "No data"). The texts
+    // returned are those the page showed through that second, read in the page, so no refresh
+    // falls between a check and the read. At most a minute, then as they are.
     const read = () => [...document.querySelectorAll('section[data-testid="panel"]')].map((s) => ({
       title: s.querySelector('h6')?.textContent ?? '',
       text: s.innerText.replace(s.querySelector('header')?.innerText ?? '', '').trim(),
@@ -54,10 +60,11 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     const settled = `((panels) => {
       const now = JSON.stringify(panels), w = window;
       if (now !== w.__ibLast) { w.__ibLast = now; w.__ibSince = Date.now(); return false; }
-      return panels.every((p) => p.text !== '') && Date.now() - w.__ibSince >= 1000 && panels;
+      return panels.every((p) => p.text !== '' && p.text.split(/\\s+/).join(' ') !== 'Name Avg Max') && Date.now() - w.__ibSince >= 1000 && panels;
     })((${read})())`;
-    const panels = await page.waitForFunction(settled, null, { timeout: 60000, polling: 250 })
-      .then((h) => h.jsonValue(), () => page.evaluate(read));
+    const panels = refreshes ? await page.evaluate(read)
+      : await page.waitForFunction(settled, null, { timeout: 60000, polling: 250 })
+        .then((h) => h.jsonValue(), () => page.evaluate(read));
     const status = await page.textContent('#status');
     await page.screenshot({ path: screenshot, fullPage: true });
     console.log(JSON.stringify({ errors, status, panels, queries }));

@@ -95,9 +95,22 @@ function App({ dashboard }) {
   );
 }
 
+// A run's address names its run (var-testid and the rest): each such variable is that value,
+// constant. As a list of what Prometheus holds, a page opened before the run's first push
+// found its run missing and showed the newest other run instead, for as long as it was open.
+function pinned(dashboard) {
+  const url = new URLSearchParams(window.location.search);
+  dashboard.spec.variables = dashboard.spec.variables.map((v) => {
+    const value = url.get(`var-${v.spec.name}`);
+    return value === null ? v
+      : { kind: 'TextVariable', spec: { name: v.spec.name, display: v.spec.display, value, constant: true } };
+  });
+  return dashboard;
+}
+
 async function main() {
   const status = document.getElementById('status');
-  const dashboard = await (await fetch('ingress-bench.perses.json', { cache: 'no-store' })).json();
+  const dashboard = pinned(await (await fetch('ingress-bench.perses.json', { cache: 'no-store' })).json());
   // Prometheus' API is on this page's origin, above its /user/ assets.
   dashboard.spec.datasources.prometheus.plugin.spec.directUrl = new URL('..', window.location.href).href.replace(/\/$/, '');
   watchPrometheus(status);
