@@ -18,7 +18,7 @@ const [url, screenshot, seconds] = process.argv.slice(2);
   });
   const errors = [];
   const queries = [];
-  let answered;
+  let answered, inFlight = 0, lastAnswer = 0;
   const firstAnswer = new Promise((resolve) => { answered = resolve; });
   // A page that refreshes (a run's live address) is watched for its queries, and its panels
   // are read as they are: every refresh empties them. It is watched in a window of its first
@@ -30,8 +30,13 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     const page = await browser.newPage({ viewport: { width: 1600, height: refreshes ? 600 : 4200 } });
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
     page.on('pageerror', (e) => errors.push(String(e)));
+    const isQuery = (r) => r.url().includes('/api/v1/query_range');
+    page.on('request', (r) => { if (isQuery(r)) inFlight += 1; });
+    for (const done of ['requestfinished', 'requestfailed']) {
+      page.on(done, (r) => { if (isQuery(r)) { inFlight -= 1; lastAnswer = Date.now(); } });
+    }
     page.on('response', async (r) => {
-      if (!r.url().includes('/api/v1/query_range')) return;
+      if (!isQuery(r)) return;
       const form = new URLSearchParams(r.request().postData() || new URL(r.url()).search);
       let points = null;
       try {
@@ -47,24 +52,27 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     await Promise.race([firstAnswer, page.waitForTimeout(60000)]);
     process.stderr.write('page.cjs: ready\n');
     await page.waitForTimeout(Number(seconds) * 1000);
-    // The panels as shown once every one is drawn and has stayed as it is for a second: a
-    // refresh (every 10 s) empties every panel for a moment, and a panel is drawn in steps (a
-    // time series' legend header before its rows, for over a second on a busy host: a legend
-    // without rows is not drawn yet, as a panel without data says "No data"). The texts
-    // returned are those the page showed through that second, read in the page, so no refresh
-    // falls between a check and the read. At most a minute, then as they are.
+    // The panels as shown once the page is quiet: no range query in flight, none answered
+    // and no panel's text changed for a second, and every panel drawn. A refresh (every 10 s)
+    // empties every panel for a moment, and a panel is drawn in steps (a time series' legend
+    // header before its rows): on a busy host a query still unanswered left a panel with its
+    // legend alone, for more than a second, while the rest stood still. The panels returned
+    // are those of the last check. At most a minute, then as they are.
     const read = () => [...document.querySelectorAll('section[data-testid="panel"]')].map((s) => ({
       title: s.querySelector('h6')?.textContent ?? '',
       text: s.innerText.replace(s.querySelector('header')?.innerText ?? '', '').trim(),
     }));
-    const settled = `((panels) => {
-      const now = JSON.stringify(panels), w = window;
-      if (now !== w.__ibLast) { w.__ibLast = now; w.__ibSince = Date.now(); return false; }
-      return panels.every((p) => p.text !== '' && p.text.split(/\\s+/).join(' ') !== 'Name Avg Max') && Date.now() - w.__ibSince >= 1000 && panels;
-    })((${read})())`;
-    const panels = refreshes ? await page.evaluate(read)
-      : await page.waitForFunction(settled, null, { timeout: 60000, polling: 250 })
-        .then((h) => h.jsonValue(), () => page.evaluate(read));
+    let panels = await page.evaluate(read);
+    if (!refreshes) {
+      let last = JSON.stringify(panels), since = Date.now();
+      for (const until = Date.now() + 60000; Date.now() < until; await page.waitForTimeout(250)) {
+        panels = await page.evaluate(read);
+        const now = JSON.stringify(panels);
+        if (now !== last || inFlight > 0) { last = now; since = Date.now(); continue; }
+        const quiet = Date.now() - Math.max(since, lastAnswer);
+        if (quiet >= 1000 && panels.every((p) => p.text !== '')) break;
+      }
+    }
     const status = await page.textContent('#status');
     await page.screenshot({ path: screenshot, fullPage: true });
     console.log(JSON.stringify({ errors, status, panels, queries }));
