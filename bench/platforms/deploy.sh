@@ -163,8 +163,9 @@ if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   ! kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 || gateways=gateway,httproute
   ! kubectl get crd envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 || gateways+=,envoyproxy
   ! kubectl get crd nginxproxies.gateway.nginx.org >/dev/null 2>&1 || gateways+=,nginxproxy
-  stale=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json |
-    "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml") || die "could not compare overlay $current's objects with $OVERLAY's"
+  stale=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json 2>"$work/err" |
+    "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml" 2>>"$work/err") ||
+    die "could not compare overlay $current's objects with $OVERLAY's: $(tail -n1 "$work/err")"
   say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
   # A Gateway's routes and the Gateway first, while its controller runs: the controller then
   # removes the proxies it made for it, and its finalizers (it holds one on the class while a
