@@ -53,11 +53,11 @@ const [url, screenshot, seconds] = process.argv.slice(2);
     process.stderr.write('page.cjs: ready\n');
     await page.waitForTimeout(Number(seconds) * 1000);
     // The panels as shown once the page is quiet: no range query in flight, none answered
-    // and no panel's text changed for a second, and every panel drawn. A refresh (every 10 s)
-    // empties every panel for a moment, and a panel is drawn in steps (a time series' legend
-    // header before its rows): on a busy host a query still unanswered left a panel with its
-    // legend alone, for more than a second, while the rest stood still. The panels returned
-    // are those of the last check. At most a minute, then as they are.
+    // and no panel's text changed for a second, and every panel drawn. A panel is drawn in
+    // steps (a time series' legend header before its rows): on a busy host a query still
+    // unanswered left a panel with its legend alone, for more than a second, while the rest
+    // stood still. The panels returned are those of the last check. At most a minute, then as
+    // they are.
     const read = () => [...document.querySelectorAll('section[data-testid="panel"]')].map((s) => ({
       title: s.querySelector('h6')?.textContent ?? '',
       text: s.innerText.replace(s.querySelector('header')?.innerText ?? '', '').trim(),

@@ -38,6 +38,18 @@ def page(url, shot, seconds, lab=True):
     return json.loads(r.stdout)
 
 
+def watching(url, shot, seconds):
+    """page.cjs watching URL from the lab's client namespace, once it says it has the page's
+    first answer: (the process, to communicate with)."""
+    proc = subprocess.Popen(viewer(url, shot, seconds, True), cwd=ROOT, env=dict(os.environ, IB_BROWSER_DIR=browser_dir()),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    while (line := proc.stderr.readline()) and line != "page.cjs: ready\n":
+        seen.append(line)
+    assert line, "".join(seen)
+    return proc
+
+
 def has_data(panel):
     """What the page shows: a stat's value, a time series' legend rows below its header."""
     text = panel["text"]
@@ -94,18 +106,12 @@ def lab_live(tmp_path_factory):
     made = sh("bash", "-c", '. bench/lib.sh && load_platform && testid=$1 SCENARIO=rps VARIANT=$DEFAULT_OVERLAY && now=$(($(date +%s) * 1000)) && '
               'live_view "$(pf_prometheus)" "$now" $((now + 120000)) 2s', "live", testid, env={"PLATFORM": "lab"})
     assert made.returncode == 0 and made.stdout.startswith("http://"), made.stderr
-    watching = subprocess.Popen(viewer(made.stdout.strip(), tmp_path_factory.mktemp("live-during") / "during.png", 40, True),
-                                cwd=ROOT, env=dict(os.environ, IB_BROWSER_DIR=browser_dir()),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    while (line := watching.stderr.readline()) and line != "page.cjs: ready\n":
-        seen.append(line)
-    assert line, "".join(seen)
+    page_proc = watching(made.stdout.strip(), tmp_path_factory.mktemp("live-during") / "during.png", 40)
     env = dict(os.environ, PLATFORM="lab", RESULTS_ROOT=str(root), DURATION="20s", RATE="200", CONNECTIONS="20", TESTID=testid,
                **K6_UNJUDGED, **VALIDITY_UNJUDGED)
     proc = subprocess.run(["bash", "bench/run/bench.sh", "rps"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    out, err = watching.communicate(timeout=150)
-    assert watching.returncode == 0, err[-2000:]
+    out, err = page_proc.communicate(timeout=150)
+    assert page_proc.returncode == 0, err[-2000:]
     return Run(proc, root), {**json.loads(out), "url": made.stdout.strip()}
 
 
@@ -137,17 +143,10 @@ def test_the_page_says_when_its_prometheus_is_down(lab_live, tmp_path):
     were gone before it loaded): its status line says so, in one line. The page is the last
     test of the lab's monitoring: it comes back for the next run."""
     run, _ = lab_live
-    url = (run.dir / "live.url").read_text().strip()
-    env = dict(os.environ, IB_BROWSER_DIR=browser_dir())
-    watching = subprocess.Popen(viewer(url, tmp_path / "down.png", 8, True), cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    while (line := watching.stderr.readline()) and line != "page.cjs: ready\n":
-        seen.append(line)
-    assert line, "".join(seen)
+    page_proc = watching((run.dir / "live.url").read_text().strip(), tmp_path / "down.png", 8)
     assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
-    out, err = watching.communicate(timeout=120)
-    assert watching.returncode == 0, err
+    out, err = page_proc.communicate(timeout=120)
+    assert page_proc.returncode == 0, err
     status = json.loads(out)["status"]
     assert status.startswith("Prometheus at ") and " is down (" in status and "\n" not in status, status
 
