@@ -29,6 +29,15 @@ def failures(doc):
     return run["errors"] - run["by_kind"].get("dropped", 0)
 
 
+def failed_kinds(doc):
+    """The kinds of the requests that failed; sends the open model never made (every connection
+    still waiting: a stalled host) are no request, and the verdict counts them."""
+    kinds = doc["analysis"]["run"]["by_kind"]
+    if kinds.get("dropped"):
+        assert f"{kinds['dropped']} never sent" in doc["verdict"], doc["verdict"]
+    return set(kinds) - {"dropped"}
+
+
 def exits_as_its_failures(r, doc):
     """Exit 99 exactly when a request failed (k6's checks threshold), else 0."""
     assert r.returncode == (99 if failures(doc) else 0), (r.returncode, doc["analysis"]["run"], r.stderr[-3000:])
@@ -55,7 +64,7 @@ def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, 
     a = doc["analysis"]
     # noise: a reload answers within 0.1-0.5 s here (README "Change under load" table); 5 s is a stalled host, not a slow reload
     assert {"start", "end", "serving"} <= set(a["marks_ms"]) and 0 < a["serving_after_ms"] < 5000, a["marks_ms"]
-    assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
+    assert failed_kinds(doc) <= {"closed", "reset"}, a["run"]
     covered(doc, run, seconds(SHORT))
     agrees(doc)
     conf = kubectl("exec", "deployment/nginx-lb", "-c", "nginx", "--", "cat", "/run/lb/conf/nginx.conf")
@@ -75,7 +84,7 @@ def test_a_route_added_and_edited_under_load_serves_and_is_undone(local_cluster,
     assert 0 < a["serving_after_ms"] < 5000 and 0 < a["edited_after_ms"] < 5000, a
     # exact: the wait ends on a 200 of each of the two probes
     assert doc["marks_unix_ms"]["probes"].get("200", 0) >= 2, doc["marks_unix_ms"]
-    assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
+    assert failed_kinds(doc) <= {"closed", "reset"}, a["run"]
     covered(doc, run, seconds(SHORT))
     agrees(doc)
     assert "the added route's first 200 after" in (run / "change.md").read_text()
@@ -110,12 +119,9 @@ def test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged(local_
     a = doc["analysis"]
     assert a["marks_ms"]["start"] < a["marks_ms"]["down"] < a["marks_ms"]["end"], a["marks_ms"]
     assert "serving" in a["marks_ms"] or "kube-proxy balances connections, not requests" in doc["verdict"], doc
-    kinds = a["run"]["by_kind"]
-    assert set(kinds) <= {"status", "timeout", "dropped"} and set(a["run"]["statuses"]) <= {"502"}, a["run"]
-    if kinds.get("dropped"):
-        # (sends never made: behind requests that timed out, or a node the pod churn starved:
-        # 180 with no timeout in one run here; the verdict counts them either way)
-        assert f"{kinds['dropped']} never sent" in doc["verdict"], doc["verdict"]
+    # (sends never made: behind requests that timed out, or a node the pod churn starved: 180
+    # with no timeout in one run here)
+    assert failed_kinds(doc) <= {"status", "timeout"} and set(a["run"]["statuses"]) <= {"502"}, a["run"]
     covered(doc, run, seconds(SCALE))
     agrees(doc)
     assert len(kubectl("get", "pods", "-l", "app.kubernetes.io/name=backend", "-o", "name").stdout.split()) == 10

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import KUBECONFIG, ROOT, examples, exits_as_its_thresholds, kubectl, one_error, sh, task_with, urlopen, within
+from conftest import K6_UNJUDGED, KUBECONFIG, ROOT, examples, exits_as_its_thresholds, kubectl, one_error, sh, task_with, urlopen, within
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
 
@@ -87,7 +87,8 @@ def test_the_indexed_jobs_segments_add_up_and_stream(tmp_path):
     needs, was missing from 5 s runs."""
     rate, seconds = 400, 12
     r = sh("bash", "bench/run/distributed.sh", "rps", env={"SEGMENTS": "2", "ENGINE": "native", "RATE": str(rate),
-                                                     "DURATION": f"{seconds}s", "CONNECTIONS": "100", "RESULTS_ROOT": str(tmp_path)},
+                                                     "DURATION": f"{seconds}s", "CONNECTIONS": "100", "RESULTS_ROOT": str(tmp_path),
+                                                     **K6_UNJUDGED},
            timeout=300)
     assert r.returncode == 0, r.stderr
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
