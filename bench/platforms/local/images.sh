@@ -167,6 +167,7 @@ envoy_image() {
 
 case ${1:-} in
   gateway) envoy_gateway_image; envoy_image; exit 0 ;;
+  nginx) nginx_image; exit 0 ;; # ci/tools/tools.sh: from the start of a cluster build
 esac
 pause_image
 nginx_image
