@@ -199,11 +199,11 @@ wait "$AUX_PID" || exit 1
 AUX_PID=''
 say tools "k6 $K6_VERSION, kustomize $KUSTOMIZE_VERSION, kubeconform $KUBECONFORM_VERSION, helm $HELM_VERSION, task $TASK_VERSION, nginx $(nginx_version), wrk $(wrk_version) ready"
 [ "${1:-all}" = cluster ] || exit 0
+# Kubernetes' binaries (Go links: CPU) beside the other images (the nginx one, started above,
+# finished first: images.sh would build it a second time).
+bash "$IB_ROOT/bench/platforms/local/build.sh" & BUILD_PID=$!
 wait "$IMAGE_PID" || exit 1
 IMAGE_PID=''
-# Kubernetes' binaries (Go links: CPU) beside the images (a debootstrap: mostly waiting on the
-# mirror), the cold run's two longest steps at once.
-bash "$IB_ROOT/bench/platforms/local/build.sh" & BUILD_PID=$!
 bash "$IB_ROOT/bench/platforms/local/images.sh" || exit 1
 wait "$BUILD_PID" || exit 1
 BUILD_PID=''
