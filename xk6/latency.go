@@ -101,7 +101,8 @@ func (h *histogram) percentiles(ps ...float64) []float64 {
 }
 
 // export is the run's histogram as summary.json carries it: the middle of every non-empty
-// bucket in milliseconds with its count, ascending, and the bound on a value's error. Runs
+// bucket in milliseconds with its count, ascending, and the bound on a value's error; and its
+// percentiles, the run's headline (k6/lib/summary.js). Runs
 // of the same binary share the buckets, so a distributed run's segments merge by adding the
 // counts of equal values (bench/report/summary.py) into the percentiles of all their requests.
 func (h *histogram) export() map[string]any {
@@ -111,7 +112,9 @@ func (h *histogram) export() map[string]any {
 			buckets = append(buckets, [2]float64{bucketValue(i) / float64(time.Millisecond), float64(n)})
 		}
 	}
-	return map[string]any{"relative_error": 1.0 / (2 * subBuckets), "buckets": buckets}
+	ps := h.percentiles(0.5, 0.95, 0.99)
+	return map[string]any{"relative_error": 1.0 / (2 * subBuckets), "buckets": buckets,
+		"p50_ms": ps[0], "p95_ms": ps[1], "p99_ms": ps[2]}
 }
 
 // publish pushes the percentiles as Gauge samples, when a second has passed since the last

@@ -107,4 +107,9 @@ func TestExportHoldsEveryValueWithinItsError(t *testing.T) {
 	if want := 7000.0; math.Abs(last[0]-want) > want*rel || last[1] != 1 {
 		t.Fatalf("the largest bucket is %v ms x %v, want 7000 ms within %v", last[0], last[1], want*rel)
 	}
+	// The percentiles the Gauges publish, beside the buckets: the summary's headline.
+	ps := h.percentiles(0.5, 0.95, 0.99)
+	if e["p50_ms"] != ps[0] || e["p95_ms"] != ps[1] || e["p99_ms"] != ps[2] {
+		t.Fatalf("exported p50/p95/p99 %v %v %v, want %v", e["p50_ms"], e["p95_ms"], e["p99_ms"], ps)
+	}
 }

@@ -101,9 +101,10 @@ def test_the_indexed_jobs_segments_add_up_and_stream(tmp_path):
     # exact: the requests in flight at the end, at most one per connection
     assert within(summary["requests"], summary["server"]["requests"], 0.01), summary
     # One latency for the run: the pods' histograms merged (test_merged_percentiles.py holds
-    # the merge to the exact values); a mixture's p99 lies between its parts'.
+    # the merge to the exact values); a mixture's p99 lies between its parts' (each part's
+    # from its own histogram, the same buckets).
     each = [s["p99_ms"] for s in summary["per_segment"]]
-    # exact: a mixture's p99 between its parts', each within its histogram's 1/256
+    # exact: a mixture's p99 between its parts', up to the interpolation between two ranks
     assert summary["latency"]["merged"] and min(each) * 0.99 <= summary["p99_ms"] <= max(each) * 1.01, (summary["p99_ms"], each)
     # The pods streamed to the cluster's Prometheus (by its Service name), each runner apart
     # (instance_id) and tagged with the run: their request counters add up to the run's give

@@ -73,6 +73,8 @@ def assert_percentile_gauges(run, r):
         # whole nanoseconds, what the engine measures). A Gauge two buckets away misses by more.
         assert abs(gauge - exact) <= exact / 256 + 1e-9, \
             (f"p{p}", gauge, f"{(gauge / exact - 1) * 100:+.2f}% from", exact, "ranks", lo, hi)
+        # The summary's percentile is the one the threshold judged.
+        assert r[f"p{p}_ms"] == gauge, (f"p{p}", r[f"p{p}_ms"], gauge)
 
 
 def assert_clean_run(run, scenario, body_bytes):

@@ -106,3 +106,12 @@ test('correlation: the window the teardown averaged, from setup\'s end for DURAT
   delete d.metrics.bench_prometheus_answered;
   assert.deepEqual(Object.keys(correlation(d, cfg, new Date(1021.5 * 1000)).window), ['start', 'end']);
 });
+
+test('native engine: the headline percentiles are its histogram\'s, the buckets kept to merge', () => {
+  const hist = { relative_error: 1 / 256, buckets: [[1, 99], [5, 1]], p50_ms: 1, p95_ms: 1, p99_ms: 1.04 };
+  const files = summaryFiles(data(), config({ RESULTS_DIR: 'out/t2' }, 'rps'), new Date('2026-11-21T00:00:00Z'), hist);
+  const r = JSON.parse(files['out/t2/summary.json']).result;
+  assert.deepEqual([r.p50_ms, r.p95_ms, r.p99_ms], [1, 1, 1.04]);
+  assert.deepEqual(r.latency_histogram, { relative_error: 1 / 256, buckets: [[1, 99], [5, 1]] });
+  assert.match(files['out/t2/summary.txt'], /p99 1\.04 ms/);
+});
