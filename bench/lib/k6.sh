@@ -56,13 +56,31 @@ stub_parse() { awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'
 # by load_unlock or when the load's processes end. A script that holds it exports
 # IB_LOAD_LOCKED, and the runs it starts (calibrate's k6, a change's bench.sh) take it no more.
 # Waits a second at a time, so that a signal is acted on while waiting.
+# IB_LOAD_YIELD=1 (the test suite's lab stream, which has time to spare beside the cluster's):
+# a waiting run without it goes first. flock grants no turns, and a stream of short loads took
+# the lock back each time it came free. A run that waits holds load.turn shared until it has
+# the load; a yielding run that gets the load gives it back while load.turn is held, and waits
+# for that run to have it.
 load_lock() {
   [ -z "${IB_LOAD_LOCKED:-}" ] || return 0
   mkdir -p "$IB_CACHE"
   exec {ib_load_fd}>>"$IB_CACHE/load.lock"
   if ! flock -n "$ib_load_fd"; then
-    say load "waiting for another run's load on this machine to end (fuser -v $IB_CACHE/load.lock shows it)"
-    until flock -w 1 "$ib_load_fd"; do :; done
+    local turn waited=$SECONDS
+    exec {turn}>>"$IB_CACHE/load.turn"
+    if [ "${IB_LOAD_YIELD:-0}" = 1 ]; then
+      say load "waiting for another run's load on this machine to end (fuser -v $IB_CACHE/load.lock shows it)"
+      until flock -w 1 "$ib_load_fd" && { flock -n "$turn" || { flock -u "$ib_load_fd"; false; }; }; do
+        flock -w 1 "$turn" || :
+        flock -u "$turn"
+      done
+    else
+      until flock -s -w 1 "$turn"; do :; done
+      say load "waiting for another run's load on this machine to end (fuser -v $IB_CACHE/load.lock shows it)"
+      until flock -w 1 "$ib_load_fd"; do :; done
+    fi
+    exec {turn}>&-
+    say load "waited $((SECONDS - waited)) s"
   fi
   export IB_LOAD_LOCKED=1
 }

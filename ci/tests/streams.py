@@ -56,6 +56,14 @@ def pytest_runtest_protocol(item, nextitem):
     if STREAM not in ("lab", "cluster"):
         yield
         return
-    with open(Path(os.environ["IB_TEST_LOCKS"]) / "quiet.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if item.get_closest_marker("quiet") else fcntl.LOCK_SH)
+    # A waiting quiet test goes before the next test of the other stream: flock grants no turns,
+    # and the other stream, taking the lock back as each of its tests began, kept one waiting
+    # through several. It holds turn.lock while it waits; a test takes the shared lock only
+    # through turn.lock, so only while no quiet test waits.
+    locks = Path(os.environ["IB_TEST_LOCKS"])
+    quiet = item.get_closest_marker("quiet")
+    with open(locks / "quiet.lock", "a") as f:
+        with open(locks / "turn.lock", "a") as turn:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            fcntl.flock(f, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
         yield

@@ -186,6 +186,27 @@ def test_a_run_waits_for_another_runs_load_and_says_so(lab, tmp_path):
     assert len(list(root.iterdir())) == 1
 
 
+def test_a_waiting_run_goes_before_a_yielding_one(tmp_path):
+    """IB_LOAD_YIELD=1 (the suite's lab stream) lets a run that waits without it take the load
+    first, whichever asked first: the lock held here, a yielding run waits, then another; once
+    the lock is free the second has it, and the yielding one only after it."""
+    order = tmp_path / "order"
+    take = '. bench/lib.sh; load_lock; echo "$1" >> "$2"; sleep 1'
+
+    def waiter(name, yielding):
+        p = subprocess.Popen(["bash", "-c", take, "-", name, str(order)], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "IB_LOAD_YIELD": yielding, "IB_LOAD_LOCKED": ""})
+        line = p.stderr.readline()
+        assert line.startswith("load          waiting for another run's load"), line
+        return p
+    with no_load():
+        procs = [waiter("yielding", "1"), waiter("first", "0")]
+        time.sleep(1.5)  # each through a turn of its wait
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read()  # a load of the other stream may come between
+    assert order.read_text().split() == ["first", "yielding"]
+
+
 def test_full_disk_mid_run_is_one_line(lab, tmp_path):
     """A results filesystem that fills up during the run: one `error:` line naming it, exit
     non-zero, no tool's own message (jq, a Python traceback)."""
