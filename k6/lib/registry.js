@@ -94,6 +94,7 @@ export const REGISTRY = {
     {"name": "CLIENT_CPU_LIST", "by": "scripts", "meaning": "the CPU list k6 is pinned to (a platform driver's placement)"},
     {"name": "SERVER_CPU_LIST", "by": "scripts", "meaning": "the CPU list the servers are pinned to (a platform driver's placement)"},
     {"name": "IB_LOAD_LOCKED", "by": "scripts", "meaning": "set while a script holds the machine's load lock: the runs it starts take it no more (bench/lib/k6.sh load_lock)"},
+    {"name": "IB_LOAD_YIELD", "by": "test", "meaning": "1: a run that waits for the load lets any run waiting without it go first (the suite's lab stream, beside the longer cluster stream: bench/lib/k6.sh load_lock)"},
     {"name": "INGRESS_CORES", "by": "scripts", "meaning": "a fractional ingress CPU amount, for the placement warning (local driver)"},
     {"name": "PLACEMENT_SHARED", "by": "scripts", "meaning": "what shares k6's CPUs, for the placement warning (local driver)"},
     {"name": "NAME", "by": "scripts", "meaning": "render_distributed.sh: the Job or TestRun's name (default from TESTID)"},
