@@ -11,6 +11,8 @@ and the run's summary.json, assembled.
                                                     + each role's CPU (cgroups) and per ingress CPU
   python bench/report segments RUN_DIR --testid ID --variant V --platform P --stub-before C --stub-after C
                                                     a distributed run's summary.json from its segments
+  python bench/report rounds DIR --exits RC... [--aborted SIGNAL]
+                                                    the rounds' median and interval (bench/run/rounds.sh)
 
 Prometheus is read only through the signal contract (monitoring/README.md: the bench:* rules
 and k6's own series), never raw metrics. Bad input: one line `error: ...` and exit 2; a page
@@ -29,6 +31,7 @@ from .doc import check_page  # noqa: E402
 from .index import index  # noqa: E402
 from .page import render  # noqa: E402
 from .prometheus import fetch  # noqa: E402
+from .rounds import rounds  # noqa: E402
 from .run import Bad, Run  # noqa: E402
 from .summary import assemble, segments, stub_reading, usage_reading  # noqa: E402
 
@@ -40,7 +43,7 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     p = Parser(prog="bench/report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="fetch|render|index|check|summary|segments")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="fetch|render|index|check|summary|segments|rounds")
     f = sub.add_parser("fetch", help="query Prometheus for the run's time series -> RUN_DIR/timeseries.json")
     f.add_argument("run_dir")
     f.add_argument("--prometheus", required=True, help="base URL, e.g. http://127.0.0.1:9090")
@@ -73,6 +76,10 @@ def main(argv=None):
         g.add_argument(f"--{name}", required=True)
     g.add_argument("--stub-before", **stub)
     g.add_argument("--stub-after", **stub)
+    o = sub.add_parser("rounds", help="DIR/rounds.json and summary.txt: the median and interval of DIR's rounds")
+    o.add_argument("dir")
+    o.add_argument("--exits", type=int, nargs="+", required=True, help="each round's exit code, in order")
+    o.add_argument("--aborted", default=None, metavar="SIGNAL", help="a signal stopped the rounds")
     for cmd in (s, g):
         cmd.add_argument("--aborted", type=int, metavar="SECONDS", help="a signal cut the run short after SECONDS")
         cmd.add_argument("--signal", default=None, help="with --aborted: its name (SIGINT, SIGTERM)")
@@ -93,6 +100,8 @@ def main(argv=None):
         elif a.cmd == "segments":
             print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after,
                                       a.aborted, a.signal)))
+        elif a.cmd == "rounds":
+            print("\n".join(rounds(a.dir, a.exits, a.aborted)))
         else:
             if not Path(a.page).is_file():
                 raise Bad(f"{a.page}: no such page")

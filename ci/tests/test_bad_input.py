@@ -245,13 +245,18 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
     ("calibrate", {"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),
     ("calibrate", {"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number, got 'lots'"),
     ("calibrate", {"VARIANT": "turbo"}, "unknown variant 'turbo'"),
+    ("rounds", {"ROUNDS": "0"}, "ROUNDS must be at least 1, got 0"),
+    ("rounds", {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
+    ("rounds", {"TESTID": ".."}, "TESTID must be letters, digits, '.', '_' and '-' only, not starting with '.'"),
+    ("rounds", {"CONNECTIONS": "many"}, "CONNECTIONS must be a whole number, got 'many'"),  # round 1's own check
 ])
 def test_benchmark_scripts_refuse_bad_input(script, env, message, lab_down, tmp_path):
-    """The overhead benchmark (a case list of the matrix runner) and the calibration: one
-    line, before anything is taken down, started or written."""
+    """The overhead benchmark (a case list of the matrix runner), the calibration and a
+    scenario's rounds (./task bench:rps): one line, before anything is taken down, started or
+    written."""
     command = {"overhead": ["bash", "-c", ". bench/lib.sh && exec python bench/run/matrix.py bench/run/matrices/overhead.yaml"],
-               "calibrate": ["bash", "bench/run/calibrate.sh"]}[script]
-    r = sh(*command, env={"RESULTS_ROOT": str(tmp_path / "r"), **env})
+               "calibrate": ["bash", "bench/run/calibrate.sh"], "rounds": ["bash", "bench/run/rounds.sh", "rps"]}[script]
+    r = sh(*command, env={"RESULTS_ROOT": str(tmp_path / "r"), **({"PLATFORM": "lab"} if script == "rounds" else {}), **env})
     errors = [l for l in r.stderr.splitlines() if l.strip()]
     assert r.returncode != 0 and len(errors) == 1 and message in errors[0], r.stderr
     assert not (tmp_path / "r").exists()

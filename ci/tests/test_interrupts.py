@@ -127,7 +127,7 @@ def lab():
 ])
 def test_interrupted_lab_run_is_recorded_aborted(lab, sig, entry, expect_rc, tmp_path):
     root = tmp_path / "results"
-    cmd = (["./task", "bench:rps", "PLATFORM=lab", "DURATION=30s", "CONNECTIONS=20"] if entry == "task"
+    cmd = (["./task", "bench:rps", "PLATFORM=lab", "DURATION=30s", "CONNECTIONS=20", "ROUNDS=1"] if entry == "task"
            else ["bash", "bench/run/bench.sh", "rps"])
     tmp = run_tmp(tmp_path)
     env = {"RESULTS_ROOT": str(root), "PLATFORM": "lab", "DURATION": "30s", "CONNECTIONS": "20", "TMPDIR": str(tmp)}
@@ -301,7 +301,7 @@ def test_interrupted_local_run_is_recorded_aborted(local_cluster, tmp_path):
     way; the ingress's count read after the stop agrees with k6's."""
     root = tmp_path / "results"
     tmp = run_tmp(tmp_path)
-    rc, out, elapsed = interrupt(["./task", "bench:rps", "PLATFORM=local", "DURATION=30s", "CONNECTIONS=20"],
+    rc, out, elapsed = interrupt(["./task", "bench:rps", "PLATFORM=local", "DURATION=30s", "CONNECTIONS=20", "ROUNDS=1"],
                                  signal.SIGINT, {"RESULTS_ROOT": str(root), "TMPDIR": str(tmp)}, timeout=900)
     assert rc == 1, f"exit {rc}:\n{out[-3000:]}"
     d, names, s = assert_aborted_run(root, out, "SIGINT", elapsed, tmp)

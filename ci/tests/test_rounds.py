@@ -1,0 +1,82 @@
+"""A scenario's rounds (bench/run/rounds.sh, `./task bench:rps`): each round a whole run with
+its verdict; the valid ones give the median and a t interval on their log rates, a round that
+is NOT VALID or failed is listed and left out."""
+import json
+import math
+import statistics
+import sys
+
+import pytest
+
+from conftest import ROOT, sh, task
+
+T_975_2 = 4.302652729911275  # Student's t, 97.5 % at 2 degrees of freedom (tables)
+
+
+def made_round(root, i, rps, per_cpu, valid=True, limit="ingress-cpu", p99=2.0):
+    d = root / f"x-r{i}"
+    d.mkdir(parents=True)
+    (d / "meta.json").write_text(json.dumps({"ingress_budget": {"ingress_cpu": "300m", "source": "kept"}}))  # a run's mark
+    (d / "summary.json").write_text(json.dumps({
+        "result": {"scenario": "rps", "rps": rps, "p50_ms": 1.0, "p99_ms": p99, "passed": True},
+        "verdict": {"limit": limit, "valid": valid, "text": f"{limit}: constructed"},
+        "cpu": {"ingress_cpus": 0.3, "steal_cpus": 0.01, "per_ingress_cpu": {"value": per_cpu, "unit": "req/s"},
+                "ingress_throttling": {"throttled_seconds": 0.5}}}))
+
+
+def report_rounds(root, *exits):
+    return sh(sys.executable, "bench/report", "rounds", str(root), "--exits", *map(str, exits))
+
+
+def test_the_answer_is_the_valid_rounds_median_with_a_t_interval(tmp_path):
+    """Three valid rounds and one NOT VALID (exit 99), one crossed latency threshold counted
+    (a valid figure): the median of the three, the t interval of their log rates at 2 degrees
+    of freedom, the fourth listed as left out with its reason."""
+    for i, (rps, per_cpu) in enumerate([(2700, 9000), (2850, 9500), (3000, 10000)], 1):
+        made_round(tmp_path, i, rps, per_cpu)
+    made_round(tmp_path, 4, 6000, 20000, valid=False, limit="load-generator")
+    r = report_rounds(tmp_path, 0, 99, 0, 99)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "rounds.json").read_text())
+    assert doc["counted"] == 3 and [x["counted"] for x in doc["rounds"]] == [True, True, True, False]
+    assert doc["rounds"][3]["why_not"] == "NOT VALID: load-generator: constructed"
+    assert doc["per_ingress_cpu"]["median"] == 9500 and doc["headline"]["median"] == 2850
+    logs = [math.log(v) for v in (9000, 9500, 10000)]
+    half = T_975_2 * statistics.stdev(logs) / math.sqrt(3)
+    i = doc["per_ingress_cpu"]["interval"]
+    # exact: the same arithmetic; the t quantile by numerical integration, 1e-6
+    assert abs(i["low"] - math.exp(statistics.fmean(logs) - half)) <= 1e-6 * i["low"], i
+    # exact: as above
+    assert abs(i["high"] - math.exp(statistics.fmean(logs) + half)) <= 1e-6 * i["high"], i
+    answer = r.stdout.splitlines()[-1]
+    assert answer == ("answer        ingress-cpu-bound at 0.3 ingress CPU: 2,850 req/s, 9,500 req/s per ingress CPU "
+                      f"(median of 3 rounds, ± {i['half_width_percent']:.1f} %: {round(i['low']):,}-{round(i['high']):,}, "
+                      "the 95% t interval on the rounds' log rates)"), answer
+    assert "(left out: NOT VALID: load-generator: constructed)" in r.stdout.splitlines()[3]
+    assert (tmp_path / "summary.txt").read_text() == r.stdout
+
+
+def test_no_valid_round_is_no_answer(tmp_path):
+    made_round(tmp_path, 1, 6000, 20000, valid=False, limit="load-generator")
+    r = report_rounds(tmp_path, 99)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "answer        no round counts: each was left out (above)"
+    doc = json.loads((tmp_path / "rounds.json").read_text())
+    assert doc["counted"] == 0 and doc["per_ingress_cpu"] == {"median": None, "values": [], "interval": None}
+
+
+@pytest.mark.e2e  # bench.sh brings the lab up
+def test_rounds_on_the_lab(tmp_path):
+    """`./task bench:rps ROUNDS=2` on the lab: two whole runs under one directory, each its own
+    run (meta, summary, report), and the answer from both."""
+    r = task("bench:rps", "PLATFORM=lab", "ROUNDS=2", "DURATION=2s", "CONNECTIONS=20", f"RESULTS_ROOT={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    top, = tmp_path.iterdir()
+    runs = sorted(d for d in top.iterdir() if d.is_dir())
+    assert [d.name for d in runs] == [f"{top.name}-r1", f"{top.name}-r2"]
+    assert len(runs) == 2 and all((d / "report.html").is_file() and (d / "summary.json").is_file() for d in runs)
+    doc = json.loads((top / "rounds.json").read_text())
+    rps = [json.loads((d / "summary.json").read_text())["result"]["rps"] for d in runs]
+    assert doc["counted"] == 2 and doc["headline"]["values"] == rps and doc["headline"]["median"] == statistics.median(rps)
+    assert "round 2 of 2" in r.stderr and (top / "summary.txt").read_text().splitlines()[-1].startswith("answer        ")
+    assert (top / "summary.txt").read_text() in r.stdout
