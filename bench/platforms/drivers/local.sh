@@ -47,6 +47,9 @@ pf_enter() {
   else
     say placement "k6 in the one node (ibench-node-1), on the CPUs the ingress does not have"
   fi
+  # pf_client_netns checked the cluster and its monitoring just now: pf_up in the process this
+  # becomes (the same pid) need not again (a second of tools, up and monitoring checks a run).
+  export IB_CLUSTER_CHECKED=$$
   exec nsenter --net="$ns" "$@"
 }
 
@@ -60,7 +63,7 @@ pf_cluster_up() {
 }
 
 pf_up() {
-  pf_cluster_up
+  if [ "${IB_CLUSTER_CHECKED:-}" = $$ ]; then export KUBECONFIG=$IB_CLUSTER_KUBECONFIG; else pf_cluster_up; fi
   local addr scheme
   addr=$(bash "$IB_ROOT/bench/platforms/deploy.sh") || exit 1
   # The pods its monitors scrape: the ingress's, or a NodePort straight to the backends' (no
