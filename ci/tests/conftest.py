@@ -348,6 +348,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "takes_the_cluster_down: runs after every other test of the local cluster")
     config.addinivalue_line("markers", "leaves_monitoring_down: runs after the other tests of the local cluster, "
                                        "which would bring its monitoring up again (~40 s)")
+    config.addinivalue_line("markers", "unmonitored: its runs are MONITORING=0 and in no order with the module's others: "
+                                       "runs with the tests that take monitoring down, before it is up (a deploy without the "
+                                       "monitoring component between two with it rolls the ingress twice and waits for a scrape)")
     config.addinivalue_line("markers", "takes_monitoring_down: a matrix with MONITORING=0 (bench:change, bench:migrate, bench:sweep) "
                                        "takes the local cluster's monitoring down: runs before the tests that bring it "
                                        "up (~25 s an up, ~12 s a down)")
@@ -388,7 +391,8 @@ def pytest_collection_modifyitems(config, items):
     The tests that need the local cluster run last, in their modules' order, so one cluster
     serves them all (shared_cluster) and no lab test measures beside an idle cluster's
     control plane, kubelet and Prometheus; among them first those whose matrix takes its
-    monitoring down (MONITORING=0) before it is ever up, then those that want it up, then those
+    monitoring down (MONITORING=0) before it is ever up, and those whose runs go without it
+    (unmonitored), then those that want it up, then those
     that leave it down (the chart's stack replaces it, bench:throttle measures without it); a
     test that takes the cluster down, last. A stable sort: every other test keeps its place.
     E2E_FIXTURES mark their tests e2e; the fast tier deselects every e2e test."""
@@ -410,7 +414,7 @@ def pytest_collection_modifyitems(config, items):
                                  item.get_closest_marker("e2e") is not None,
                                  item.get_closest_marker("takes_the_cluster_down") is not None,
                                  item.get_closest_marker("leaves_monitoring_down") is not None,
-                                 item.get_closest_marker("takes_monitoring_down") is None))
+                                 not (item.get_closest_marker("takes_monitoring_down") or item.get_closest_marker("unmonitored"))))
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ def assert_clean_k8s_run(run, scenario, variant):
     return r
 
 
+@pytest.mark.unmonitored
 @pytest.mark.parametrize("variant", ["nginx-lb-default", "nginx-lb-full", "nodeport-direct"])
 def test_rps_through_each_exposure(bench, variant):
     """A clean run through each exposure, on the default engine (the native one: its own p99
@@ -50,6 +51,7 @@ def test_rps_through_each_exposure(bench, variant):
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
 
+@pytest.mark.unmonitored
 def test_auto_keeps_the_placement_of_an_overlay_without_an_ingress(bench):
     """INGRESS_CPU=auto (bench:seeds' default) on seed 004's NodePort straight to the backends:
     no ingress Deployment, nothing to probe: the overlay's placement, said before the load (the
@@ -128,6 +130,7 @@ def lb_log():
     return kubectl("-n", "ingress-bench", "exec", "deploy/nginx-lb", "--", "cat", "/run/lb/logs/access.log").stdout.splitlines()
 
 
+@pytest.mark.unmonitored
 def test_tps_full_handshakes_in_the_cluster(bench):
     """From the LB's own log: every request alone on its connection, TLS 1.2 with the seed's
     cipher, session not reused. (stub_status accepts also count the kubelet's TCP probes.)"""
@@ -184,6 +187,7 @@ def upstream_addrs(lines):
     return [m.group(1) for m in map(re.compile(r" ua=(\S+)$").search, lines) if m]
 
 
+@pytest.mark.unmonitored
 @pytest.mark.parametrize("path", ["pods", "clusterip", "nodeport"])
 def test_seed003_exposure_paths_take_their_hop(bench, path):
     """Seed 003's three LB paths with 10 backend pods: a clean run each, and the LB's own log
@@ -205,6 +209,7 @@ def test_seed003_exposure_paths_take_their_hop(bench, path):
     print(f"\n{variant}: {r['rps']:.0f} req/s")
 
 
+@pytest.mark.unmonitored
 def test_hostnetwork_lb_listens_on_the_node_address_only(bench):
     """seed002's hostNetwork: the LB's sockets are the node's, in its namespace, bound to its
     address only, never to every interface of the node; a clean run through it."""

@@ -48,6 +48,7 @@ def pod_uids(component):
     return sorted(p["metadata"]["uid"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp"))
 
 
+@pytest.mark.unmonitored
 def test_deploy_applies_only_what_changed():
     """The same overlay again applies nothing; a scale since (bench:change's, not undone) is
     undone by the next deploy; a switch to an overlay with the same backends replaces the
@@ -117,6 +118,7 @@ def test_external_platform_needs_the_opt_in():
     assert "ALLOW_EXTERNAL_CLUSTER=1" in err
 
 
+@pytest.mark.unmonitored
 def test_deploy_that_never_becomes_ready_names_the_reason():
     """A knob value nginx rejects: the LB crash-loops; deploy gives up after DEPLOY_TIMEOUT
     with the pod's own reason."""
