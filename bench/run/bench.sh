@@ -115,7 +115,11 @@ probe() {
 # kept in the cluster's state (down forgets it), and only checked by the runs after it, so a
 # figure's basis never moves with the host's moment between runs.
 kept_share=$IB_CLUSTER_STATE/ingress-cpu/$SCENARIO-$VARIANT.json
-if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ]; then
+if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ] && [ "${IB_SHARE_CHECKED:-}" = "$(jq -r .ingress_cpu "$kept_share")" ]; then
+  # A later round of bench/run/rounds.sh: its first round chose or checked this share moments ago.
+  INGRESS_CPU=$IB_SHARE_CHECKED budget=$(jq -c '.source = "kept" | .checked = "by the first round"' "$kept_share")
+  say budget "ingress CPU $INGRESS_CPU, this cluster's, as the first round checked it"
+elif [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ]; then
   share=$(jq -r .ingress_cpu "$kept_share")
   say budget "checking that the client side can still drive this cluster's INGRESS_CPU=$share (3 s)"
   # shellcheck disable=SC2086 # "CLIENT INGRESS": two arguments

@@ -35,6 +35,13 @@ for i in $(seq "$rounds"); do
   RESULTS_ROOT=$dir TESTID=$testid-r$i bash "$IB_ROOT/bench/run/bench.sh" "$SCENARIO" || rc=$?
   exits+=("$rc")
   [ -z "$interrupted" ] || break
+  # The share the first round's probe chose or checked (the cluster's, kept): the later rounds
+  # take it without a check of their own (3 s and a run's setup each).
+  if [ "$i" = 1 ] && [ -d "$dir/$testid-r1" ]; then
+    IB_SHARE_CHECKED=$(jq -r '.ingress_budget | select(.source == "probe" or .source == "kept") | .ingress_cpu // empty' \
+      "$dir/$testid-r1/meta.json" 2>/dev/null || true)
+    export IB_SHARE_CHECKED
+  fi
   # 99: the round's thresholds crossed (a finished run); anything else stops the rounds.
   case $rc in 0 | 99) ;; *) break ;; esac
 done

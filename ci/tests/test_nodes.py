@@ -260,17 +260,21 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
 @pytest.mark.quiet  # the check reads the client node's CPUs: the other stream's work there would be its "busy host"
 def test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused(run4, tmp_path):
     """The quick start's share is the cluster's: the next run checks it in a 3 s probe and keeps
-    it (INGRESS_CPU auto, the budget's source "kept"); with the client node's CPUs made busy
+    it (INGRESS_CPU auto, the budget's source "kept"), and its second round takes it as the
+    first checked it, without a probe of its own; with the client node's CPUs made busy
     (two busy loops a CPU there) the check finds the client side cannot drive it and the run
     stops in one line, exit 1, before its load."""
     first = json.loads((run4["dir"] / "meta.json").read_text())["ingress_budget"]["ingress_cpu"]
-    run = lambda results: sh("bash", "bench/run/bench.sh", "rps", timeout=300, env={  # noqa: E731
+    run = lambda results, rounds="1": sh("bash", "bench/run/rounds.sh", "rps", timeout=300, env={  # noqa: E731
         "PLATFORM": "local", "INGRESS_CPU": "auto", "DURATION": "2s", "MONITORING": "0", "RESULTS_ROOT": str(results),
-        **K6_UNJUDGED, **VALIDITY_UNJUDGED})
-    r = run(tmp_path / "kept")
+        "ROUNDS": rounds, **K6_UNJUDGED, **VALIDITY_UNJUDGED})
+    # Two rounds: the first checks the kept share, the second takes it as the first checked it.
+    r = run(tmp_path / "kept", "2")
     assert r.returncode == 0, r.stderr[-2000:]
-    b = json.loads(next((tmp_path / "kept").glob("*/meta.json")).read_text())["ingress_budget"]
-    assert b["source"] == "kept" and b["ingress_cpu"] == first, b
+    b1, b2 = (json.loads(p.read_text())["ingress_budget"] for p in sorted((tmp_path / "kept").glob("*/*-r[12]/meta.json")))
+    assert b1["source"] == "kept" and b1["ingress_cpu"] == first and "checked" not in b1, b1
+    assert b2["source"] == "kept" and b2["ingress_cpu"] == first and b2["checked"] == "by the first round", b2
+    assert r.stderr.count("budget        checking that the client side can still drive") == 1, r.stderr
     client = (STATE / "nodes/2/cpus").read_text().strip()
     busy = [subprocess.Popen(["taskset", "-c", client, "sh", "-c", "while :; do :; done"]) for _ in range(2 * len(cpus(client)))]
     try:

@@ -3,8 +3,12 @@ its verdict; the valid ones give the median and a t interval on their log rates,
 is NOT VALID or failed is listed and left out."""
 import json
 import math
+import os
+import signal
 import statistics
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -80,3 +84,29 @@ def test_rounds_on_the_lab(tmp_path):
     assert doc["counted"] == 2 and doc["headline"]["values"] == rps and doc["headline"]["median"] == statistics.median(rps)
     assert "round 2 of 2" in r.stderr and (top / "summary.txt").read_text().splitlines()[-1].startswith("answer        ")
     assert (top / "summary.txt").read_text() in r.stdout
+
+
+@pytest.mark.e2e  # bench.sh brings the lab up
+def test_rounds_interrupted_keep_what_ran_and_say_so(tmp_path):
+    """Ctrl-C during round 2 of 3 on the lab: round 2 stops as one run does (kept, marked
+    aborted), round 3 never starts, the rounds so far are summed up with the signal, exit 130."""
+    from test_interrupts import k6_run_in, session_procs
+    # The script itself: ./task reports any exit but 0 and 99 as 1 (test_interrupts.py).
+    p = subprocess.Popen(["bash", "bench/run/rounds.sh", "rps"], cwd=ROOT, start_new_session=True, text=True,
+                         env={**os.environ, "PLATFORM": "lab", "ROUNDS": "3", "DURATION": "6s", "CONNECTIONS": "20",
+                              "RESULTS_ROOT": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 240
+    while not (list(tmp_path.glob("*/*-r1/summary.json")) and k6_run_in(p.pid) and list(tmp_path.glob("*/*-r2"))):
+        assert p.poll() is None and time.time() < deadline, p.communicate()[0][-3000:]
+        time.sleep(0.2)
+    time.sleep(2)
+    os.killpg(p.pid, signal.SIGINT)
+    out = p.communicate(timeout=120)[0]
+    while session_procs(p.pid):
+        time.sleep(0.1)
+    assert p.returncode == 130, out[-3000:]
+    top, = tmp_path.iterdir()
+    assert sorted(d.name for d in top.iterdir() if d.is_dir()) == [f"{top.name}-r1", f"{top.name}-r2"]
+    doc = json.loads((top / "rounds.json").read_text())
+    assert doc["aborted"] == "SIGINT" and [r["why_not"] for r in doc["rounds"]] == [None, "aborted"], doc["rounds"]
+    assert out.rstrip().splitlines()[-2].endswith("(one round of 2 counted: no interval)"), out[-2000:]
