@@ -62,7 +62,7 @@ def quick_start(mode, i, out, log):
     rounds = doc["rounds"]
     return {"mode": mode, "run": i, "exit": r.returncode, "wall_s": round(wall, 1), "dir": str(docs[0].parent.relative_to(out)),
             "counted": doc["counted"], "rounds": len(rounds), "limit": doc["limit"],
-            "ingress_cpu": sorted({x["ingress_cpu"] for x in rounds}),
+            "ingress_cpu": sorted({x["ingress_cpu"] for x in rounds if x["ingress_cpu"] is not None}),
             "rps": doc["headline"]["median"], "per_ingress_cpu": doc["per_ingress_cpu"]["median"],
             "interval": doc["per_ingress_cpu"]["interval"],
             "p99_ms": [x["p99_ms"] for x in rounds], "throttled_s": [x["throttled_seconds"] for x in rounds],
@@ -84,7 +84,7 @@ def summary(runs, controls):
         mine = [r for r in runs if r["mode"] == mode]
         per_cpu, rps = spread([r["per_ingress_cpu"] for r in mine]), spread([r["rps"] for r in mine])
         ok = (per_cpu.get("cv_percent") is not None and per_cpu["cv_percent"] <= BOUNDS["cv_percent"]
-              and rps["max_from_median_percent"] <= BOUNDS["rps_within_percent"]
+              and rps.get("max_from_median_percent", 100) <= BOUNDS["rps_within_percent"]
               and all(all(r["valid"]) and r["counted"] == r["rounds"] for r in mine))
         out[mode] = {"per_ingress_cpu": per_cpu, "rps": rps, "control_rps": spread(controls[mode]),
                      "every_round_valid": all(all(r["valid"]) for r in mine), "within_bounds": ok}
@@ -126,7 +126,7 @@ def main():
                 controls[mode].append(control(log))
                 runs.append({**quick_start(mode, i, out, log), "control_rps": controls[mode][-1]})
                 r = runs[-1]
-                print(f"{mode} {i}: {r['rps']:,.0f} req/s, {r['per_ingress_cpu']:,.0f} req/s per ingress CPU "
+                print(f"{mode} {i}: {r['rps'] or 0:,.0f} req/s, {r['per_ingress_cpu'] or 0:,.0f} req/s per ingress CPU "
                       f"({r['counted']}/{r['rounds']} rounds), control {r['control_rps']:,.0f} req/s, {r['wall_s']:.0f} s",
                       file=sys.stderr)
     finally:
@@ -147,8 +147,8 @@ def main():
     for r in runs:
         i = r["interval"]
         within = f"{i['low']:,.0f}-{i['high']:,.0f}" if i else "-"
-        md.append(f"| {r['mode']} | {r['run']} | {r['rps']:,.0f} | {r['per_ingress_cpu']:,.0f} | {within} | "
-                  f"{', '.join(f'{c:g}' for c in r['ingress_cpu'] if c)} | {r['counted']}/{r['rounds']} | {r['wall_s']:.0f} s | "
+        md.append(f"| {r['mode']} | {r['run']} | {r['rps'] or 0:,.0f} | {r['per_ingress_cpu'] or 0:,.0f} | {within} | "
+                  f"{', '.join(f'{c:g}' for c in r['ingress_cpu'])} | {r['counted']}/{r['rounds']} | {r['wall_s']:.0f} s | "
                   f"{r['control_rps']:,.0f} |")
     (out / "result.md").write_text("\n".join(md) + "\n")
     print(table(s))
