@@ -102,8 +102,13 @@ def table(s):
     return "\n".join(rows)
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, like every other error of the suite
+        sys.exit(f"error: {message}")
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--out", default=None)
     a = p.parse_args()

@@ -110,3 +110,15 @@ def test_rounds_interrupted_keep_what_ran_and_say_so(tmp_path):
     doc = json.loads((top / "rounds.json").read_text())
     assert doc["aborted"] == "SIGINT" and [r["why_not"] for r in doc["rounds"]] == [None, "aborted"], doc["rounds"]
     assert out.rstrip().splitlines()[-2].endswith("(one round of 2 counted: no interval)"), out[-2000:]
+
+
+def test_repeatability_refuses_bad_input_before_anything_starts(tmp_path):
+    """bench/run/repeatability.py: one line, exit non-zero, nothing made or brought up."""
+    for args, said in ((["--runs", "1"], "error: --runs must be at least 2: a spread needs two runs"),
+                       (["--runs", "many"], "error: argument --runs: invalid int value: 'many'")):
+        r = sh(sys.executable, "bench/run/repeatability.py", *args, "--out", str(tmp_path / "r"))
+        assert r.returncode != 0 and r.stderr.strip() == said, r.stderr
+        assert not (tmp_path / "r").exists()
+    (tmp_path / "r").mkdir()
+    r = sh(sys.executable, "bench/run/repeatability.py", "--out", str(tmp_path / "r"))
+    assert r.returncode != 0 and r.stderr.strip() == f"error: {tmp_path / 'r'} exists already: results are never overwritten (--out another)"
