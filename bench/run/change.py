@@ -114,6 +114,15 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
         parts.append(f"{notes['not_serving']} of {notes['new']} new backend pods got no request within 15 s of being ready: {why}")
     retries = (f" ({server['retried']} only because the ingress retried them on another upstream: its access log lists two "
                "upstream addresses)") if server.get("retried") else ""
+    # Requests that failed outside the change's window are said apart, so that "no request
+    # failed" is never said of a run where some did (303 502s before a scale's start once).
+    for w, when in (("before", "before the change started"), ("after", "after the change's window")):
+        x = a.get(w) or {}
+        n = x.get("errors", 0) - x.get("by_kind", {}).get("dropped", 0)
+        if n > 0:
+            what = ", ".join(f"{c}× {s}" for s, c in sorted(x.get("statuses", {}).items())) or \
+                ", ".join(f"{c} {kind}" for kind, c in sorted(x["by_kind"].items()) if kind != "dropped")
+            parts.append(f"{n} failed {when} ({what}): not the change's, the state it started from or ended in")
     if not a["run"]["errors"] and not a["disruption"] and not parts:
         return "no request failed and latency stayed within 3x the steady p99" + retries
     if k.get("closed") or k.get("reset"):

@@ -258,6 +258,18 @@ def judged_change(name):
     return fx, a, verdict(fx["change"], a, fx["server"], fx["backends"], notes, fx["upstream"], fx["platform"] == "lab", fx["events"])
 
 
+def test_requests_failed_outside_the_change_are_said_apart():
+    """A scale whose run had 502s before its start and none during: the verdict says when they
+    came, never that no request failed."""
+    from change import verdict
+    none = {"requests": 100, "errors": 0, "by_kind": {}, "statuses": {}, "others": {}, "p99_ms": 3.0}
+    before = {**none, "errors": 303, "by_kind": {"status": 303}, "statuses": {"502": 303}}
+    a = {"run": {**before, "requests": 300}, "during": none, "before": before, "after": none,
+         "disruption": {"from_ms": 3800, "to_ms": 4700, "ms": 900, "slots": 9}, "slow_ms": 9.0}
+    said = verdict("scale", a, {"retried": 0}, 10, {}, "clusterip")
+    assert said == "303 failed before the change started (303× 502): not the change's, the state it started from or ended in", said
+
+
 def test_a_control_runs_recorded_timeline_has_no_disruption():
     """CHANGE=none on the cluster: nothing marked, every slot of the open model answered, no
     window of errors or slow slots, and the verdict says so: what the run said."""
