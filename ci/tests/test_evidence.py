@@ -194,10 +194,13 @@ def test_evidence_end_to_end_on_the_lab_in_two_parts(tmp_path):
         "columns": [{"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f", "spread": True}],
         "ratios": [{"title": "a vs b", "of": "a", "to": "b", "seed": {"expect": "equal", "range": [0.1, 10]}}]}))
     lab = {"PLATFORM": "lab", "DURATION": "1s", "CONNECTIONS": "10", "MONITORING": "0", "P95_MS": "3600000", "P99_MS": "3600000"}
+    # Budgets far past the rounds' own time: a budget is wall time, and in the suite the lab's
+    # loads wait for the cluster stream's (bench/lib/k6.sh IB_LOAD_YIELD): a 2 m budget once ran
+    # out before "same" had its deciding round. max_rounds bounds the work.
     doc = {"alpha": 0.05, "runs": {
-        "itself": {"kind": "matrix", "matrix": str(tmp_path / "self.yaml"), "budget": "2m", "max_rounds": 3, "settings": lab},
-        "up": {"kind": "signal", "scenario": "rps", "value": "result.connections", "budget": "1m", "max_rounds": 2, "settings": lab},
-        "down": {"kind": "signal", "scenario": "rps", "value": "result.connections", "budget": "1m", "max_rounds": 2, "settings": lab}},
+        "itself": {"kind": "matrix", "matrix": str(tmp_path / "self.yaml"), "budget": "15m", "max_rounds": 3, "settings": lab},
+        "up": {"kind": "signal", "scenario": "rps", "value": "result.connections", "budget": "10m", "max_rounds": 2, "settings": lab},
+        "down": {"kind": "signal", "scenario": "rps", "value": "result.connections", "budget": "10m", "max_rounds": 2, "settings": lab}},
         "claims": [{"id": "same", "run": "itself", "relation": "a vs b", "says": "the LB is itself"},
                    {"id": "serves", "run": "up", "says": "more than one connection", "expect": {"above": 1}},
                    {"id": "stalls", "run": "down", "says": "less than one connection", "expect": {"below": 1}}]}
