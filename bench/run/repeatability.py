@@ -5,7 +5,8 @@ control the tool has no part in: wrk against the lab's LB for 5 s, one core each
 noisy hour shows as the control's spread, not as a pass or a fail of the tool. Writes
 docs/results/<date>-repeatability/ (result.json, result.md: each run's share, rounds, median
 and interval, throttling, steal and p99; per mode the spread of the runs' answers beside the
-control's) and prints the table. Leaves the machine as it found it: both platforms down.
+control's; each run's rounds.json and summary.txt; the rounds' own directories under
+results/) and prints the table. Leaves the machine as it found it: both platforms down.
 
   bench/run/repeatability.py [--runs N] [--out DIR]
 """
@@ -14,6 +15,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,6 +61,12 @@ def quick_start(mode, i, out, log):
     if len(docs) != 1:
         sys.exit(f"error: {mode} run {i} wrote no rounds.json (exit {r.returncode}): see {log}")
     doc = json.loads(docs[0].read_text())
+    # The result set keeps each run's rounds.json and summary.txt; the rounds' own directories
+    # (reports, k6's dashboards: megabytes) go to results/, which is not committed.
+    keep = ROOT / "results" / out.name / results.name
+    for d in [x for x in docs[0].parent.iterdir() if x.is_dir()]:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(d), keep / d.name)
     rounds = doc["rounds"]
     return {"mode": mode, "run": i, "exit": r.returncode, "wall_s": round(wall, 1), "dir": str(docs[0].parent.relative_to(out)),
             "counted": doc["counted"], "rounds": len(rounds), "limit": doc["limit"],
