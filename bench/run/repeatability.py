@@ -33,7 +33,8 @@ def sh(*args, log=None, env=None):
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if log:
         with open(log, "a") as f:
-            f.write(f"$ {' '.join(args)}\n{r.stdout}{r.stderr}exit {r.returncode}\n")
+            # paths relative to the checkout: the log is committed with the result
+            f.write(f"$ {' '.join(args)}\n{r.stdout}{r.stderr}exit {r.returncode}\n".replace(f"{ROOT}/", ""))
     return r
 
 
