@@ -36,7 +36,7 @@ setting LINK_CAPACITY >/dev/null
 # (On the local platform TARGET is unset here: its address is known only after deploy.)
 k6_validate "$SCENARIO"
 
-testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT//+/_}}
+testid=$(run_testid "$SCENARIO")
 dir=$RESULTS_ROOT/$testid
 need_new_results_dir "$dir"
 

@@ -18,7 +18,7 @@ setting TESTID >/dev/null
 DURATION=$(setting DURATION rounds)
 export DURATION
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
-testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-$(tr + _ <<<"${VARIANT:-$DEFAULT_OVERLAY}")}
+testid=$(run_testid "$SCENARIO")
 dir=$RESULTS_ROOT/$testid
 need_new_results_dir "$dir"
 
