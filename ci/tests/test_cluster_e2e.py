@@ -113,9 +113,10 @@ def test_a_constant_rate_is_judged_over_its_steady_window(bench):
 
 @pytest.mark.leaves_monitoring_down  # bench:throttle measures with it down
 def test_the_cfs_period_reaches_the_ingress_and_both_p99s_are_printed(tmp_path):
-    """bench:throttle, one short round: the CFS period the kubelet gives (the kernel's 100 ms,
-    bench/platforms/local/kubelet.yaml) is the fractional ingress's own (its cgroup, read by the
-    run), and both placements' p99 are measured and printed. The figures themselves are the
+    """bench:throttle, one short round: the CFS period the kubelet gives is the fractional
+    ingress's own (its cgroup, read by the run): the kernel's 100 ms on the suite's one node,
+    which is no node of the ingress's own (bench/platforms/local/nodes.sh; test_nodes checks
+    the 5 ms of one); and both placements' p99 are measured and printed. The figures themselves are the
     README's (3 rounds, bench:throttle); one round of 2 s decides nothing and is not judged."""
     r = task("bench:throttle", "ROUNDS=1", "DURATION=2s", f"RESULTS_ROOT={tmp_path}", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

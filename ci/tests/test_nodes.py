@@ -211,7 +211,7 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     request; the ingress gets the share of its node at which the client side keeps 1.5x what
     the ingress's rate needs (bench/run/budget.py), so the run measures the ingress:
     ingress-bound, valid, exit 0, the answer line giving the headline per ingress CPU (the
-    ingress's cgroup time dividing the server's count). k6 runs in the client node (node 2: its
+    ingress's cgroup time dividing the server's count), its quota at its node's 5 ms CFS period. k6 runs in the client node (node 2: its
     CPUs, its dashboard at its address), the ingress's access log has only the client node's
     address (its pod bridge's, 198.18.65.1: the Service's route there is the bridge) for the
     run's requests, nginx's count agrees with k6's, and every workload is on its role's node;
@@ -239,6 +239,8 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     c = summary["cpu"]
     # exact: the same two numbers divided
     assert c["ingress_cpus"] == share and c["per_ingress_cpu"]["value"] == summary["server"]["requests"] / c["ingress_cpu_seconds"], c
+    # exact: the ingress's own node's CFS period (bench/platforms/local/nodes.sh INGRESS_NODE_CFS_PERIOD)
+    assert c["ingress_cfs_period_us"] == 5000, c
     assert f"answer        ingress-cpu-bound at {share:g} ingress CPU: {round(summary['result']['rps']):,} req/s, " \
            f"{round(c['per_ingress_cpu']['value']):,} req/s per ingress CPU" in r.stdout + r.stderr
     print(f"\nINGRESS_CPU={b['ingress_cpu']}: {summary['result']['rps']:.0f} req/s, "

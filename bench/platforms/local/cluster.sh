@@ -117,7 +117,8 @@ pki() {
 # node_render; none in the cluster's own, coredns.yaml).
 render() {
   sed -e "s|@NODE_STATE@|${node_state:-}|g" -e "s|@POD_GW@|${pod_gw:-}|g" -e "s|@POD_ROUTES@|${pod_routes:-}|g" \
-      -e "s|@CPU_MANAGER@|${cpu_manager:-}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-}|g" -e "s|@NODE_LEASE_S@|${node_lease_s:-}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
+      -e "s|@CPU_MANAGER@|${cpu_manager:-}|g" -e "s|@KUBE_RESERVED@|${kube_reserved:-}|g" -e "s|@NODE_LEASE_S@|${node_lease_s:-}|g" \
+      -e "s|@CFS_PERIOD@|${cfs_period:-}|g" -e "s|@CFS_CUSTOM@|${cfs_custom:-}|g" -e "s|@CLUSTER_POD_CIDR@|$CLUSTER_POD_CIDR|g" \
       -e "s|@STATE@|$S|g" -e "s|@NODE_IP@|${node_ip:-}|g" -e "s|@POD_CIDR@|${pod_cidr:-}|g" -e "s|@BRIDGE@|$BRIDGE|g" \
       -e "s|@DNS_IP@|$DNS_IP|g" -e "s|@SERVICE_CIDR@|$SERVICE_CIDR|g" -e "s|@CGROUP_ROOT@|$CGROUP_ROOT|g" -e "s|@NODE_NAME@|${node_name:-}|g" \
       -e "s|@PAUSE_TAG@|$PAUSE_TAG|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE_NAME:$COREDNS_VERSION|g" \

@@ -149,12 +149,16 @@ nodes_network_up() {
 # node_render I TEMPLATE: TEMPLATE for node I (render's variables, the node's own). Its pods
 # route the other nodes' pods and the nodes themselves (a NodePort's masqueraded requests come
 # from a node's address) through their node. The one node of NODES=1 has every CPU: the static
-# CPU manager pins a whole-core ingress there, half a core reserved (kubelet.yaml).
+# CPU manager pins a whole-core ingress there, half a core reserved (kubelet.yaml). The
+# ingress's own node takes a short CFS period (kubelet.yaml), every other node the kernel's.
+INGRESS_NODE_CFS_PERIOD=5ms
 node_render() {
-  local i=$1 cpu_manager=none kube_reserved=0
+  local i=$1 cpu_manager=none kube_reserved=0 cfs_period=100ms cfs_custom=false
   [ "$NODE_COUNT" != 1 ] || cpu_manager=static kube_reserved=500m
+  [ "$(node_role "$i")" != ingress ] || cfs_period=$INGRESS_NODE_CFS_PERIOD cfs_custom=true
   node_state=$(node_dir "$i") node_ip=$(node_ip "$i") pod_cidr=$(node_pod_cidr "$i") pod_gw=$(node_gw "$i") \
     node_name=ibench-node-$i CGROUP_ROOT=$CGROUP_ROOT/node-$i cpu_manager=$cpu_manager kube_reserved=$kube_reserved node_lease_s=20 \
+    cfs_period=$cfs_period cfs_custom=$cfs_custom \
     pod_routes=", { \"dst\": \"$CLUSTER_POD_CIDR\", \"gw\": \"$(node_gw "$i")\" }, { \"dst\": \"$NODES_NET.0/24\", \"gw\": \"$(node_gw "$i")\" }" render "$2"
 }
 
