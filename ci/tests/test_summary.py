@@ -176,18 +176,21 @@ def test_each_roles_cpu_and_the_headline_per_ingress_cpu(tmp_path):
                             "answer        ingress-cpu-bound at 0.65 ingress CPU: 3,900 req/s, 6,500 req/s per ingress CPU"]
 
 
-@pytest.mark.parametrize("waited_ms, shapes, says", [
-    (500, True, "latency       p99 96.9 ms is the CPU quota's, not the server's: the ingress was throttled in 40 of 100 CFS periods, "
+@pytest.mark.parametrize("waited_ms, period_us, shapes, says", [
+    (500, 100000, True, "latency       p99 96.9 ms is the CPU quota's, not the server's: the ingress was throttled in 40 of 100 CFS periods, "
           "0.50 s of the 10.0 s window (a quota of 0.65 CPU per 100 ms); steal 0.25 CPU"),
-    (50, False, "latency       The ingress was throttled in 40 of 100 CFS periods, 0.05 s of the 10.0 s window "
+    (500, 5000, True, "latency       p99 96.9 ms holds waits on the CPU quota, each at most its 5 ms period: the ingress was throttled "
+          "in 40 of 100 CFS periods, 0.50 s of the 10.0 s window (a quota of 0.65 CPU per 5 ms); steal 0.25 CPU"),
+    (50, 100000, False, "latency       The ingress was throttled in 40 of 100 CFS periods, 0.05 s of the 10.0 s window "
          "(a quota of 0.65 CPU per 100 ms); steal 0.25 CPU"),
 ])
-def test_the_quotas_throttling_and_the_hosts_steal_are_said_beside_p99(tmp_path, waited_ms, shapes, says):
+def test_the_quotas_throttling_and_the_hosts_steal_are_said_beside_p99(tmp_path, waited_ms, period_us, shapes, says):
     """The ingress's CFS periods, throttled periods and throttled time between the readings, and
-    the host's steal: a wait on the quota for 1 % of the window or more (QUOTA_SHAPES_P99) makes
-    p99 the quota's, and the line says so; less, and it says the throttling only."""
+    the host's steal: a wait on the quota for 1 % of the window or more (QUOTA_SHAPES_P99) puts
+    such waits into p99, and the line says so: p99 is the quota's where a period is half of it or
+    more, holds its waits where the period is shorter; less, and it says the throttling only."""
     d = k6_run(tmp_path, {"requests": 39000, "rps": 3900, "seconds": 10, "p99_ms": 96.94})
-    quota = "cpus ingress 0.650\nperiod ingress 100000\n"
+    quota = f"cpus ingress 0.650\nperiod ingress {period_us}\n"
     before = usage(10**9, 10**9, 50 * 10**9, 10**18, quota) + f"throttled ingress 1000 100 {10**9}\nsteal {3 * 10**9}\n"
     after = (usage(7 * 10**9, 5 * 10**9, 66 * 10**9, 10**18 + 10 * 10**9, quota)
              + f"throttled ingress 1100 140 {10**9 + waited_ms * 10**6}\nsteal {int(5.5 * 10**9)}\n")
