@@ -113,7 +113,10 @@ if [ -n "$interrupted" ]; then
   for _ in $(seq 450); do
     while read -r pod phase; do
       [ "$phase" = Running ] && [[ $signalled != *" $pod "* ]] || continue
-      kubectl -n ingress-bench exec "$pod" -- sh -c 'kill -INT $(pidof k6)' </dev/null >/dev/null 2>&1 && signalled+="$pod "
+      # Once its k6 runs the test (its REST API says so): a SIGINT before k6 handles signals
+      # (while it loads the script, seconds on a busy node) kills it without a summary.
+      kubectl -n ingress-bench exec "$pod" -- sh -c 'wget -qO- http://127.0.0.1:6565/v1/status | grep -q "\"running\":true" && kill -INT $(pidof k6)' \
+        </dev/null >/dev/null 2>&1 && signalled+="$pod "
     done < <(pods)
     phases=$(pods)
     [ "$(grep -c . <<<"$phases")" -ge "$SEGMENTS" ] && ! grep -qw -e Running -e Pending <<<"$phases" && break
