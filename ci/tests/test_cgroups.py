@@ -351,7 +351,11 @@ def measure_busy_loop(tmp_path, sampler, role, mounts=None):
     s = sampler(out, mounts)
     p = busy_in_group(role, mounts)
     try:
-        time.sleep(3)
+        # CPU time, not wall time: CPU 0 is shared with whatever else runs (the cluster's stream).
+        deadline = time.time() + 60
+        while cpu_seconds(p.pid) < 1.5:  # enough to compare the two to 10 %
+            assert time.time() < deadline, f"the busy loop got {cpu_seconds(p.pid):.2f} CPU-s in 60 s"
+            time.sleep(0.2)
         p.send_signal(signal.SIGSTOP)  # both counters hold still while they are compared
         t = time.time()
         m = s.read(since=t + 0.05)
@@ -368,7 +372,7 @@ def test_real_v1_counter_matches_the_processes_cpu_time(tmp_path, sampler):
     try:
         m, own = measure_busy_loop(tmp_path, sampler, role)
         got = series(m, "bench_cgroup_cpu_seconds_total", role)[(("role", role),)]
-        assert own > 1.5 and abs(got - own) <= 0.1 * own, (got, own)
+        assert abs(got - own) <= 0.1 * own, (got, own)
         assert series(m, "bench_cgroup_cpu_allowed", role) == {(("cpu", "0"), ("role", role)): 1}
     finally:
         time.sleep(0.2)
@@ -393,7 +397,7 @@ def test_real_v2_via_this_machines_cgroup2_mount(tmp_path, sampler):
     try:
         m, own = measure_busy_loop(tmp_path, sampler, role, mounts)
         got = series(m, "bench_cgroup_cpu_seconds_total", role)[(("role", role),)]
-        assert own > 1.5 and abs(got - own) <= 0.1 * own, (got, own)
+        assert abs(got - own) <= 0.1 * own, (got, own)
         time.sleep(0.2)
         assert sh("bash", CGROUPS, "remove", env={"IB_CGROUP_MOUNTS": str(mounts)}).returncode == 0
         offered = (UNIFIED / "cgroup.controllers").read_text().split()
