@@ -124,3 +124,17 @@ def test_repeatability_refuses_bad_input_before_anything_starts(tmp_path):
     (tmp_path / "r").mkdir()
     r = sh(sys.executable, "bench/run/repeatability.py", "--out", str(tmp_path / "r"))
     assert r.returncode != 0 and r.stderr.strip() == f"error: {tmp_path / 'r'} exists already: results are never overwritten (--out another)"
+
+
+def test_background_refuses_bad_input_before_anything_starts(tmp_path):
+    """bench/run/background.py: one line, exit non-zero, nothing made or brought up."""
+    need = ["--state", str(tmp_path / "state"), "--cgroup", "ibench", "--out", str(tmp_path / "r")]
+    for args, said in ((["--rounds", "0"], "error: --rounds must be at least 1, --rest at least 5 seconds and --duration at least 15"),
+                       (["--rest", "1"], "error: --rounds must be at least 1, --rest at least 5 seconds and --duration at least 15"),
+                       (["--rounds", "x"], "error: argument --rounds: invalid int value: 'x'")):
+        r = sh(sys.executable, "bench/run/background.py", *need, *args)
+        assert r.returncode != 0 and r.stderr.strip() == said, r.stderr
+        assert not (tmp_path / "r").exists()
+    (tmp_path / "r").mkdir()
+    r = sh(sys.executable, "bench/run/background.py", *need)
+    assert r.returncode != 0 and r.stderr.strip() == f"error: {tmp_path / 'r'} exists already: results are never overwritten (--out another)"
