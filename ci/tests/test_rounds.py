@@ -72,8 +72,10 @@ def test_no_valid_round_is_no_answer(tmp_path):
 @pytest.mark.e2e  # bench.sh brings the lab up
 def test_rounds_on_the_lab(tmp_path):
     """`./task bench:rps ROUNDS=2` on the lab: two whole runs under one directory, each its own
-    run (meta, summary, report), and the answer from both."""
-    r = task("bench:rps", "PLATFORM=lab", "ROUNDS=2", "DURATION=2s", "CONNECTIONS=20", f"RESULTS_ROOT={tmp_path}")
+    run (meta, summary, report), and the answer from both. Without monitoring, so without a
+    verdict: whether k6 had its CPU beside the cluster's stream (a NOT VALID round, left out)
+    is the host's; leaving such a round out is tested on constructed rounds above."""
+    r = task("bench:rps", "PLATFORM=lab", "ROUNDS=2", "DURATION=2s", "CONNECTIONS=20", "MONITORING=0", f"RESULTS_ROOT={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     top, = tmp_path.iterdir()
     runs = sorted(d for d in top.iterdir() if d.is_dir())
