@@ -1,5 +1,5 @@
 """bench:background: what the local cluster itself costs, per component, at rest and under the
-quick start's load, on the CPUs the load shares with it. ROUNDS (3) times, alternated: REST_S
+quick start's load, on the CPUs the load shares with it. --rounds (3) times, alternated: --rest
 (30) seconds with nothing running, then a `./task bench:rps ROUNDS=1` of --duration (30) seconds,
 read inside its load. A component is what this cluster started, found by
 structure: a daemon of the cluster's state directory (its session: etcd, the API server, the
@@ -31,7 +31,7 @@ UNIFIED = Path("/sys/fs/cgroup")
 
 
 def procs():
-    """pid -> (ppid, session, comm, cpu seconds incl. reaped children, cmdline)"""
+    """pid -> (session, comm, cpu seconds incl. reaped children, cmdline)"""
     out = {}
     for d in os.scandir("/proc"):
         if not d.name.isdigit():
@@ -46,7 +46,7 @@ def procs():
         comm = s[s.index("(") + 1:s.rindex(")")]
         v = s[s.rindex(")") + 2:].split()
         # fields after comm: state ppid pgrp session ... utime(14) stime cutime cstime (1-based in stat)
-        out[int(d.name)] = (int(v[1]), int(v[3]), comm, sum(int(x) for x in v[11:15]) / HZ, cmd)
+        out[int(d.name)] = (int(v[3]), comm, sum(int(x) for x in v[11:15]) / HZ, cmd)
     return out
 
 
@@ -65,7 +65,7 @@ class Cluster:
             name = owner.get("name") or m["name"]
             if owner.get("kind") == "ReplicaSet":
                 name = name.rsplit("-", 1)[0]
-            self.pods[m["uid"].replace("-", "_")] = self.pods[m["uid"]] = f"pod {m['namespace']}/{name}"
+            self.pods[m["uid"]] = f"pod {m['namespace']}/{name}"  # cgroupfs: pod<uid>
 
     def pod_groups(self):
         """component -> cumulative CPU seconds of its pods' cgroups (each pod's own group, which
@@ -93,16 +93,16 @@ class Cluster:
         """component -> cumulative CPU seconds, and the host's busy seconds."""
         out = {}
         by_session = {}
-        for pid, (_, sid, _, secs, _) in ps.items():
+        for sid, _, secs, _ in ps.values():
             by_session[sid] = by_session.get(sid, 0) + secs
         for name, pid in self.daemons.items():
             comp = name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].isdigit() else name  # kubelet-3 -> kubelet
             out[comp] = out.get(comp, 0) + by_session.get(pid, 0)
         shims = f"-address {self.state}/"
-        out["containerd shims"] = sum(secs for (_, _, comm, secs, cmd) in ps.values()
+        out["containerd shims"] = sum(secs for (_, comm, secs, cmd) in ps.values()
                                       if comm.startswith("containerd-shim") and shims in cmd)
         # The load's client (a host process in the client node's namespace: bench.sh).
-        out["k6 (the load)"] = sum(secs for (_, _, comm, secs, _) in ps.values() if comm == "k6")
+        out["k6 (the load)"] = sum(secs for (_, comm, secs, _) in ps.values() if comm == "k6")
         out.update(self.pod_groups())
         with open("/proc/stat") as f:
             v = [int(x) for x in f.readline().split()[1:]]
