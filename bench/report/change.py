@@ -116,6 +116,10 @@ def analyse(tl, marks):
            "before": before, "during": during, "after": totals(window(slots, until, run_end)) if until is not None else None, "during_ms": [first, until] if until else None,
            "run": totals(slots), "slow_ms": slow_ms, "disruption": disruption,
            "change_ms": end - start if start is not None and end is not None else None}
+    if end is not None and end > run_end:
+        # A change slower than the load (a scale back up on a starved node) ends after it:
+        # what it did from the load's end on was not measured.
+        out["outlasted_ms"] = end - run_end
     if "serving" in rel and start is not None:
         out["serving_after_ms"] = rel["serving"] - start
     if "edited" in rel and start is not None:

@@ -123,8 +123,10 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
             what = ", ".join(f"{c}× {s}" for s, c in sorted(x.get("statuses", {}).items())) or \
                 ", ".join(f"{c} {kind}" for kind, c in sorted(x["by_kind"].items()) if kind != "dropped")
             parts.append(f"{n} failed {when} ({what}): not the change's, the state it started from or ended in")
+    late = (f"; the change ended {a['outlasted_ms'] / 1000:.1f} s after the load: what it did from the load's end on was not "
+            "measured (a longer DURATION)") if a.get("outlasted_ms") else ""
     if not a["run"]["errors"] and not a["disruption"] and not parts:
-        return "no request failed and latency stayed within 3x the steady p99" + retries
+        return "no request failed and latency stayed within 3x the steady p99" + retries + late
     if k.get("closed") or k.get("reset"):
         n = k.get("closed", 0) + k.get("reset", 0)
         who = {"reload": "the ingress's old workers closed keep-alive connections as requests went out on them",
@@ -163,7 +165,7 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
                      "(the pod being deleted held its requests until it was gone)")
     if not parts and a["disruption"]:
         parts.append(f"no request failed{retries}, but latency rose past {a['slow_ms']:.1f} ms (3x the steady p99) for {a['disruption']['ms']} ms")
-    return "; ".join(parts)
+    return "; ".join(parts) + late
 
 
 def markdown(doc):

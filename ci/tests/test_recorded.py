@@ -301,3 +301,13 @@ def test_the_only_backend_killed_is_a_disruption_with_each_kind_of_error_named()
     assert d["statuses"] == {"502": 1194} and a["disruption"]["from_ms"] == 3000, a
     assert said.startswith("1194× 502: the only backend pod was deleted: the ingress had nowhere to send until it was back "
                            "(its access log says the same); 50 timed out: ") and "16447 never sent" in said, said
+
+
+def test_a_change_that_outlasts_the_load_says_what_was_not_measured():
+    """A scale back to ten pods on a starved node ended 17.5 s into a 16 s load: the analysis
+    keeps the end mark where it was and counts what the load saw, and the verdict ends saying
+    the change outlasted the load by 1.5 s (what the run said, then that)."""
+    fx, a, said = judged_change("change-scale-outlasted")
+    assert a == {**fx["analysis"], "outlasted_ms": 1467}, a
+    assert said == fx["verdict"] + "; the change ended 1.5 s after the load: what it did from the load's end on was not measured " \
+        "(a longer DURATION)", said
