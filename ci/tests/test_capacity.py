@@ -18,10 +18,12 @@ def test_the_capacity_search_brackets_the_highest_rate_that_held(tmp_path):
     70 % of its rate; the capacity is the highest step that held p99 < 50 ms with nothing
     dropped, the lowest that did not lies above it within the precision asked, and every
     step's rate was really sent: the LB counted what k6 did. (How near the closed model's rate
-    the capacity lies is a claim: bench:evidence's capacity-near-the-closed-model.)"""
+    the capacity lies is a claim: bench:evidence's capacity-near-the-closed-model.) The client's
+    own late sends are not what is tested (LATE_MAX=1): in a slow hour k6 sent 5 % of 1,919
+    req/s more than 2 ms late, alone on its core, and that stops a search before any step."""
     results = tmp_path / "results"
     r = task("bench:capacity", "PLATFORM=lab", "DURATION=3s", "CONNECTIONS=20", "MONITORING=0", "CAPACITY_PRECISION=0.2",
-             f"RESULTS_ROOT={results}", timeout=900)
+             "LATE_MAX=1", f"RESULTS_ROOT={results}", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     [d] = results.iterdir()
     doc = json.loads((d / "capacity.json").read_text())
