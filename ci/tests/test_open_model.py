@@ -52,12 +52,12 @@ def test_the_rate_asked_is_the_rate_sent(bench, lab_rate, share):
     assert "open model" in run.out and f"of {rate:,} req/s asked" in run.out
 
 
-@pytest.mark.quiet  # the late sends counted are the pause's only when the client is otherwise on time
+@pytest.mark.quiet  # the pause's late sends are told from the client's own by the connection's state
 def test_a_stalled_target_shows_in_the_corrected_latency_not_the_service_time(bench_async, lab_rate):
     """The backend stopped for 200 ms mid-run (SIGSTOP): the requests due meanwhile wait, and
     their latency counts from when they were due, so the p99 shows the stall; the service time
-    of the few requests in flight at the stop does not reach the p99. The late sends are
-    about the requests due during the pause. (Whether the client itself was on time is the
+    of the few requests in flight at the stop does not reach the p99. The late sends the target
+    held (all late sends but the client's own) are about the requests due during the pause. (Whether the client itself was on time is the
     host's: its threshold is out of reach here.)"""
     rate, pause = int(round(0.15 * lab_rate, -2)), 0.2  # a backend alone serves more than the LB in front of it
     # Every k6 threshold out of reach: the subject is the figures, and whether the client sent
@@ -76,8 +76,11 @@ def test_a_stalled_target_shows_in_the_corrected_latency_not_the_service_time(be
     assert r["p99_ms"] >= 0.5 * pause * 1000, r  # the stall, seen from the due time
     # exact: the pause set here: only the few requests in flight at the stop wait it
     assert r["service_p99_ms"] < 0.25 * pause * 1000, r  # what the target took once asked
+    # The late sends the target held: all late sends less the client's own (sent late with their
+    # connection free, which a slow hour makes many of).
+    held = r["sends_late"] - r["sends_client_late"]
     # exact: the sends due during the pause set here (RATE x 0.2 s), with the slots around it
-    assert 0.7 * rate * pause <= r["sends_late"] <= 1.5 * rate * pause, r["sends_late"]
+    assert 0.7 * rate * pause <= held <= 1.5 * rate * pause, (r["sends_late"], r["sends_client_late"])
     assert r["sends_dropped"] == 0
 
 
