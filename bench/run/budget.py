@@ -39,6 +39,16 @@ from pathlib import Path
 HEADROOM = 1.5  # the client side's CPU against what the ingress's rate needs from it
 STEP = 0.05     # shares in 50m steps
 MIN_SHARE = 0.1
+# The kubelet never writes a CFS quota under 1 ms a period (MinQuotaPeriod): at the ingress
+# node's 5 ms period a 100m limit is a 200m quota, so no smaller share can be given.
+MIN_QUOTA_US = 1000
+
+
+def floor_of(c):
+    """The smallest share the ingress's node can enforce: its CFS period's 1 ms quota floor
+    (read from the probe's cgroup), and MIN_SHARE."""
+    period = c.get("ingress_cfs_period_us")
+    return max(MIN_SHARE, math.ceil(MIN_QUOTA_US / period / STEP - 1e-9) * STEP) if period else MIN_SHARE
 
 
 def quantity(cores):
@@ -67,27 +77,31 @@ def budget(summary, probe_share, host_cpus, node_cpus=None):
     ingress, k6, backends, c, measured = per_request(
         summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
     others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
+    least = floor_of(c)
     if node_cpus:
         raw = (host_cpus - others) / (HEADROOM * (k6 + backends) / ingress)
-        share = max(MIN_SHARE, math.floor(min(raw, node_cpus) / STEP + 1e-9) * STEP)
+        share = max(least, math.floor(min(raw, node_cpus) / STEP + 1e-9) * STEP)
     else:
         raw = (host_cpus - others) / (1 + HEADROOM * (k6 + backends) / ingress)
         share = math.floor(raw / STEP + 1e-9) * STEP
         if share >= 1:
             share = float(math.floor(share))
-        share = max(MIN_SHARE, min(share, host_cpus - 1))
+        share = max(least, min(share, host_cpus - 1))
     probed = cores_of(probe_share)
     if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1):
         share = probed
     figures = {"probe_share": probe_share, **measured, "other_cores": round(others, 3),
-               "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3),
+               "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3), "least_cores": round(least, 3),
                **({"ingress_node_cpus": node_cpus} if node_cpus else {})}
     q = "overlay" if node_cpus and share > node_cpus - 0.1 else quantity(share)
     shown = "its whole node" if q == "overlay" else q
     text = (f"ingress CPU {shown}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
             f"{backends * 1e6:.0f} µs, and the rest of the host {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
-            f"{probe_share}); at {shown} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it "
-            f"(INGRESS_CPU=<quantity> sets another)")
+            f"{probe_share}); " + (f"at {shown}, the least its node's {c['ingress_cfs_period_us'] / 1000:g} ms CFS period can "
+            "enforce (a 1 ms quota a period), the client side has less than the headroom it should: the run may measure k6 "
+            if share == least and raw < least and c.get("ingress_cfs_period_us") else
+            f"at {shown} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it ")
+            + "(INGRESS_CPU=<quantity> sets another)")
     return q, text, {"ingress_cpu": q, "source": "probe", **figures}
 
 

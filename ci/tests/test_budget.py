@@ -44,6 +44,24 @@ def test_the_share_leaves_the_client_side_its_headroom(costs, share, host, expec
     assert (m["ingress_us_per_request"], m["k6_us_per_request"], m["backend_us_per_request"]) == costs[:3]
 
 
+@pytest.mark.parametrize("period_us, node_cpus, expected", [
+    (5000, None, "200m"),    # the ingress node's 5 ms period: a 1 ms quota is 200m, the least
+    (5000, 1, "200m"),       # the same on a node of its own
+    (100000, None, "100m"),  # the kernel's 100 ms: the floor is MIN_SHARE's
+])
+def test_the_share_is_never_below_what_the_nodes_cfs_period_can_enforce(period_us, node_cpus, expected, tmp_path):
+    """The kubelet writes no quota under 1 ms a period: at 5 ms a 100m limit runs as 200m, so a
+    client far costlier than the ingress gets the share the node enforces, and the line says the
+    client side is short of its headroom there."""
+    summary = probe(10, 300, 300, 0.5)
+    summary["cpu"]["ingress_cfs_period_us"] = period_us
+    r = budget(tmp_path, summary, "500m", 2 if node_cpus is None else 1, node_cpus)
+    assert r.returncode == 0, r.stderr
+    q, text, meta = r.stdout.splitlines()
+    assert q == expected and json.loads(meta)["ingress_cpu"] == expected, r.stdout
+    assert ("the least its node's 5 ms CFS period can enforce" in text) == (period_us == 5000), text
+
+
 def test_the_headroom_holds_at_the_share_chosen(tmp_path):
     """At the share given, the client side's CPU is at least 1.5x what the ingress's rate needs."""
     r = budget(tmp_path, probe(101, 44, 63, 0.25), "500m")
