@@ -129,10 +129,14 @@ after=$(stub)
 load_unlock
 
 for i in $(seq 0 $((SEGMENTS - 1))); do
-  pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[0].metadata.name}')
+  # (A pod that is gone leaves its segment empty, which `segments` names, rather than stop here.)
+  pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[*].metadata.name}')
+  pod=${pod%% *}
   # The log up to its end marker: a pod that has just ended may not have all its output in
   # the log yet. A summary that does not decode is left empty: `segments` names it.
+  log=
   for _ in $(seq 50); do
+    [ -n "$pod" ] || break
     log=$(kubectl -n ingress-bench logs "$pod" 2>/dev/null) || true
     [[ $log == *$'\n@@end'* ]] && break
     sleep 0.2
