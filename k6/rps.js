@@ -1,6 +1,6 @@
 // How many requests per second does the ingress serve? Seed 002's RPS: 1 KB responses over
 // keep-alive connections, as `wrk -c N -d 180s` measured them. The closed model by default
-// (RATE=N: the open model); settings: README, "Settings".
+// (RATE=N: the open model); settings: docs/reference/settings.md.
 //
 // The profile is this scenario's defaults and its headline figure, as JSON: k6 reads it here,
 // and the runner, report, compare, sweep and calibrate read it from this file too

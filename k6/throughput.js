@@ -1,6 +1,6 @@
 // How many Gbit/s of large responses does the ingress deliver? Seed 002's throughput: 1 MB
 // responses over keep-alive connections; bodies are counted and discarded, so 1000 VUs do
-// not hold 1000 MB. Settings: README, "Settings".
+// not hold 1000 MB. Settings: docs/reference/settings.md.
 //
 // The profile is this scenario's defaults and its headline figure, as JSON: k6 reads it here,
 // and the runner, report, compare, sweep and calibrate read it from this file too

@@ -1,6 +1,6 @@
 // How many TLS handshakes per second does the ingress complete? Seed 002's TPS: a new TLS
 // 1.2 connection for every request (Connection: close), an empty response, so the handshake is
-// the work. Settings: README, "Settings".
+// the work. Settings: docs/reference/settings.md.
 //
 // The profile is this scenario's defaults and its headline figure, as JSON: k6 reads it here,
 // and the runner, report, compare, sweep and calibrate read it from this file too

@@ -161,7 +161,7 @@ const serverCloseWait = time.Second
 // the stream (the server closes first, as with ab without -k), then resets the connection
 // (SO_LINGER 0), so the server's socket ends without a TIME_WAIT: one run's TIME_WAITs must
 // not meet the next run's connections (behind a NodePort the server's kernel drops their SYNs
-// by PAWS, each a 1 s retransmit; README, "A new connection per request").
+// by PAWS, each a 1 s retransmit: docs/reference/scenarios.md#a-new-connection-per-request).
 func (c *conn) close() {
 	if c.Conn != nil {
 		if c.serverCloses {

@@ -68,9 +68,9 @@ def paired_ratio_interval(of, to, level=0.95):
     """OF[i] and TO[i] measured in one round, back to back (alternated): the geometric mean of
     the rounds' ratios OF[i]/TO[i] and its t interval (n-1 degrees of freedom). A drift of the
     machine between rounds falls on both sides of a pair and cancels, where the independent
-    sides of ratio_interval carry it: on this host identical runs vary 1-11 % (CV) by the
-    hour, two adjacent ones 2.7 % (README, "Measured on this machine"). A bootstrap of the
-    ratios' median held the truth 71 % of the time at 3 rounds, not 95 % (the test above)."""
+    sides of ratio_interval carry it: on this host identical runs vary from one hour to the
+    next far more than two adjacent ones do. A bootstrap of the ratios' median held the truth
+    less often than it said at 3 rounds (ci/tests/test_matrix.py simulates both)."""
     logs = [math.log(a / b) for a, b in zip(of, to) if a is not None and b and a > 0]
     if not logs:
         return None

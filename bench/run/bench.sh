@@ -2,7 +2,7 @@
 # bench/run/bench.sh SCENARIO: one benchmark run, end to end.
 #   validate every setting -> bring the platform up -> read server counters -> k6 ->
 #   read server counters -> add the server-side count to the run's summary.
-# Settings come from the environment (see README "Settings"); results go to
+# Settings come from the environment (docs/reference/settings.md); results go to
 # $RESULTS_ROOT/<testid>/, a directory that is created fresh and never reused.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"

@@ -224,7 +224,7 @@ def settings_of(value, where, reg):
         if name in RUNNER_OWN:
             raise Bad(f"{where}: {name} is set by the matrix runner (one per run), not by a case")
         if name not in reg:
-            raise Bad(f"{where}: unknown setting '{name}' (did you mean {closest(name)}? every setting: README.md, Settings)")
+            raise Bad(f"{where}: unknown setting '{name}' (did you mean {closest(name)}? every setting: docs/reference/settings.md)")
         if not reg[name]["reaches"] & RUN_REACHES:
             raise Bad(f"{where}: {name} does not reach a run (bench/settings/settings.yaml: {', '.join(sorted(reg[name]['reaches']))})")
         out[name] = scalar(v, f"{where}: {name}")

@@ -28,7 +28,7 @@ an undecided one compares them too: the budget goes to the relations still open.
 says after how many rounds it decided, or "undecided after N rounds, spread X %"; each case how
 many runs it had.
 --check: only the checks, and the plan (each case as it would run); nothing started.
-Exit code (README, "Exit codes"): 0 every run passed; 99 a run crossed a threshold and none
+Exit code (docs/reference/exit-codes.md): 0 every run passed; 99 a run crossed a threshold and none
 failed otherwise; 1 a run failed otherwise, or bad input.
 The case list's format and its checks: bench/run/cases.py; the numbers and tables: bench/run/tables.py.
 """

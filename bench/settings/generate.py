@@ -8,8 +8,8 @@ says which of them differs from it (exit 1):
                                 text's rule and its pattern as bash reads it: the ./task
                                 wrapper's forwarding and name check, the in-cluster pods'
                                 environment, bash's `setting`
-  README.md                     the settings table, between its settings:begin/end markers;
-                                the overlay and knob tables from overlays/catalog.yaml (what
+  docs/reference/settings.md    the settings table, between its settings:begin/end markers
+  docs/reference/variants.md    the overlay and knob tables from overlays/catalog.yaml (what
                                 each is, its seed), between overlays:… and knobs:… markers
 `./task test` runs the check, so a registry or catalog edit without its regeneration fails CI."""
 import json
@@ -22,6 +22,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "bench/settings/settings.yaml"
 CATALOG = "overlays/catalog.yaml"
+SETTINGS_DOC = "docs/reference/settings.md"
+VARIANTS_DOC = "docs/reference/variants.md"
 
 
 def markers(part, source):
@@ -112,21 +114,23 @@ def knobs_table(cat):
                       "ingress controllers ship; access log on; no upstream keep-alive | — | |", *rows])
 
 
-def readme(text, parts):
+def between_markers(name, text, parts):
+    """TEXT with each part's body between its markers (NAME: the file, for the error)."""
     for part, source, body in parts:
         begin, end = markers(part, source)
         a, b = text.find(begin), text.find(end)
         if a < 0 or b < a:
-            raise SystemExit(f"error: README.md lacks the {part} markers ({begin} ... {end})")
+            raise SystemExit(f"error: {name} lacks the {part} markers ({begin} ... {end})")
         text = f"{text[:a + len(begin)]}\n{body}\n{text[b:]}"
     return text
 
 
 def main():
     reg, cat = load(), yaml.safe_load((ROOT / CATALOG).read_text())
-    parts = [("settings", SOURCE, table(reg)), ("overlays", CATALOG, overlays_table(cat)), ("knobs", CATALOG, knobs_table(cat))]
+    docs = {SETTINGS_DOC: [("settings", SOURCE, table(reg))],
+            VARIANTS_DOC: [("overlays", CATALOG, overlays_table(cat)), ("knobs", CATALOG, knobs_table(cat))]}
     outputs = {"k6/lib/registry.js": lambda old: registry_js(reg), "bench/settings/settings.tsv": lambda old: tsv(reg),
-               "README.md": lambda old: readme(old, parts)}
+               **{name: (lambda old, name=name, parts=parts: between_markers(name, old, parts)) for name, parts in docs.items()}}
     check = "--check" in sys.argv[1:]
     stale = []
     for name, make in outputs.items():

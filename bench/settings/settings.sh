@@ -87,7 +87,7 @@ settings_from_args() {
     if [ $rest = 0 ] && [[ $a =~ ^([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]]; then
       name=${BASH_REMATCH[1]}
       setting_names | grep -qx -- "$name" ||
-        die "unknown setting '$name' (did you mean $(setting_closest "$name")? every setting: README.md, Settings)"
+        die "unknown setting '$name' (did you mean $(setting_closest "$name")? every setting: docs/reference/settings.md)"
       export "$name=${BASH_REMATCH[2]}"
     else
       [ "$a" != -- ] || rest=1

@@ -22,7 +22,7 @@ KV_DIR=$IB_CACHE/kubernetes-validate-$KUBERNETES_VALIDATE_VERSION
 SCHEMAS=$KV_DIR/schemas
 OVERLAYS_DIR=${OVERLAYS_DIR:-$IB_ROOT/overlays}
 # Custom kinds no pinned source here has a CRD of (group/version/Kind): NGINX Gateway Fabric's
-# module and release are refused on these machines (README, "Gateway API"). Checked against no
+# module and release are refused on these machines (docs/guides/migrate-off-ingress-nginx.md). Checked against no
 # schema and left out of the server-side dry-run, and named on their overlay's line; every other
 # object of that overlay is validated as usual.
 UNSCHEMED_KINDS="gateway.nginx.org/v1alpha2/NginxProxy"

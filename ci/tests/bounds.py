@@ -1,9 +1,8 @@
 """A lint over the test modules: an assertion that holds a measured figure (a rate, a latency, a
 CV, a duration, client/server agreement) to a numeric bound must say where the bound comes
 from, on its line or in the comment lines just above it:
-  # noise: ...   a bound on this host's spread, naming the documented figure it comes from
-                 (README "Measured on this machine", ../shared/docs/environment.md, or a
-                 result file under docs/results/, e.g. docs/results/2026-11-28-evidence/evidence.md)
+  # noise: ...   a bound on this host's spread, naming the dated result file under
+                 docs/results/ its figure comes from (docs/results/2026-11-28-evidence/evidence.md)
   # exact: ...   not noise: arithmetic the test controls (requests in flight, a histogram's
                  stated error, a configured rate or quota)
 A bound tuned to one lucky hour then shows as a bare number in review, and fails here.
@@ -17,9 +16,9 @@ from pathlib import Path
 MEASURED = re.compile(r"rps|\brate\b|'rate'|p50|p9[59]|_ms\b|cv_percent|\bcv\b|latency|elapsed|seconds|gbit|cpu|utilization"
                       r"|per_core|ratio|interval|\bcap\b|\bclosed\b|\bhalf\b|\bone\b")
 TAG = re.compile(r"#\s*(noise|exact):\s*(\S.*)")
-# Where a noise figure is written down: the README, the environment notes, or a result kept
-# under docs/results/ (documentation and evidence results live there).
-SOURCE = re.compile(r"README|environment\.md|docs/results/\S+\.\w+")
+# Where a noise figure is written down: a dated result file under docs/results/, written by the
+# command that measured it (prose in the docs carries no figure of its own).
+SOURCE = re.compile(r"docs/results/\S+\.\w+")
 
 
 def literal(n):
@@ -72,7 +71,7 @@ def unnamed(path):
         if m is None:
             out.append(f"{where}: a bound with no '# noise:' or '# exact:' source: {found[0][:100]}")
         elif m[1] == "noise" and not SOURCE.search(m[2]):
-            out.append(f"{where}: a noise bound must name its documented figure (README, environment.md or docs/results/): {m[2][:80]}")
+            out.append(f"{where}: a noise bound must name its documented figure (a result file under docs/results/): {m[2][:80]}")
     return out
 
 

@@ -60,6 +60,8 @@ say test "generated: the settings registry's views (bench/settings/generate.py -
 python "$IB_ROOT/bench/settings/generate.py" --check || exit 1
 say test "generated: the signal contract's views (monitoring/generate.py --check)"
 python "$IB_ROOT/monitoring/generate.py" --check || exit 1
+say test "docs: every task, setting, link and anchor they name (ci/checks/docs.py)"
+python "$IB_ROOT/ci/checks/docs.py" || exit 1
 say test "unit: xk6, the native engine (go test)"
 # -mod=mod may write requirements into go.mod: that would change the extension's hash, and so
 # the k6 binary and image names (bench/lib.sh IB_K6_EXT), under the tools built a moment ago.
@@ -84,7 +86,7 @@ else
 fi
 # Results of test runs go to pytest's temporary directories, never into results/. The whole
 # output is kept too, for a failure seen only in a log's last lines (CI).
-# --durations: the slowest tests, which the README lists, in every run's own output; the
+# --durations: the slowest tests, in every run's own output; the
 # JUnit file keeps every test's time, for finding where the suite's budget goes.
 mkdir -p "$IB_CACHE/logs"
 set -o pipefail

@@ -52,7 +52,7 @@ def without_generated_tables(text):
 
 
 def test_no_file_outside_the_catalog_says_an_old_name():
-    """The renaming is whole: only the catalog, the README's tables generated from it and this
+    """The renaming is whole: only the catalog, the variants tables generated from it and this
     test keep the old names."""
     files = sh("git", "ls-files").stdout.split()
     said = [f for f in files if f not in ("overlays/catalog.yaml", "ci/tests/test_catalog.py") and (ROOT / f).is_file()

@@ -62,8 +62,8 @@ def test_reload_marks_the_new_configuration_and_restores_the_old(local_cluster, 
     r, doc, run = change(tmp_path, "reload", RELOAD_TO="nginx-lb-basic-clusterip-1pod")
     exits_as_its_failures(r, doc)
     a = doc["analysis"]
-    # noise: a reload answers within 0.1-0.5 s here (README "Change under load" table); 5 s is a stalled host, not a slow reload
-    assert {"start", "end", "serving"} <= set(a["marks_ms"]) and 0 < a["serving_after_ms"] < 5000, a["marks_ms"]
+    # (how soon it served is a figure of the host's hour; covered() holds every mark inside the load)
+    assert {"start", "end", "serving"} <= set(a["marks_ms"]) and a["serving_after_ms"] > 0, a["marks_ms"]
     assert failed_kinds(doc) <= {"closed", "reset"}, a["run"]
     covered(doc, run, seconds(SHORT))
     agrees(doc)
@@ -80,8 +80,7 @@ def test_a_route_added_and_edited_under_load_serves_and_is_undone(local_cluster,
     exits_as_its_failures(r, doc)
     a = doc["analysis"]
     assert {"start", "serving", "edited", "end"} <= set(a["marks_ms"]), a["marks_ms"]
-    # noise: a reload answers within 0.1-0.5 s here (README "Change under load"); 5 s is a stalled host
-    assert 0 < a["serving_after_ms"] < 5000 and 0 < a["edited_after_ms"] < 5000, a
+    assert a["serving_after_ms"] > 0 and a["edited_after_ms"] > 0, a
     # exact: the wait ends on a 200 of each of the two probes
     assert doc["marks_unix_ms"]["probes"].get("200", 0) >= 2, doc["marks_unix_ms"]
     assert failed_kinds(doc) <= {"closed", "reset"}, a["run"]

@@ -83,8 +83,7 @@ def test_the_control_run_and_a_reload(tmp_path):
     # 99 when a connection closed under a request: the scenario's http_req_failed threshold is 0.01 %.
     assert r.returncode == (99 if a["run"]["errors"] else 0), r.stderr[-3000:]
     m = a["marks_ms"]
-    # noise: the lab's reload answers within 0.1 s (README "Change under load", the lab's table); 2 s is a stalled host
-    assert at_change_at(m) and m["start"] < m["serving"] == m["end"] < LOAD_MS and a["serving_after_ms"] < 2000, m
+    assert at_change_at(m) and m["start"] < m["serving"] == m["end"] < LOAD_MS, m
     assert set(a["run"]["by_kind"]) <= {"closed", "reset"}, a["run"]
     assert a["during"]["errors"] == a["run"]["errors"]  # none outside the change
     exact(doc)

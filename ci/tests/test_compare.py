@@ -8,8 +8,8 @@ import pytest
 
 from conftest import LATENCY_UNJUDGED, ROOT, VALIDITY_UNJUDGED, lab_leftovers, sh, task
 
-# This VM's identical lab runs vary by 15-20 % (coefficient of variation; README, "Regressions"):
-# at Kong's 15 % every comparison here would be UNSTABLE, so the tests that check a verdict
+# Identical 1 s lab runs vary run to run by about Kong's 15 % here (coefficient of variation):
+# at 15 % many comparisons here would be UNSTABLE, so the tests that check a verdict
 # allow 30 %, and the noisy side is made far noisier than that.
 LAB = {"PLATFORM": "lab", "DURATION": "1s", "CONNECTIONS": "20", "GATE_CV_MAX": "30", **LATENCY_UNJUDGED, **VALIDITY_UNJUDGED}
 
@@ -31,11 +31,10 @@ def lab_taken_down():
     assert lab_leftovers() == []
 
 
-# The budget tests' subject is the stopping rule, not this host's spread: 3 s lab runs vary by
-# 15-20 % (CV) on both rate and p95 here, run to run, paired or not (README, "Regressions"), so a
-# 10 % gate needs ~25 rounds to decide (n ~ 2 (1.96 CV / tolerance)^2). At the third round the t
-# interval's half-width is 4.3 standard errors (2 degrees of freedom): c16's rounds' ratios
-# (20 % a side) took 5 rounds to clear a 50 % drop and a 100 % rise; a 70 % drop and a 200 %
+# The budget tests' subject is the stopping rule, not this host's spread: short lab runs vary
+# by tens of percent (CV) on both rate and p95 here, run to run, paired or not, so a 10 % gate
+# needs tens of rounds to decide (n ~ 2 (1.96 CV / tolerance)^2). At the third round the t
+# interval's half-width is 4.3 standard errors (2 degrees of freedom): a 70 % drop and a 200 %
 # rise clear at the third in most hours. The gates are set that wide; the rule over each gate
 # is tried offline (test_the_gates_decide_on_either_side_of_their_tolerance).
 WIDE_GATES = {"GATE_RATE_DROP": "70", "GATE_P95_RISE": "200", "GATE_P99_RISE": "200"}

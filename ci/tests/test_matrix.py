@@ -151,7 +151,7 @@ LAB_CASE = {"name": "a", "scenario": "rps", "platform": "lab"}
 
 @pytest.mark.parametrize("cases, message", [
     ([{**LAB_CASE, "settings": {"RPS_MINN": 1}}],
-     "case 'a': settings: unknown setting 'RPS_MINN' (did you mean RPS_MIN? every setting: README.md, Settings)"),
+     "case 'a': settings: unknown setting 'RPS_MINN' (did you mean RPS_MIN? every setting: docs/reference/settings.md)"),
     ([LAB_CASE, {**LAB_CASE, "name": "b", "setings": {"RPS_MIN": 1}}], "case 2: unknown field 'setings' (known: name, scenario, platform, variant, settings, group, baseline)"),
     ([LAB_CASE, {**LAB_CASE, "name": "b", "variant": "turbo"}], "case 'b': unknown variant 'turbo'"),
     ([{**LAB_CASE, "scenario": "latency"}], "case 'a': unknown scenario 'latency' (known: rps, tps, throughput)"),
@@ -243,7 +243,7 @@ def test_a_relation_decides_only_when_its_interval_does():
 
 def test_the_intervals_hold_what_they_say():
     """The intervals' 95 % is a coverage: on simulated identical sides (log-normal noise, CV
-    15 %, this host's 3 s lab runs; README, "Regressions") the ratio's interval holds 1.0 in
+    15 %, as short lab runs here) the ratio's interval holds 1.0 in
     about 95 of 100 comparisons at the fewest rounds a comparison decides on, paired
     (bench:compare's alternated rounds) or apart (a saved baseline, a matrix's cases); and a
     real 20 % drop at a CV of 5 % is found in 5 rounds."""

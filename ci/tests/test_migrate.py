@@ -9,8 +9,8 @@ import pytest
 
 from conftest import ROOT, UNMONITORED, one_error, task
 
-# Short: the table's shape and its intervals are the subject, not the figures (README: the
-# migration table measured with the defaults). Unmonitored: the rates per CPU come from the
+# Short: the table's shape and its intervals are the subject, not the figures (the
+# migration's own figures come from a run with the defaults). Unmonitored: the rates per CPU come from the
 # cgroups, the behaviour from the probes.
 SHORT = {"SCENARIOS": "rps", "DURATION": "3s", "CHANGES": "", **UNMONITORED}
 

@@ -191,7 +191,7 @@ def cpus(listing):
 
 @pytest.fixture(scope="module")
 def run4(echoes, tmp_path_factory):
-    """The README's first command on the default nodes, as a user types it (monitoring on,
+    """The README's quick start on the default nodes, as a user types it (monitoring on,
     INGRESS_CPU auto, DURATION its default), and the host's snapshot right after it, the
     cluster still up."""
     results = tmp_path_factory.mktemp("run4")

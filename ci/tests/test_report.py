@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "ci/tests/fixtures/report"
-RUN = FIXTURES / "20261121T155928Z-rps-nginx-lb-default"  # README's example run: 4,658 req/s
+RUN = FIXTURES / "20261121T155928Z-rps-nginx-lb-default"  # a recorded run: 4,658 req/s
 SERIES = ["client_rps", "p50_ms", "p95_ms", "p99_ms", "ingress_cpu_cores", "ingress_cpu_utilization",
           "nic_utilization", "server_rps", "loadgen_cpu_utilization"]
 VERDICT = "ingress CPU-bound: 0.97 of 1 core (97%); NIC 0.5% of 10 Gbit/s; load generator 68% CPU"

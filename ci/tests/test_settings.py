@@ -2,7 +2,7 @@
 bash) for real: every setting given as a user gives it, on the task line or in the
 environment, arrives in the environment of the k6 that ran (its meta.json and summary.json say
 what it received) or in the rendered TestRun's pods; the generated views of the registry fail
-CI when hand-edited; the readers agree; and `./task` exits with the codes the README documents.
+CI when hand-edited; the readers agree; and `./task` exits with the codes docs/reference/exit-codes.md documents.
 The in-cluster Job and the local platform's host k6: see test_cluster_e2e.py, which has the
 cluster."""
 import json
@@ -236,8 +236,8 @@ def test_generated_views_fail_ci_when_hand_edited(tmp_path):
     """The check that `./task test` runs: clean now; a hand edit of either generated file, or
     a registry or catalog edit without regenerating, fails with a line naming the file."""
     assert sh(PYTHON, "bench/settings/generate.py", "--check").returncode == 0
-    for rel in ("bench/settings/generate.py", "bench/settings/settings.yaml", "k6/lib/registry.js", "bench/settings/settings.tsv", "README.md",
-                "overlays/catalog.yaml"):
+    for rel in ("bench/settings/generate.py", "bench/settings/settings.yaml", "k6/lib/registry.js", "bench/settings/settings.tsv",
+                "docs/reference/settings.md", "docs/reference/variants.md", "overlays/catalog.yaml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
 
@@ -252,18 +252,18 @@ def test_generated_views_fail_ci_when_hand_edited(tmp_path):
     reg = tmp_path / "bench/settings/settings.yaml"
     reg.write_text(reg.read_text().replace('meaning: "protocol to the LB"', 'meaning: "protocol to the load balancer"'))
     r = check()
-    assert r.returncode == 1 and "README.md differ" in r.stderr and "k6/lib/registry.js" in r.stderr, r.stderr
+    assert r.returncode == 1 and r.stderr.startswith("error: k6/lib/registry.js and docs/reference/settings.md differ"), r.stderr
     reg.write_text((ROOT / "bench/settings/settings.yaml").read_text())
     cat = tmp_path / "overlays/catalog.yaml"
     cat.write_text(cat.read_text().replace('shows: "the same, 10 backend pods"', 'shows: "ten backend pods"', 1))
     r = check()
-    assert r.returncode == 1 and r.stderr.startswith("error: README.md differ"), r.stderr
+    assert r.returncode == 1 and r.stderr.startswith("error: docs/reference/variants.md differ"), r.stderr
 
 
 def test_unknown_setting_on_the_task_line_names_the_closest(tmp_path):
     r = task("bench:rps", "ENGIN=native", f"RESULTS_ROOT={tmp_path}")
     assert r.returncode == 1
-    assert r.stderr.strip() == "error: unknown setting 'ENGIN' (did you mean ENGINE? every setting: README.md, Settings)"
+    assert r.stderr.strip() == "error: unknown setting 'ENGIN' (did you mean ENGINE? every setting: docs/reference/settings.md)"
     assert list(tmp_path.iterdir()) == []
     r = task("bench:rps", "connections=5")
     assert r.returncode == 1 and "unknown setting 'connections' (did you mean CONNECTIONS?" in r.stderr
@@ -281,7 +281,7 @@ def test_a_setting_that_does_not_reach_the_pods_is_refused():
 @pytest.mark.e2e
 @pytest.mark.parametrize("form", ["line", "env"])
 def test_exit_codes_through_task(form, tmp_path):
-    """README, Exit codes: 0 pass, 99 a finished run that crossed a threshold, 1 anything else,
+    """docs/reference/exit-codes.md: 0 pass, 99 a finished run that crossed a threshold, 1 anything else,
     with the script's one line and nothing of go-task's."""
     base = {"PLATFORM": "lab", "DURATION": "2s", "CONNECTIONS": "5", "MONITORING": "0"}
     ok = task_with(form, "bench:rps", {**base, "RESULTS_ROOT": str(tmp_path / "ok")})

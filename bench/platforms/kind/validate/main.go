@@ -8,7 +8,7 @@
 //     (KubeletConfiguration, KubeProxyConfiguration): kind passes unknown fields through and
 //     silently drops a patch whose kind matches nothing;
 //  3. the properties the benchmark relies on (the local cluster's shape, the network rules of
-//     docs/environment.md), after kind's defaults.
+//     docs/platforms.md), after kind's defaults.
 //
 // Prints one line: what the cluster will be, or "FILE: reason" (exit 1).
 package main
@@ -174,7 +174,7 @@ func benchPrefix(field, value string) (netip.Prefix, error) {
 		return p, fmt.Errorf("%s must be one IPv4 network in CIDR form, got %q", field, value)
 	}
 	if !benchRange.Contains(p.Addr()) || p.Bits() < benchRange.Bits() {
-		return p, fmt.Errorf("%s %s is outside 198.18.0.0/15, the only range the project assigns (docs/environment.md)", field, p)
+		return p, fmt.Errorf("%s %s is outside 198.18.0.0/15, the only range the project assigns (docs/platforms.md)", field, p)
 	}
 	if p.Overlaps(labRange) {
 		return p, fmt.Errorf("%s %s overlaps the lab's 198.18.0.0/24 (bench/platforms/lab.sh)", field, p)
