@@ -88,8 +88,9 @@ def budget(summary, probe_share, host_cpus, node_cpus=None):
             share = float(math.floor(share))
         share = max(least, min(share, host_cpus - 1))
     probed = cores_of(probe_share)
-    if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1):
+    if abs(share - probed) <= 0.1 * probed and (share < 1) == (probed < 1) and probed >= least:
         share = probed
+    short = raw < least and c.get("ingress_cfs_period_us")  # the floor, not the headroom, set it
     figures = {"probe_share": probe_share, **measured, "other_cores": round(others, 3),
                "host_cpus": host_cpus, "headroom": HEADROOM, "computed_cores": round(raw, 3), "least_cores": round(least, 3),
                **({"ingress_node_cpus": node_cpus} if node_cpus else {})}
@@ -97,10 +98,10 @@ def budget(summary, probe_share, host_cpus, node_cpus=None):
     shown = "its whole node" if q == "overlay" else q
     text = (f"ingress CPU {shown}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
             f"{backends * 1e6:.0f} µs, and the rest of the host {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
-            f"{probe_share}); " + (f"at {shown}, the least its node's {c['ingress_cfs_period_us'] / 1000:g} ms CFS period can "
-            "enforce (a 1 ms quota a period), the client side has less than the headroom it should: the run may measure k6 "
-            if share == least and raw < least and c.get("ingress_cfs_period_us") else
-            f"at {shown} the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it ")
+            f"{probe_share}); at {shown} "
+            + (f"(the least its node's {short / 1000:g} ms CFS period can enforce: a 1 ms quota a period) the client side has "
+               "less than the headroom it should, and the run may measure k6 " if short else
+               f"the client side keeps {HEADROOM}x the CPU the ingress's rate needs from it ")
             + "(INGRESS_CPU=<quantity> sets another)")
     return q, text, {"ingress_cpu": q, "source": "probe", **figures}
 
