@@ -272,45 +272,6 @@ def task(*args, env=None, timeout=600):
     return sh("./task", *args, env=env, timeout=timeout)
 
 
-def bench_change(tmp_path, kind, settings):
-    """./task bench:change CHANGE=KIND with SETTINGS: (the result, its change.json, the run's directory)."""
-    results = tmp_path / "results"
-    r = task("bench:change", f"CHANGE={kind}", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in settings.items()), timeout=900)
-    runs = sorted(results.glob(f"change-{kind}-*/change"))
-    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
-    return r, json.loads((runs[0] / "change.json").read_text()), runs[0]
-
-
-def covered(doc, run, duration_s):
-    """The timeline reaches the load's end (its sends never made are in it too, as dropped, at
-    their due time; within 2 s: k6 may end the scenario before the engine counts them) and not
-    past the engine's 1 s drain after it (xk6/pacing.go drainFor: after a rollout stalled every
-    connection for 9 s, 45 sends the client itself made late, free connections, were placed at
-    their real send, 16.5 s into a 16 s load), and each mark of the change is inside it, but
-    for a change that ended after the load (a scale on a starved node): its end is then past
-    the timeline by what the analysis and the verdict say."""
-    tl = json.loads((run / "timeline.json").read_text())
-    last = max(s["i"] for s in tl["slots"])
-    assert duration_s * 10 - 20 <= last <= duration_s * 10 + 10, last
-    a = doc["analysis"]
-    assert tl["origin_ms"] == a["origin_ms"]
-    run_end = (last + 1) * tl["slot_ms"]
-    for name, ms in a["marks_ms"].items():
-        if name == "end" and "outlasted_ms" in a:
-            assert ms == run_end + a["outlasted_ms"] and f"the change ended {a['outlasted_ms'] / 1000:.1f} s after the load" in doc["verdict"], (ms, a)
-        else:
-            assert 0 < ms <= run_end, (name, ms)
-
-
-def agrees(doc):
-    """The client's responses and status errors are the ingress's access log's, within 1 %."""
-    s = doc["server"]
-    assert s["counted"], s
-    assert abs(s["responses"] - s["client_responses"]) <= 0.01 * s["responses"], s
-    assert abs(s["status_errors"] - s["client_status_errors"]) <= max(1, 0.01 * s["status_errors"]), s
-    assert s["agree"], s
-
-
 def task_with(form, task_name, settings, env=None, timeout=600):
     """./task TASK with SETTINGS given on the task line ('line') or in the environment ('env')."""
     if form == "line":

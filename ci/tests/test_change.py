@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from conftest import K6_UNJUDGED, KUBECONFIG, VALIDITY_UNJUDGED, agrees, bench_change, covered, sh
+from changes import agrees, bench_change, covered
+from conftest import K6_UNJUDGED, KUBECONFIG, VALIDITY_UNJUDGED, sh
 
 # Every k6 threshold that can be out of reach is: left is k6's checks (rate==1, k6/lib/options.js),
 # crossed exactly when a request failed (exits_as_its_failures).

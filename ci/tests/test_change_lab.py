@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import K6_UNJUDGED, LAB, LAB_STATE, STREAM, bench_change, lab_leftovers, sh
+from changes import bench_change
+from conftest import K6_UNJUDGED, LAB, LAB_STATE, STREAM, lab_leftovers, sh
 
 # bench:change's shortest load: 3 s before the change, 10 s from its start (a reload and a
 # backend's second down are over well within it).

@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from conftest import K6_UNJUDGED, ROOT, VALIDITY_UNJUDGED, agrees, bench_change, covered, kubectl, sh, within
+from changes import agrees, bench_change, covered
+from conftest import K6_UNJUDGED, ROOT, VALIDITY_UNJUDGED, kubectl, sh, within
 
 VARIANT = "envoy-gateway-default"
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import machine_state
-from conftest import K6_UNJUDGED, VALIDITY_UNJUDGED, bench_change, one_error, sh, task
+from changes import bench_change
+from conftest import K6_UNJUDGED, VALIDITY_UNJUDGED, one_error, sh, task
 
 # A cluster of its own, in the cluster's stream before the shared one; the whole machine compared
 # around it, beside the lab's stream (machine_state.diff beside_lab: the lab's links come and go).
