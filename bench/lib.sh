@@ -54,6 +54,9 @@ platform() {
 # Kubernetes platforms. The local cluster's state (and so its KUBECONFIG) lives here.
 IB_CLUSTER_STATE=${IB_CLUSTER_STATE:-/run/ingress-bench/cluster}
 IB_CLUSTER_KUBECONFIG=$IB_CLUSTER_STATE/pki/admin.kubeconfig
+# What is decided once per machine (the ingress's CPU share, bench/run/bench.sh): a cluster's
+# down and up keep it, so one machine gives one basis; an empty cache decides it again.
+IB_MACHINE_STATE=${IB_MACHINE_STATE:-$IB_CACHE/machine}
 
 # The rest by concern (bench/lib/*.sh), each a file of its own.
 . "$IB_ROOT/bench/lib/util.sh"

@@ -16,10 +16,10 @@ lab_cpus() { # prints "CLIENT_LIST SERVER_LIST"
   echo "$client $server"
 }
 # need_ingress_cpu: INGRESS_CPU as a run takes it: auto (the default; a probe decides on the
-# local platform, the overlay's elsewhere), overlay, or a CPU quantity this host has.
+# local platform, the overlay's elsewhere; probe: the same, decided again), overlay, or a CPU quantity this host has.
 need_ingress_cpu() {
   local q; q=$(setting INGRESS_CPU) || exit 1
-  case $q in "" | auto | overlay) return 0 ;; esac
+  case $q in "" | auto | probe | overlay) return 0 ;; esac
   [ "$(pf_trait cluster)" != own ] || awk -v c="$(cpu_cores "$q")" -v n="$(nproc)" 'BEGIN { exit !(c <= n) }' ||
     die "INGRESS_CPU $q is more than this machine's $(nproc) CPUs"
 }

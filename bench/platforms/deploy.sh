@@ -27,7 +27,7 @@ setting LINK_CAPACITY >/dev/null
 release=$(setting PROMETHEUS_RELEASE) || exit 1
 [ "$MONITORING" = 1 ] || release=''
 ingress_cpu=$(setting INGRESS_CPU) || exit 1
-case $ingress_cpu in auto | overlay) ingress_cpu='' ;; esac # a probe's is bench.sh's to run (auto)
+case $ingress_cpu in auto | probe | overlay) ingress_cpu='' ;; esac # a probe's is bench.sh's to run (auto, probe)
 # Whose cluster (the platform's trait): ours (its nodes' containerd, kube-proxy rules and pods'
 # links are ours to read and shape), a user's, or none.
 cluster=$(pf_trait cluster "$PLATFORM")

@@ -77,6 +77,9 @@ trap 'on_signal SIGTERM 143' TERM
 # (bench/run/budget.py), and on the lab, whose LB keeps its pinned cores, a probe that says before
 # the load whether k6's CPUs can drive them; overlay: the overlay's own, no probe; a quantity:
 # that (need_ingress_cpu, above).
+# probe: auto, with this machine's kept share decided again (below).
+reprobe=0
+[ "${INGRESS_CPU:-}" != probe ] || { reprobe=1; INGRESS_CPU=auto; }
 budget=$(jq -nc --arg q "${INGRESS_CPU:-}" 'if $q == "" or $q == "auto" or $q == "overlay" then {source: "overlay"} else {ingress_cpu: $q, source: "INGRESS_CPU"} end')
 # An overlay whose "ingress" is only a Service (seed 004's NodePort straight to the backends)
 # has no ingress CPU to budget, nor has a Gateway's, whose proxies its controller makes (a
@@ -111,17 +114,27 @@ probe() {
     die "$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=overlay skips the probe)"
   { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
 }
-# The share is the cluster's: decided by the first run of a scenario and variant after an up,
-# kept in the cluster's state (down forgets it), and only checked by the runs after it, so a
-# figure's basis never moves with the host's moment between runs.
-kept_share=$IB_CLUSTER_STATE/ingress-cpu/$SCENARIO-$VARIANT.json
+# The share is the machine's: decided by the first run of a scenario and variant on this
+# machine and node count, kept in the machine's state (IB_MACHINE_STATE: a cluster up or down
+# keeps it), and only checked by the runs after it, so a figure's basis never moves with the
+# host's moment, nor with a probe's noise at each up. A record made on other CPUs or another
+# cluster layout is decided again; INGRESS_CPU=probe decides it again on purpose.
+if [ "$cluster" = own ]; then
+  kept_share=$IB_MACHINE_STATE/ingress-cpu/nodes$(cat "$IB_CLUSTER_STATE/node-count" 2>/dev/null || echo 1)/$SCENARIO-$VARIANT.json
+  machine="$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)), CPUs for the client and the ingress node: ${budget_cpus:-$(nproc)}"
+  if [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ] && [ "$(jq -r '.machine // ""' "$kept_share")" != "$machine" ]; then
+    say budget "this machine's share for $SCENARIO on $VARIANT was decided on another ($(jq -r '.machine // "unrecorded"' "$kept_share")): deciding it again"
+    rm -f "$kept_share"
+  fi
+  [ "$reprobe" = 0 ] || rm -f "$kept_share"
+fi
 if [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ] && [ "${IB_SHARE_CHECKED:-}" = "$(jq -r .ingress_cpu "$kept_share")" ]; then
   # A later round of bench/run/rounds.sh: its first round chose or checked this share moments ago.
   INGRESS_CPU=$IB_SHARE_CHECKED budget=$(jq -c '.source = "kept" | .checked = "by the first round"' "$kept_share")
-  say budget "ingress CPU $INGRESS_CPU, this cluster's, as the first round checked it"
+  say budget "ingress CPU $INGRESS_CPU, this machine's, as the first round checked it"
 elif [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_share" ]; then
   share=$(jq -r .ingress_cpu "$kept_share")
-  say budget "checking that the client side can still drive this cluster's INGRESS_CPU=$share (3 s)"
+  say budget "checking that the client side can still drive this machine's INGRESS_CPU=$share (3 s)"
   # shellcheck disable=SC2086 # "CLIENT INGRESS": two arguments
   probe "$share" check "$share" ${budget_cpus:-$(nproc)}
   say budget "$line"
@@ -130,7 +143,7 @@ elif [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ]; then
   say budget "probing what the ingress, k6 and the backends cost per request (3 s at INGRESS_CPU=$probe_share)"
   # shellcheck disable=SC2086 # "CLIENT INGRESS": two arguments
   probe "$probe_share" "$probe_share" ${budget_cpus:-$(nproc)}
-  mkdir -p "${kept_share%/*}" && echo "$budget" >"$kept_share"
+  mkdir -p "${kept_share%/*}" && jq -c --arg m "$machine" '. + {machine: $m}' <<<"$budget" >"$kept_share"
   say budget "$line"
 elif [ "$cluster" = none ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -z "${TARGET:-}" ]; then
   say placement "probing what k6, the LB and the backends cost per request (3 s)"

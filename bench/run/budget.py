@@ -1,13 +1,13 @@
 """bench/run/budget.py PROBE_RUN_DIR PROBE_SHARE HOST_CPUS [INGRESS_NODE_CPUS]: the ingress's CPU
 budget on a host the client shares (the local platform), from a short probe run (bench/run/bench.sh
-runs it first when INGRESS_CPU=auto, the default, at the first run of a scenario and variant on a
-cluster up: later runs keep its share). With INGRESS_NODE_CPUS (a cluster of several nodes) the
+runs it first when INGRESS_CPU=auto, the default, at the first run of a scenario and variant on
+this machine and node count: later runs keep its share, across cluster ups). With INGRESS_NODE_CPUS (a cluster of several nodes) the
 ingress has a node of its own with that many CPUs and HOST_CPUS are the client node's.
 bench/run/budget.py PROBE_RUN_DIR check SHARE HOST_CPUS [INGRESS_NODE_CPUS]: a later run's check
-of the kept SHARE, from its probe at that share: the share stays, whatever the host's moment
+of the machine's kept SHARE, from its probe at that share: the share stays, whatever the host's moment
 says, unless the client side cannot even supply what the ingress's rate needs from it (less
 than 1x, where the share was decided at HEADROOM): then one line, exit 2, and the run does not
-start. A figure's basis never changes silently between runs on one cluster.
+start. A figure's basis never changes silently between runs on one machine.
 bench/run/budget.py PROBE_RUN_DIR pinned: the placement on a platform without a cluster (the
 lab), from the same probe: its LB keeps its pinned cores, so the probe only says, before the load, whether k6's CPUs can drive the servers'
 (the LB and the backends share theirs) with the same headroom, and when not, what this host
@@ -117,11 +117,11 @@ def check(summary, share, host_cpus, node_cpus=None):
     keeps = (host_cpus - others - (0 if node_cpus else cores)) / need
     shown = "its whole node" if share == "overlay" else share
     if keeps < 1:
-        raise ValueError(f"the client side can no longer drive the ingress CPU this cluster keeps ({shown}): it has "
+        raise ValueError(f"the client side can no longer drive the ingress CPU this machine keeps ({shown}): it has "
                          f"{keeps:.2f}x the CPU the ingress's rate needs from it (the rest of the host took {others:.2f} CPU "
                          f"in a {c['seconds']:.0f} s probe); stop what else runs here, or set INGRESS_CPU")
-    text = (f"ingress CPU {shown}, kept for this cluster (its first run's probe chose it; `./task cluster:down` forgets "
-            f"it): the client side keeps {keeps:.2f}x the CPU the ingress's rate needs from it in a {c['seconds']:.0f} s "
+    text = (f"ingress CPU {shown}, this machine's (its first run's probe chose it; INGRESS_CPU=probe decides it "
+            f"again): the client side keeps {keeps:.2f}x the CPU the ingress's rate needs from it in a {c['seconds']:.0f} s "
             f"check (the rest of the host {others:.2f} CPU)")
     return share, text, {"ingress_cpu": share, "source": "kept", **measured, "other_cores": round(others, 3),
                          "host_cpus": host_cpus, "client_over_need": round(keeps, 3),

@@ -184,6 +184,15 @@ def stub():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def machine_state_of_the_session(tmp_path_factory):
+    """What a first run decides for the machine (bench/lib.sh IB_MACHINE_STATE: the ingress's CPU
+    share) is the session's own: the suite neither reads nor changes the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("IB_MACHINE_STATE", str(tmp_path_factory.mktemp("machine")))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def lab_is_removed_after_the_suite():
     """The lab down after the session that brought it up, and nothing of it left. A lab that was
     up before the session is not this session's (another run's, a developer's): it stays; nor

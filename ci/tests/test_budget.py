@@ -104,12 +104,12 @@ def check(tmp_path, summary, share, host_cpus=2, node_cpus=None):
     ((100, 20, 0, 0.1), "overlay", 1, 4.5),
 ])
 def test_a_kept_share_is_checked_not_chosen_again(costs, share, node, keeps, tmp_path):
-    """A later run on the cluster keeps the share its first run chose while the client side can
+    """A later run on the machine keeps the share its first run chose while the client side can
     still supply what the ingress's rate at it needs (1x), whatever share this probe would give."""
     r = check(tmp_path, probe(*costs), share, 1 if node else 2, node)
     assert r.returncode == 0, r.stderr
     q, text, meta = r.stdout.splitlines()
-    assert q == share and text.startswith("ingress CPU " + ("its whole node" if share == "overlay" else share) + ", kept"), text
+    assert q == share and text.startswith("ingress CPU " + ("its whole node" if share == "overlay" else share) + ", this machine's"), text
     m = json.loads(meta)
     assert m["source"] == "kept" and m["ingress_cpu"] == share and m["client_over_need"] == keeps, m
 
@@ -119,7 +119,7 @@ def test_a_kept_share_the_client_can_no_longer_drive_is_refused_in_one_line(tmp_
     r = check(tmp_path, probe(101, 44, 63, 0.9), "650m")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
-        f"error: the ingress CPU probe ({tmp_path}): the client side can no longer drive the ingress CPU this cluster keeps "
+        f"error: the ingress CPU probe ({tmp_path}): the client side can no longer drive the ingress CPU this machine keeps "
         "(650m): it has 0.65x the CPU the ingress's rate needs from it (the rest of the host took 0.90 CPU in a 3 s probe); "
         "stop what else runs here, or set INGRESS_CPU"]
 

@@ -68,10 +68,12 @@ def bridge_only(diff):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def default_nodes():
-    """NODES as a user leaves it, its default (the suite's is 1: conftest)."""
+def default_nodes(tmp_path_factory):
+    """NODES as a user leaves it, its default (the suite's is 1: conftest), on a machine whose
+    ingress CPU share is not decided yet (a state of its own: the quick start's first run probes)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("NODES", raising=False)
+        mp.setenv("IB_MACHINE_STATE", str(tmp_path_factory.mktemp("machine")))
         yield
 
 
@@ -88,6 +90,8 @@ def nodes4():
     yield {"before": before, "while_up": while_up, "up": up}
     down = sh("bash", CLUSTER, "down", timeout=180)
     assert down.returncode == 0, down.stderr
+    # The quick start's share is the machine's: the cluster's down keeps it.
+    assert [p.name for p in Path(os.environ["IB_MACHINE_STATE"]).glob("ingress-cpu/nodes4/*.json")] == ["rps-nginx-lb-default.json"]
     assert machine_state.diff(before, machine_state.snapshot(), beside_lab=True) == [], "cluster:down must leave the machine as it found it"
 
 
@@ -286,7 +290,7 @@ def test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused(run4, t
         for p in busy:
             p.kill()
             p.wait()
-    assert "the client side can no longer drive the ingress CPU this cluster keeps" in err, err
+    assert "the client side can no longer drive the ingress CPU this machine keeps" in err, err
     assert not list((tmp_path / "busy").glob("*/summary.json"))
 
 
