@@ -39,8 +39,8 @@ CASES = {
     "CPU the host lacks": (["rps"], {"LAB_SERVER_CPUS": "99"}, "CPU list '99' is not available"),
     "non-numeric backend count": (["rps"], {"LAB_BACKENDS": "two"}, "LAB_BACKENDS must be a whole number"),
     "ingress CPU not a quantity": (["rps"], {"PLATFORM": "local", "INGRESS_CPU": "half"},
-                                   "INGRESS_CPU must be auto, overlay or a CPU quantity above 0 like 2, 500m or 0.5, got 'half'"),
-    "zero ingress CPU": (["rps"], {"PLATFORM": "local", "INGRESS_CPU": "0m"}, "INGRESS_CPU must be auto, overlay or a CPU quantity above 0"),
+                                   "INGRESS_CPU must be auto, probe, overlay or a CPU quantity above 0 like 2, 500m or 0.5, got 'half'"),
+    "zero ingress CPU": (["rps"], {"PLATFORM": "local", "INGRESS_CPU": "0m"}, "INGRESS_CPU must be auto, probe, overlay or a CPU quantity above 0"),
     "ingress CPU beyond the machine": (["rps"], {"PLATFORM": "local", "INGRESS_CPU": str(os.cpu_count() + 1)},
                                        f"INGRESS_CPU {os.cpu_count() + 1} is more than this machine's {os.cpu_count()} CPUs"),
     "unknown engine": (["rps"], {"ENGINE": "turbo"}, "unknown ENGINE 'turbo' (known: js, native)"),
@@ -266,5 +266,5 @@ def test_benchmark_scripts_refuse_bad_input(script, env, message, lab_down, tmp_
 def test_a_cpu_amount_of_zero_is_refused_before_a_cluster_is_touched(name, script, lab_down):
     r = sh("bash", script, "rps", env={name: "0m", "PLATFORM": "local"})
     assert r.returncode != 0
-    rule = "auto, overlay or a CPU quantity" if name == "INGRESS_CPU" else "a CPU quantity"  # the registry's rules
+    rule = "auto, probe, overlay or a CPU quantity" if name == "INGRESS_CPU" else "a CPU quantity"  # the registry's rules
     assert r.stderr.strip().splitlines()[-1] == f"error: {name} must be {rule} above 0 like 2, 500m or 0.5, got '0m'", r.stderr
