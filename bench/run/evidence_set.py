@@ -3,7 +3,6 @@
 from the newest part of each claim (evidence.json, evidence.md, index.html)."""
 import json
 import os
-import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,32 +10,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, rounds, runs)
 from evidence_claims import EXIT, figure_text, stated  # noqa: E402
+from publish import commit, cpu_times, machine, steal_percent  # noqa: E402,F401  (the stamp's parts: one source)
 from report.doc import Doc, Link  # noqa: E402
 
 
-def cpu_times():
-    """/proc/stat's first line: (steal, total) jiffies of every CPU."""
-    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return f[7] if len(f) > 7 else 0, sum(f)
-
-
-def commit():
-    git = lambda *a: subprocess.run(["git", "-C", str(mx.ROOT), *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
-    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
-
-
-def machine():
-    r = mx.shell("host_description")
-    if r.returncode != 0:
-        raise mx.Bad(f"cannot describe this machine: {mx.error_line(r.stderr)}")
-    return json.loads(r.stdout)["host"]
-
-
 def write_part(out, run, result, spec, started, steal0, stamp):
-    steal1 = cpu_times()
     part = {"run": run["name"], "kind": run["kind"], "started": started,
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), **commit(),
-            "machine": dict(machine(), steal_percent=round(100 * (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1]), 2)),
+            "machine": dict(machine(), steal_percent=steal_percent(steal0)),
             "settings": run["settings"], "budget": str(run["budget"]), "max_rounds": run["max_rounds"], "looks": run["looks"],
             "alpha": spec["alpha"], "claims_in_file": len(spec["claims"]), "level": run["level"],
             "stopped": result.get("stopped"), "failed": result.get("failed"), "results_dir": result.get("dir"),

@@ -48,6 +48,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 from cases import (CPUS, Bad, check_values, default_of, duration_s, traits, error_line, load, number, only_relations,  # noqa: E402,F401
                    parse, platforms, registry, resolve, say, shell, enter_client_side)
 from report.relations import relations_page  # noqa: E402
+import publish  # noqa: E402  (PUBLISH=1: the set in docs/results/)
 from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, shared with the index)
 from tables import compute, fmt, judge_ratio, judged_on, markdown, run_listing  # noqa: E402,F401
 BENCH = ROOT / "bench/run/bench.sh"
@@ -306,7 +307,18 @@ def main(argv):
             print(f"{c['name']}: {c['scenario']} on {c['platform']}, {c['variant']}{', ' if settings else ''}{settings}")
         print(f"{len(m['cases'])} cases × {rounds} rounds")
         return 0
-    rc, _ = run_matrix(m, env, rounds, Path(path).stem, Path(path).read_text())
+    out = None
+    if env.get("PUBLISH") == "1":  # the set's folder and a committed tree, before the load
+        try:
+            out = publish.check(Path(path).stem)
+        except publish.Refused as e:
+            raise Bad(f"PUBLISH=1: {e}")
+    steal = publish.cpu_times()
+    rc, doc = run_matrix(m, env, rounds, Path(path).stem, Path(path).read_text())
+    if out:
+        settings = {**m["given"], **{k: env[k] for k in ("RELATIONS", "BUDGET", "ROUNDS") if env.get(k)}}
+        publish.publish(doc["dir"], doc, out, path, settings, steal)
+        say("publish", f"{os.path.relpath(out, ROOT)}/ (listed in docs/results/README.md)")
     return rc
 
 

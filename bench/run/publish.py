@@ -1,0 +1,113 @@
+"""A matrix's result as a dated set of docs/results/ (PUBLISH=1 on `./task bench:seeds` or any
+case list): what the docs may quote, stamped with the day, the commit, the machine, its steal
+time and the settings, written by the command that measured it and listed in the results
+index. A set is never overwritten, and a tree with uncommitted changes is refused before the
+load: a published figure names the code that measured it. The stamp's parts (commit, machine,
+steal) are also bench:evidence's (bench/run/evidence_set.py)."""
+import json
+import os
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from cases import Bad
+
+ROOT = Path(__file__).resolve().parents[2]
+INDEX = ROOT / "docs/results/README.md"
+# What a set keeps of the matrix's directory: its tables, page and case list, and each run's
+# summary and meta (the run listing names their directories); not the runs' raw series.
+SET_FILES = ("table.md", "matrix.json", "cases.yaml", "report.html")
+RUN_FILES = ("summary.json", "meta.json")
+
+
+class Refused(Bad):
+    """Why a set cannot be published: one line, before the load (bad input to the runners)."""
+
+
+def cpu_times():
+    """/proc/stat's first line: (steal, total) jiffies of every CPU."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return f[7] if len(f) > 7 else 0, sum(f)
+
+
+def steal_percent(since):
+    now = cpu_times()
+    return round(100 * (now[0] - since[0]) / max(1, now[1] - since[1]), 2)
+
+
+def commit(root=ROOT):
+    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def machine():
+    r = subprocess.run(["bash", "-c", f'. "{ROOT}/bench/lib.sh" && host_description'], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Refused(f"cannot describe this machine: {(r.stderr.strip().splitlines() or [''])[-1]}")
+    return json.loads(r.stdout)["host"]
+
+
+def command_of(matrix_file):
+    """The task that runs MATRIX_FILE (taskfiles/bench.yml's matrix-file callers), else the
+    generic one with its path."""
+    rel = os.path.relpath(Path(matrix_file).resolve(), ROOT)
+    tasks = yaml.safe_load((ROOT / "taskfiles/bench.yml").read_text())["tasks"]
+    for name, t in tasks.items():
+        for c in t.get("cmds") or []:
+            if isinstance(c, dict) and c.get("task") == "matrix-file" and (c.get("vars") or {}).get("FILE") == rel:
+                return f"./task bench:{name}"
+    return f"./task bench:matrix MATRIX={rel}"
+
+
+def check(name, root=ROOT, day=None):
+    """Before the load: the set's folder (ROOT's docs/results/<day>-<name>) is new and ROOT's
+    tree is committed. Returns the folder."""
+    out = Path(root) / "docs/results" / f"{(day or datetime.now(timezone.utc)):%Y-%m-%d}-{name}"
+    if out.exists():
+        raise Refused(f"{os.path.relpath(out, root)} exists already: a published set is never overwritten "
+                      "(publish on another day, or move the old set to an archive)")
+    if commit(root)["dirty"]:
+        raise Refused("the tree has uncommitted changes: a published result names the commit that measured it (commit first)")
+    return out
+
+
+def publish(mdir, doc, out, matrix_file, settings, steal_since, index=None):
+    """Copies the matrix's set from MDIR into OUT, stamps it (stamp.json, and matrix.json's dir
+    made the set's own) and adds its row to the results index; returns OUT."""
+    mdir, out = Path(mdir), Path(out)
+    out.mkdir(parents=True)
+    for f in SET_FILES:
+        if (mdir / f).is_file():
+            shutil.copy2(mdir / f, out / f)
+    for r in doc["runs"]:
+        if not r.get("dir"):
+            continue
+        rel = os.path.relpath(r["dir"], mdir)
+        for f in RUN_FILES:
+            if (Path(r["dir"]) / f).is_file():
+                (out / rel).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(Path(r["dir"]) / f, out / rel / f)
+    published = json.loads((out / "matrix.json").read_text())
+    published["dir"] = out.name
+    for r in published["runs"]:
+        r["dir"] = os.path.relpath(r["dir"], mdir) if r.get("dir") else None
+    (out / "matrix.json").write_text(json.dumps(published, indent=2) + "\n")
+    command = command_of(matrix_file)
+    stamp = {"date": doc["started"][:10], "started": doc["started"], "finished": doc["finished"], "written_by": command,
+             **commit(), "machine": dict(machine(), steal_percent=steal_percent(steal_since)),
+             "settings": settings, "rounds": doc["rounds"], "exit_code": doc["exit_code"]}
+    (out / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
+    add_to_index(index or INDEX, stamp["date"], out.name, "table.md", command, doc["title"])
+    return out
+
+
+def add_to_index(index, date, folder, first, command, what):
+    """The set's row at the top of the index's table (newest first)."""
+    lines = Path(index).read_text().splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("|---")) + 1
+    name = folder[len(date) + 1:]
+    lines.insert(at, f"| {date} | [{name}]({folder}/{first}) | `{command}` | {what} |")
+    Path(index).write_text("\n".join(lines) + "\n")
