@@ -49,7 +49,7 @@ client_cpus() {
 }
 # placement_warning CLIENT_LIST SERVER_LIST [SHARED [INGRESS_CORES]]: before the load, one line
 # when k6's CPUs could not saturate the ingress's. The native engine costs about what nginx does
-# per request (xk6/README.md), so k6 needs as many CPUs as the ingress has, twice as many when
+# per request (the probe's per-request costs, bench/run/budget.py, read them), so k6 needs as many CPUs as the ingress has, twice as many when
 # it shares them with SHARED (the local platform's backends and control plane: about the
 # ingress's cost again). INGRESS_CORES: a fractional ingress (a CFS quota on the CPUs k6 runs on
 # too) has that much, and leaves k6 the rest. The run goes on: the validity threshold judges

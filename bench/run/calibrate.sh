@@ -23,7 +23,7 @@ CLIENTS=$(setting CLIENTS)
 LONG=$(setting LONG)
 LC=$(setting LONG_CONNECTIONS)
 R=$(setting ROUNDS calibrate)
-OPEN_SHARE=0.9 # the bound: the open model's cost at up to 90 % of the closed model's rate
+OPEN_SHARE=0.9 # the open model's cost measured where it still keeps up: 90 % of the closed model's rate
 [[ " $CLIENTS " != *" native-open "* ]] || [[ " ${CLIENTS%% native-open*} " == *" native "* ]] ||
   die "CLIENTS: native-open paces a share of the native closed model's rate: list native before it"
 # calibrate's own rule: whole seconds (its Gbit/s and the long run's minutes are counted so)
