@@ -82,6 +82,8 @@ def publish(mdir, doc, out, matrix_file, settings, steal_since, index=None):
     for f in SET_FILES:
         if (mdir / f).is_file():
             shutil.copy2(mdir / f, out / f)
+    if (out / "table.md").is_file():  # its closing line names where this machine kept the set
+        (out / "table.md").write_text((out / "table.md").read_text().replace(f"{mdir}/", f"{out.name}/"))
     for r in doc["runs"]:
         if not r.get("dir"):
             continue
@@ -89,11 +91,10 @@ def publish(mdir, doc, out, matrix_file, settings, steal_since, index=None):
         for f in RUN_FILES:
             if (Path(r["dir"]) / f).is_file():
                 (out / rel).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(Path(r["dir"]) / f, out / rel / f)
-    published = json.loads((out / "matrix.json").read_text())
+                run_doc = set_relative(json.loads((Path(r["dir"]) / f).read_text()), mdir)
+                (out / rel / f).write_text(json.dumps(run_doc, indent=2) + "\n")
+    published = set_relative(json.loads((out / "matrix.json").read_text()), mdir)
     published["dir"] = out.name
-    for r in published["runs"]:
-        r["dir"] = os.path.relpath(r["dir"], mdir) if r.get("dir") else None
     (out / "matrix.json").write_text(json.dumps(published, indent=2) + "\n")
     command = command_of(matrix_file)
     stamp = {"date": doc["started"][:10], "started": doc["started"], "finished": doc["finished"], "written_by": command,
@@ -102,6 +103,18 @@ def publish(mdir, doc, out, matrix_file, settings, steal_since, index=None):
     (out / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
     add_to_index(index or INDEX, stamp["date"], out.name, "table.md", command, doc["title"])
     return out
+
+
+def set_relative(value, mdir):
+    """VALUE with every path inside MDIR (a run's directory, its log) made relative to it: where
+    this machine kept the results is no part of what was measured."""
+    if isinstance(value, dict):
+        return {k: set_relative(v, mdir) for k, v in value.items()}
+    if isinstance(value, list):
+        return [set_relative(v, mdir) for v in value]
+    if isinstance(value, str) and (value == str(mdir) or value.startswith(f"{mdir}/")):
+        return os.path.relpath(value, mdir)
+    return value
 
 
 def add_to_index(index, date, folder, first, command, what):

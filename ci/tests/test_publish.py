@@ -53,13 +53,14 @@ def test_a_set_keeps_the_tables_each_runs_summary_and_a_stamp_and_is_indexed(tmp
         d = mdir / f"{case}-r1"
         d.mkdir(parents=True)
         for f in ("summary.json", "meta.json", "k6.json.gz"):
-            (d / f).write_text(f"{case} {f}")
+            (d / f).write_text(json.dumps({"case": case, "file": f, "RESULTS_ROOT": str(mdir), "dir": str(d)}))
         runs.append({"case": case, "round": 1, "order": i, "dir": str(d)})
     runs.append({"case": "c", "round": 1, "order": 3, "dir": None})  # stopped before it made one
-    doc = {"title": "The seeds' relations", "dir": str(mdir), "started": "2026-12-02T05:00:00+00:00",
+    doc = {"title": "The seeds' relations", "dir": str(mdir),
+           "cases": [{"name": "a", "runs": [{"dir": str(mdir / "a-r1"), "log": str(mdir / "logs/a-r1.log")}]}], "started": "2026-12-02T05:00:00+00:00",
            "finished": "2026-12-02T05:30:00+00:00", "rounds": 1, "exit_code": 0, "runs": runs}
     (mdir / "matrix.json").write_text(json.dumps(doc))
-    (mdir / "table.md").write_text("| table |\n")
+    (mdir / "table.md").write_text(f"| table |\n\nResults: {mdir}/ (table.md)\n")
     (mdir / "cases.yaml").write_text("cases: []\n")
     (mdir / "logs").mkdir()
     index = tmp_path / "README.md"
@@ -69,8 +70,11 @@ def test_a_set_keeps_the_tables_each_runs_summary_and_a_stamp_and_is_indexed(tmp
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert files == ["a-r1/meta.json", "a-r1/summary.json", "b-r1/meta.json", "b-r1/summary.json",
                      "cases.yaml", "matrix.json", "stamp.json", "table.md"], files
+    assert json.loads((out / "a-r1/meta.json").read_text()) == {"case": "a", "file": "meta.json", "RESULTS_ROOT": ".", "dir": "a-r1"}
+    assert (out / "table.md").read_text() == "| table |\n\nResults: 2026-12-02-seeds/ (table.md)\n"
     m = json.loads((out / "matrix.json").read_text())
     assert m["dir"] == "2026-12-02-seeds" and [r["dir"] for r in m["runs"]] == ["a-r1", "b-r1", None], m
+    assert m["cases"][0]["runs"] == [{"dir": "a-r1", "log": "logs/a-r1.log"}] and str(tmp_path) not in (out / "matrix.json").read_text()
     s = json.loads((out / "stamp.json").read_text())
     assert s["date"] == "2026-12-02" and s["written_by"] == "./task bench:seeds" and s["settings"] == {"RELATIONS": "004"}, s
     assert len(s["commit"]) == 40 and isinstance(s["dirty"], bool) and s["machine"]["cpus"] >= 1, s
