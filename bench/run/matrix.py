@@ -310,7 +310,7 @@ def main(argv):
     out = None
     if env.get("PUBLISH") == "1":  # the set's folder and a committed tree, before the load
         try:
-            out = publish.check(Path(path).stem)
+            out = publish.check(publish.set_name(Path(path).stem, env.get("RELATIONS")))
         except publish.Refused as e:
             raise Bad(f"PUBLISH=1: {e}")
     steal = publish.cpu_times()

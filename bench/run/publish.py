@@ -6,6 +6,7 @@ load: a published figure names the code that measured it. The stamp's parts (com
 steal) are also bench:evidence's (bench/run/evidence_set.py)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -60,6 +61,12 @@ def command_of(matrix_file):
             if isinstance(c, dict) and c.get("task") == "matrix-file" and (c.get("vars") or {}).get("FILE") == rel:
                 return f"./task bench:{name}"
     return f"./task bench:matrix MATRIX={rel}"
+
+
+def set_name(stem, relations=None):
+    """The set's name: the case list's, and with RELATIONS the relations it measured (a subset
+    is a set of its own, beside the whole list's of the same day)."""
+    return f"{stem}-{re.sub(r'[^A-Za-z0-9._]+', '-', relations).strip('-')}" if relations else stem
 
 
 def check(name, root=ROOT, day=None):

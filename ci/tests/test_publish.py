@@ -42,6 +42,15 @@ def test_a_set_is_checked_before_the_load(repo):
         publish.check("other", repo, DAY)
 
 
+def test_a_subsets_set_is_named_by_its_relations(repo):
+    """RELATIONS given: the set is the relations', beside the whole list's set of the same day."""
+    (repo / "docs/results/2026-12-02-seeds").mkdir()
+    name = publish.set_name("seeds", "004 s003-nodeport-10")
+    assert name == "seeds-004-s003-nodeport-10"
+    assert publish.check(name, repo, DAY) == repo / "docs/results/2026-12-02-seeds-004-s003-nodeport-10"
+    assert publish.set_name("seeds", None) == publish.set_name("seeds", "") == "seeds"
+
+
 def test_a_set_keeps_the_tables_each_runs_summary_and_a_stamp_and_is_indexed(tmp_path):
     """The set holds the matrix's tables, page and case list and each run's summary and meta (not
     its series), matrix.json's directories made the set's own, a stamp (the day, the command
