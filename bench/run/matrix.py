@@ -35,6 +35,7 @@ The case list's format and its checks: bench/run/cases.py; the numbers and table
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -99,6 +100,21 @@ def blank_run(c, extra, testid, mdir):
             "log": str(mdir / "logs" / f"{testid}.log"), "rc": None, "status": None, "reason": None, "crossed": [], "values": {}}
 
 
+def run_to_its_end(args, **kwargs):
+    """A run's exit code, its own handling of an interrupt included: on Ctrl-C bench.sh stops
+    k6 gracefully, writes the summary of what was measured and removes its scratch, which takes
+    seconds; subprocess.run would SIGKILL it a quarter of a second in (the run lost, its scratch
+    left in TMPDIR). The SIGINT is passed on (a signal sent to this process alone), then the
+    interrupt goes on up once the run has ended."""
+    with subprocess.Popen(args, **kwargs) as p:
+        try:
+            return p.wait()
+        except KeyboardInterrupt:
+            p.send_signal(signal.SIGINT)  # bench.sh takes signals within a second as one
+            p.wait()
+            raise
+
+
 def run_one(c, extra, testid, mdir, m, round_=None):
     """One run of case c (its environment plus the settings in extra) as TESTID into mdir,
     its output in mdir/logs/; returns the run: status passed, crossed (exit 99: the thresholds
@@ -125,8 +141,8 @@ def run_one(c, extra, testid, mdir, m, round_=None):
         if not off:
             down_on.discard(c["platform"])
         if run["status"] is None:
-            run["rc"] = subprocess.run(["bash", str(BENCH), c["scenario"]], cwd=ROOT, env=env,
-                                       stdout=log, stderr=subprocess.STDOUT).returncode
+            run["rc"] = run_to_its_end(["bash", str(BENCH), c["scenario"]], cwd=ROOT, env=env,
+                                       stdout=log, stderr=subprocess.STDOUT)
     if not Path(run["dir"]).is_dir():
         run["dir"] = None  # the run stopped before it made one
     elif (meta := Path(run["dir"]) / "meta.json").is_file():
