@@ -78,7 +78,10 @@ operator_up() {
   kubectl -n monitoring rollout status deploy/prometheus-operator --timeout=90s >/dev/null 2>&1 ||
     die "prometheus-operator not ready: $(pod_problem monitoring prometheus-operator)"
   sampler_start "$LOCAL_TEXTFILE"
-  poll 120 eval 'url=$(operator_url) && ready "$url"' || die "Prometheus not ready after 120 s: $(pod_problem monitoring prometheus)"
+  # Its address is the applied Service's, read once: a poll that read it again each time made
+  # two kubectl calls every half second (a CPU-bound machine's cost while Prometheus starts).
+  url=$(operator_url) || die "the Prometheus Service of monitoring/local has no address on the client node"
+  poll 120 ready "$url" || die "Prometheus not ready after 120 s: $(pod_problem monitoring prometheus)"
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at $url, operator $PROMETHEUS_OPERATOR_VERSION, in $((SECONDS - t0)) s"
 }
 
