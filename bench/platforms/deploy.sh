@@ -295,13 +295,15 @@ svc=$(kubectl -n "$NS" get svc -l app.kubernetes.io/component=ingress -o jsonpat
 [ -n "$svc" ] || svc=$(kubectl -n "$NS" get svc -l ingress-bench/role=ingress -o jsonpath='{.items[*].metadata.name}')
 svc=${svc%% *}
 [ -n "$svc" ] || die "overlay $OVERLAY has no Service labelled app.kubernetes.io/component=ingress (nor a Gateway's, ingress-bench/role=ingress)"
-if [ "$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type}')" = NodePort ]; then
-  addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.ports[?(@.name=="http")].nodePort}')
+read -r svc_type cluster_ip node_port < <(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.type} {.spec.clusterIP} {.spec.ports[?(@.name=="http")].nodePort}{"\n"}') ||
+  die "cannot read Service $svc of namespace $NS"
+if [ "$svc_type" = NodePort ]; then
+  addr=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'):$node_port
 elif [ "$for_pods" = 1 ]; then
   # The pods' own name for it: a user's service range is unknown here, and may not be reachable.
   addr=$svc.$NS.svc
 else
-  addr=$(kubectl -n "$NS" get svc "$svc" -o jsonpath='{.spec.clusterIP}')
+  addr=$cluster_ip
 fi
 if [ "$for_pods" = 1 ]; then
   # This host may reach none of the cluster's addresses: ready when the Service has a ready

@@ -223,11 +223,12 @@ up() {
   done
   for b in etcd containerd runc; do command -v "$b" >/dev/null || die "$b is missing: run './task cluster:tools'"; done
   for b in $LOCAL_IMAGES; do [ -f "$IB_CACHE/images/$b.tar" ] || die "image $b is not built: run './task cluster:tools'"; done
-  if status >/dev/null 2>&1; then
+  local st
+  if st=$(status 2>/dev/null); then
     # Another count asked for (NODES given) than is up: one line; not given, the cluster that is up.
     [ -z "${NODES:-}" ] || [ "$(cat "$S/node-count")" = "$NODE_COUNT" ] ||
       die "the local cluster is up with $(cat "$S/node-count") node(s), not NODES=$NODE_COUNT: run './task cluster:down' first"
-    say cluster "up ($(status | sed 's/^cluster: up, //'))"; return 0
+    say cluster "up (${st#cluster: up, })"; return 0
   fi
   [ -d "$S" ] && down
   if ip link show "$NODES_BRIDGE" >/dev/null 2>&1 || [ -d "$(cg_path cpu "$CGROUP_ROOT")" ]; then
