@@ -122,16 +122,22 @@ def behaviour(variant, env):
     return json.loads(r.stdout)
 
 
+def logged(args, path, env):
+    """A script's exit code and output (kept in PATH too), an interrupt let through to it as
+    bench:matrix does (mx.run_to_its_end): its runs end as runs do, their records kept."""
+    with open(path, "w") as log:
+        rc = mx.run_to_its_end(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return rc, path.read_text()
+
+
 def compare(scenario, env, out):
     """bench:compare BASE=FROM HEAD=TO for SCENARIO: its compare.json, and its directory."""
-    r = subprocess.run([sys.executable, str(ROOT / "bench/run/compare.py")], env=dict(
+    rc, log = logged([sys.executable, str(ROOT / "bench/run/compare.py")], out / f"compare-{scenario}.log", env=dict(
         env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, DECIDE="change", RESULTS_ROOT=str(out),
-        **({} if env.get("BUDGET") else {"ROUNDS": env.get("ROUNDS") or "3"})),
-        capture_output=True, text=True)
-    (out / f"compare-{scenario}.log").write_text(r.stdout + r.stderr)
+        **({} if env.get("BUDGET") else {"ROUNDS": env.get("ROUNDS") or "3"})))
     found = sorted(out.glob("compare-*/compare.json"), key=lambda p: p.stat().st_mtime)
-    if r.returncode not in (0, 98, 99) or not found:
-        raise mx.Bad(f"bench:compare of {scenario} failed: {mx.error_line(r.stderr + r.stdout)}")
+    if rc not in (0, 98, 99) or not found:
+        raise mx.Bad(f"bench:compare of {scenario} failed: {mx.error_line(log)}")
     return json.loads(found[-1].read_text()), found[-1].parent
 
 
@@ -246,12 +252,11 @@ def route_under_load(variant, env, out):
     the change, when the added route and the edit first served (s from the change's start),
     its verdict."""
     root = out / f"route-{variant}"
-    r = subprocess.run([sys.executable, str(ROOT / "bench/run/change.py")], capture_output=True, text=True, env=dict(
+    rc, log = logged([sys.executable, str(ROOT / "bench/run/change.py")], out / f"route-{variant}.log", env=dict(
         {k: v for k, v in env.items() if k != "DURATION"}, CHANGE="route", VARIANT=variant, RESULTS_ROOT=str(root)))
-    (out / f"route-{variant}.log").write_text(r.stdout + r.stderr)
     found = sorted(root.glob("change-route-*/change/change.json"))
-    if r.returncode not in (0, 99) or not found:
-        return {"error": mx.error_line(r.stderr + r.stdout)}
+    if rc not in (0, 99) or not found:
+        return {"error": mx.error_line(log)}
     doc = json.loads(found[-1].read_text())
     a = doc["analysis"]
     d = a["during"] or a["run"]
