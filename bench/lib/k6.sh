@@ -61,22 +61,8 @@ stub_parse() { awk 'NR==1 && !/^Active connections/ {exit} NR==3 {print $1, $3}'
 # the lock back each time it came free. A run that waits holds load.turn shared until it has
 # the load; a yielding run that gets the load gives it back while load.turn is held, and waits
 # for that run to have it.
-# quiet_lock: IB_TEST_QUIET, the test suite's lock directory for a test whose subject is its
-# load's figures (ci/tests/streams.py, quiet_load): the load also waits for the other stream to
-# be between tests, and holds it there until the load ends (the rest of the test runs beside
-# it). Taken before the load lock, which the other stream's test of the moment may be waiting
-# for. Through turn.lock, as streams.py takes it: a waiting load goes before that stream's next test.
-quiet_lock() {
-  [ -n "${IB_TEST_QUIET:-}" ] || return 0
-  local turn
-  exec {turn}>>"$IB_TEST_QUIET/turn.lock" {ib_quiet_fd}>>"$IB_TEST_QUIET/quiet.lock"
-  until flock -w 1 "$turn"; do :; done
-  until flock -w 1 "$ib_quiet_fd"; do :; done
-  exec {turn}>&-
-}
 load_lock() {
   [ -z "${IB_LOAD_LOCKED:-}" ] || return 0
-  quiet_lock
   mkdir -p "$IB_CACHE"
   exec {ib_load_fd}>>"$IB_CACHE/load.lock"
   if ! flock -n "$ib_load_fd"; then
@@ -102,7 +88,6 @@ load_unlock() {
   [ -n "${ib_load_fd:-}" ] || return 0
   flock -u "$ib_load_fd"
   exec {ib_load_fd}>&-
-  [ -z "${ib_quiet_fd:-}" ] || { flock -u "$ib_quiet_fd"; exec {ib_quiet_fd}>&-; ib_quiet_fd=''; }
   ib_load_fd='' IB_LOAD_LOCKED=''
   export -n IB_LOAD_LOCKED
 }

@@ -5,9 +5,7 @@ tests that need no cluster. Then two at once: the lab's stream (every test that 
 cluster: the fast tier first, then the lab's) and the cluster's (the modules with a cluster of
 their own, own_cluster, then the shared local cluster's). A load waits for the other stream's
 (bench/lib/k6.sh load_lock); a cluster test whose subject the other stream's work could change
-(quiet) runs while the lab's stream is between tests (pytest_runtest_protocol below), and a
-test whose subject is only its loads' figures (quiet_load) holds the other stream so only
-during each load (bench/lib/k6.sh quiet_lock), the rest of it running beside that stream; the
+(quiet) runs while the lab's stream is between tests (pytest_runtest_protocol below); the
 cluster stream's comparisons of the machine leave the lab's objects out (machine_state.diff
 beside_lab). IB_TEST_STREAM unset: one session runs every test (a developer's selection; the
 fast tier)."""
@@ -27,8 +25,7 @@ def stream_of(item):
         return "cluster"
     # A quiet test without a cluster runs alone, where the machine is quiet by construction:
     # in the lab's stream it waited for the cluster stream's test of the moment to end (a
-    # minute, some of them) and then held that stream up. (A quiet_load test holds it only
-    # through its loads: the lab's.)
+    # minute, some of them) and then held that stream up.
     return "machine" if item.get_closest_marker("quiet") else "lab"
 
 
@@ -39,8 +36,6 @@ def pytest_configure(config):
                                        "the shared cluster")
     config.addinivalue_line("markers", "quiet: its subject is a verdict, a sent rate or a page the other stream's work can "
                                        "change: alone before the streams, or (a cluster's) while the lab's stream is between tests")
-    config.addinivalue_line("markers", "quiet_load: its subject is its loads' figures, which the other stream's work can change: "
-                                       "each load runs while the other stream is between tests, the rest of the test beside it")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -57,9 +52,7 @@ def pytest_runtest_protocol(item, nextitem):
     """In the two streams at once, each test holds a shared lock for its whole protocol (the
     setup of the fixtures it is first to need and their teardown included); a quiet test holds
     it exclusively, so it runs while the other stream is between tests. Its loads still take
-    the load lock (bench/lib/k6.sh): the quiet lock is another file. A quiet_load test holds
-    nothing for its protocol: IB_TEST_QUIET makes each of its loads take the quiet lock
-    exclusively (bench/lib/k6.sh quiet_lock)."""
+    the load lock (bench/lib/k6.sh): the quiet lock is another file."""
     if STREAM not in ("lab", "cluster"):
         yield
         return
@@ -68,15 +61,6 @@ def pytest_runtest_protocol(item, nextitem):
     # through several. It holds turn.lock while it waits; a test takes the shared lock only
     # through turn.lock, so only while no quiet test waits.
     locks = Path(os.environ["IB_TEST_LOCKS"])
-    if item.get_closest_marker("quiet_load"):
-        # No lock for the protocol: its loads take the quiet lock (they would wait for this
-        # test's own shared hold).
-        os.environ["IB_TEST_QUIET"] = str(locks)
-        try:
-            yield
-        finally:
-            del os.environ["IB_TEST_QUIET"]
-        return
     quiet = item.get_closest_marker("quiet")
     with open(locks / "quiet.lock", "a") as f:
         with open(locks / "turn.lock", "a") as turn:

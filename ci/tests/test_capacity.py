@@ -12,7 +12,7 @@ from report.doc import check_page  # noqa: E402  (the pages' own check: images a
 
 
 @pytest.mark.e2e
-@pytest.mark.quiet_load  # every step's rate sent on time: a client starved by its neighbours stops the search
+@pytest.mark.quiet  # every step's rate sent on time: a client starved by its neighbours stops the search
 def test_the_capacity_search_brackets_the_highest_rate_that_held(tmp_path):
     """The lab's LB, one CPU: a closed-model run at 20 connections, then open-model steps from
     70 % of its rate; the capacity is the highest step that held p99 < 50 ms with nothing

@@ -154,7 +154,7 @@ def verdict_run(stack, tmp_path_factory):
     return run
 
 
-@pytest.mark.quiet_load  # each verdict, from its run's load
+@pytest.mark.quiet
 @pytest.mark.parametrize("limit", VERDICTS)
 def test_the_verdicts_on_the_charts_stack(verdict_run, limit):
     run = verdict_run(limit)

@@ -67,7 +67,7 @@ def test_auto_keeps_the_placement_of_an_overlay_without_an_ingress(bench):
     assert budget == {"source": "overlay", "reason": "no ingress Deployment"}, budget
 
 
-@pytest.mark.quiet_load  # every evaluation of the window at the paced rate: the client on time
+@pytest.mark.quiet  # every evaluation of the window at the paced rate: the client on time
 def test_a_constant_rate_is_judged_over_its_steady_window(bench):
     """The signals and the verdict come from the load's steady part (k6/lib/correlation.js):
     at a constant rate every evaluation averaged saw the whole rate at the server and none of

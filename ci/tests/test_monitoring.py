@@ -184,7 +184,7 @@ def test_starved_client_is_judged_client_bound_and_fails_its_validity_threshold(
     assert "✗ bench_loadgen_cpu_utilization value<0.9" in result and "NOT VALID: load-generator-bound" in result, result
 
 
-@pytest.mark.quiet_load  # the verdict on the LB's own share
+@pytest.mark.quiet
 def test_cpu_limited_ingress_is_judged_ingress_bound(bench):
     """The LB on its one CPU, held to a quarter of it by a CFS quota on its cgroup (what a
     Kubernetes CPU limit does): it uses all it may, and the verdict names the ingress from

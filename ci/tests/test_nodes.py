@@ -197,7 +197,7 @@ def cpus(listing):
 @pytest.fixture(scope="module")
 def monitoring4(nodes4):
     """The monitoring stack on the default nodes, as a user's first run brings it up: set up by
-    a test of its own, not inside the quick start's, whose loads hold the whole machine (quiet_load)."""
+    a test of its own, not inside the quick start's, which holds the whole machine (quiet)."""
     r = task("monitoring:up", timeout=600)
     assert r.returncode == 0, r.stderr
 
@@ -225,7 +225,7 @@ def where(selector, namespace="ingress-bench"):
     return {int(p["spec"]["nodeName"].rsplit("-", 1)[1]) for p in pods}
 
 
-@pytest.mark.quiet_load  # ingress-bound and valid: the client's node's CPUs free of the other stream's work
+@pytest.mark.quiet  # ingress-bound and valid: the client's node's CPUs free of the other stream's work
 def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
     """The quick start: a 3 s probe measures what the ingress, k6 and the backends cost per
     request; the ingress gets the share of its node at which the client side keeps 1.5x what

@@ -98,7 +98,6 @@ export const REGISTRY = {
     {"name": "IB_SHARE_CHECKED", "by": "scripts", "meaning": "the ingress CPU the first of bench/run/rounds.sh's rounds chose or checked: the later rounds take the machine's kept share without their own check (bench.sh)"},
     {"name": "IB_LOAD_LOCKED", "by": "scripts", "meaning": "set while a script holds the machine's load lock: the runs it starts take it no more (bench/lib/k6.sh load_lock)"},
     {"name": "IB_LOAD_YIELD", "by": "test", "meaning": "1: a run that waits for the load lets any run waiting without it go first (the suite's lab stream, beside the longer cluster stream: bench/lib/k6.sh load_lock)"},
-    {"name": "IB_TEST_QUIET", "by": "test", "meaning": "the suite's lock directory, set while a test whose subject is its load's figures runs beside the other stream: each load also waits for that stream to be between tests and holds it there until the load ends (ci/tests/streams.py quiet_load, bench/lib/k6.sh quiet_lock)"},
     {"name": "INGRESS_CORES", "by": "scripts", "meaning": "a fractional ingress CPU amount, for the placement warning (local driver)"},
     {"name": "PLACEMENT_SHARED", "by": "scripts", "meaning": "what shares k6's CPUs, for the placement warning (local driver)"},
     {"name": "NAME", "by": "scripts", "meaning": "render_distributed.sh: the Job or TestRun's name (default from TESTID)"},
