@@ -163,8 +163,11 @@ if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   ! kubectl get crd gateways.gateway.networking.k8s.io >/dev/null 2>&1 || gateways=gateway,httproute
   ! kubectl get crd envoyproxies.gateway.envoyproxy.io >/dev/null 2>&1 || gateways+=,envoyproxy
   ! kubectl get crd nginxproxies.gateway.nginx.org >/dev/null 2>&1 || gateways+=,nginxproxy
-  stale=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json 2>"$work/err" |
-    "$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml" 2>>"$work/err") ||
+  # Read first, then compared: a failed read once reached the comparison as empty input, and
+  # its error line was the parser's, not kubectl's.
+  live=$(kubectl get "$kinds${gateways:+,$gateways}" -n "$NS" -o json 2>"$work/err") ||
+    die "could not read overlay $current's objects to compare them with $OVERLAY's: $(tail -n1 "$work/err")"
+  stale=$("$IB_VENV/bin/python" "$IB_ROOT/bench/platforms/stale_objects.py" "$work/manifest.yaml" <<<"$live" 2>"$work/err") ||
     die "could not compare overlay $current's objects with $OVERLAY's: $(tail -n1 "$work/err")"
   say deploy "removing overlay $current: $(wc -w <<<"$stale") objects $OVERLAY does not take over${stale:+ ($(paste -sd' ' <<<"$stale"))}"
   # A Gateway's routes and the Gateway first, while its controller runs: the controller then
