@@ -7,7 +7,10 @@
 # Stops at the first failure with "error: <overlay>: <reason>".
 #   OVERLAYS_DIR   where the overlays are (default: overlays/); every directory in it with a
 #                  kustomization.yaml is one.
-# The server-side dry-run runs when the local cluster is up (./task cluster:up).
+#   VALIDATE_DRY_RUN  auto (default): the server-side dry-run when the local cluster is up
+#                  (./task cluster:up); 0: never. It applies namespaces and CRDs to that cluster:
+#                  a caller whose cluster is someone else's (the test suite's lab stream, while
+#                  the cluster stream's tests deploy) leaves it alone.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -108,6 +111,10 @@ dry_run_server() {
 }
 
 [ -d "$OVERLAYS_DIR" ] || die "no overlays directory at $OVERLAYS_DIR (OVERLAYS_DIR)"
+case ${VALIDATE_DRY_RUN:-auto} in
+  auto|0) ;;
+  *) die "VALIDATE_DRY_RUN must be auto or 0, not '$VALIDATE_DRY_RUN'" ;;
+esac
 mkdir -p "$KV_DIR"
 ensure_schemas
 ensure_crd_schemas
@@ -115,7 +122,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 mkdir "$TMP/built" "$TMP/checked"
 dry_run=
-if bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then dry_run=1
+if [ "${VALIDATE_DRY_RUN:-auto}" = 0 ]; then say validate "VALIDATE_DRY_RUN=0: no server-side dry-run"
+elif bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then dry_run=1
 else say validate "local cluster not up: no server-side dry-run (./task cluster:up adds it)"; fi
 names=()
 for dir in "$OVERLAYS_DIR"/*/; do

@@ -10,8 +10,11 @@ from conftest import ROOT, sh
 OVERLAYS = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
 CONTROLLER_OVERLAYS = ["nginx-inc-default", "nginx-inc-full",
                        "ingress-nginx-default", "ingress-nginx-keepalive"]
-# KUBECONFIG empty: the server-side dry-run step stays off whatever the caller's shell has.
-ENV = {"KUBECONFIG": ""}
+# No server-side dry-run: these run in the lab's stream, beside the cluster stream's tests, and
+# the dry-run applies namespaces and CRDs to the local cluster when it is up (its Gateway API
+# CRDs, applied mid-deploy, once failed a deploy's read of its objects there). The dry-run is
+# test_cluster_overlays.py's, on the cluster it owns.
+ENV = {"VALIDATE_DRY_RUN": "0"}
 
 
 def validate(overlays_dir):
@@ -83,6 +86,12 @@ def test_no_overlay_at_all_is_an_error(tmp_path):
     r = validate(tmp_path)
     assert r.returncode != 0
     assert r.stderr.strip().splitlines()[-1] == f"error: no overlay (a directory with a kustomization.yaml) in {tmp_path}"
+
+
+def test_a_dry_run_setting_it_does_not_know_is_one_line(tmp_path):
+    r = sh("bash", "bench/validate/validate.sh", env={"VALIDATE_DRY_RUN": "yes", "OVERLAYS_DIR": str(tmp_path)})
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == ["error: VALIDATE_DRY_RUN must be auto or 0, not 'yes'"]
 
 
 BROKEN = {

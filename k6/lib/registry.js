@@ -107,6 +107,7 @@ export const REGISTRY = {
     {"name": "IB_MACHINE_STATE", "by": "test", "meaning": "what is decided once per machine and kept across cluster ups: the ingress's CPU share per node count, scenario and variant (default $IB_CACHE/machine)"},
     {"name": "IB_CGROUP_MOUNTS", "by": "test", "meaning": "the mount table cgroup.sh reads (default /proc/mounts): other layouts tried"},
     {"name": "IB_BUILD_GOGC", "by": "test", "meaning": "the Go compiler's GOGC for builds (default 400)"},
+    {"name": "VALIDATE_DRY_RUN", "by": "test", "meaning": "validate.sh: auto (the local cluster's server-side dry-run when it is up) or 0 (never: a cluster that is another test stream's)"},
     {"name": "OVERLAYS_DIR", "by": "test", "meaning": "validate.sh: the overlays checked (default overlays/): broken ones tried"},
     {"name": "BENCH_FAILPOINT", "by": "test", "meaning": "bench.sh: signal-at-fork, a signal between k6's fork and its job"},
     {"name": "LAB_FAILPOINT", "by": "test", "meaning": "lab.sh: a step of up at which it fails, to prove its cleanup"},
