@@ -33,7 +33,7 @@ def test_an_overlay_only_the_api_server_refuses_is_named(tmp_path):
     from test_validate import WITH_WEB, overlay, validate, web
     overlay(tmp_path, "a-good", WITH_WEB, {"web.yaml": web()})
     overlay(tmp_path, "b-over", WITH_WEB, {"web.yaml": web(resources="{requests: {memory: 16Mi}, limits: {memory: 8Mi}}")})
-    r = validate(tmp_path)
+    r = validate(tmp_path, dry_run="auto")  # the cluster this stream owns is up
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode == 1 and len(errors) == 1, r.stderr
     assert errors[0].startswith("error: b-over: server-side dry-run: ") and "must be less than or equal to memory limit" in errors[0], errors

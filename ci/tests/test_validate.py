@@ -17,8 +17,8 @@ CONTROLLER_OVERLAYS = ["nginx-inc-default", "nginx-inc-full",
 ENV = {"VALIDATE_DRY_RUN": "0"}
 
 
-def validate(overlays_dir):
-    return sh("bash", "bench/validate/validate.sh", env={**ENV, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
+def validate(overlays_dir, dry_run="0"):
+    return sh("bash", "bench/validate/validate.sh", env={**ENV, "VALIDATE_DRY_RUN": dry_run, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
 
 
 def overlay(root, name, kustomization, files=None):
