@@ -10,15 +10,14 @@ from conftest import ROOT, sh
 OVERLAYS = sorted(p.name for p in (ROOT / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
 CONTROLLER_OVERLAYS = ["nginx-inc-default", "nginx-inc-full",
                        "ingress-nginx-default", "ingress-nginx-keepalive"]
+
+
 # No server-side dry-run: these run in the lab's stream, beside the cluster stream's tests, and
 # the dry-run applies namespaces and CRDs to the local cluster when it is up (its Gateway API
 # CRDs, applied mid-deploy, once failed a deploy's read of its objects there). The dry-run is
-# test_cluster_overlays.py's, on the cluster it owns.
-ENV = {"VALIDATE_DRY_RUN": "0"}
-
-
+# test_cluster_overlays.py's, on the cluster it owns (dry_run="auto").
 def validate(overlays_dir, dry_run="0"):
-    return sh("bash", "bench/validate/validate.sh", env={**ENV, "VALIDATE_DRY_RUN": dry_run, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
+    return sh("bash", "bench/validate/validate.sh", env={"VALIDATE_DRY_RUN": dry_run, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
 
 
 def overlay(root, name, kustomization, files=None):
@@ -89,7 +88,7 @@ def test_no_overlay_at_all_is_an_error(tmp_path):
 
 
 def test_a_dry_run_setting_it_does_not_know_is_one_line(tmp_path):
-    r = sh("bash", "bench/validate/validate.sh", env={"VALIDATE_DRY_RUN": "yes", "OVERLAYS_DIR": str(tmp_path)})
+    r = validate(tmp_path, dry_run="yes")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == ["error: VALIDATE_DRY_RUN must be auto or 0, not 'yes'"]
 
