@@ -147,13 +147,13 @@ def pinned_placement(summary, meta, host_cpus):
     where = meta["placement"]
     kc, sc = cpu_count(where["client_cpus"]), cpu_count(where["server_cpus"])
     sends, serves = kc / k6, sc / (ingress + backends)
-    ratio = sends / serves
+    ratio = round(sends / serves, 2)  # the verdict is on the figure published, never on digits it hides
     need = math.ceil(HEADROOM * serves * k6 - 1e-9)
     figures = {"source": "probe", "ingress_cpu": "overlay", **measured, "k6_can_send": round(sends), "servers_can_serve": round(serves),
-               "client_over_servers": round(ratio, 2), "headroom": HEADROOM, "client_cpus_needed": need}
+               "client_over_servers": ratio, "headroom": HEADROOM, "client_cpus_needed": need}
     text = (f"per request k6 used {k6 * 1e6:.0f} µs, the LB {ingress * 1e6:.0f} µs and the backends {backends * 1e6:.0f} µs "
             f"(a {c['seconds']:.0f} s probe): k6's {cpus(kc)} ({where['client_cpus']}) can send {sends:,.0f} req/s, "
-            f"{ratio:.1f}x what the servers' {cpus(sc)} ({where['server_cpus']}) serve at most ({serves:,.0f})")
+            f"{ratio:.2f}x what the servers' {cpus(sc)} ({where['server_cpus']}) serve at most ({serves:,.0f})")
     if ratio >= HEADROOM:
         return "overlay", f"placement: {text}: the run can saturate the LB", {**figures, "valid": True}
     more = (f"k6 needs {need} CPUs for {HEADROOM}x (LAB_CLIENT_CPUS), and this host's {host_cpus} leave it {host_cpus - sc}"

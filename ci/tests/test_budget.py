@@ -142,16 +142,20 @@ def lab(tmp_path, summary, client="0", server="1", host_cpus=2):
 
 @pytest.mark.parametrize("costs, client, server, host, valid, says", [
     # A cheap client (k6 27 µs per request against the LB's 70 and the backends' 49, near the
-    # lab's default here): k6's CPU sends 37,037 req/s, 4.4x the 8,403 the servers' serve.
-    ((70, 27, 49), "0", "1", 2, True, "k6's 1 CPU (0) can send 37,037 req/s, 4.4x what the servers' 1 CPU (1) serve at most (8,403): "
+    # lab's default here): k6's CPU sends 37,037 req/s, 4.41x the 8,403 the servers' serve.
+    ((70, 27, 49), "0", "1", 2, True, "k6's 1 CPU (0) can send 37,037 req/s, 4.41x what the servers' 1 CPU (1) serve at most (8,403): "
                                       "the run can saturate the LB"),
-    # A client about as costly per request as the servers (k6 27 µs against 25 + 5): 1.1x,
+    # A client about as costly per request as the servers (k6 27 µs against 25 + 5): 1.11x,
     # under 1.5x; two CPUs would do, and this host leaves k6 one.
-    ((25, 27, 5), "0", "1", 2, False, "1.1x what the servers' 1 CPU (1) serve at most (33,333), under the 1.5x the load generator "
+    ((25, 27, 5), "0", "1", 2, False, "1.11x what the servers' 1 CPU (1) serve at most (33,333), under the 1.5x the load generator "
                                       "needs: the run will likely measure k6 (NOT VALID, exit 99); k6 needs 2 CPUs for 1.5x "
                                       "(LAB_CLIENT_CPUS), and this host's 2 leave it 1"),
     ((25, 27, 5), "0", "1", 4, False, "give k6 2 CPUs (LAB_CLIENT_CPUS)"),  # a host that has them
-    ((25, 27, 5), "0-1", "2", 4, True, "k6's 2 CPUs (0-1) can send 74,074 req/s, 2.2x"),
+    ((25, 27, 5), "0-1", "2", 4, True, "k6's 2 CPUs (0-1) can send 74,074 req/s, 2.22x"),
+    # At the bound the verdict is on the ratio as printed: 500/334 = 1.497 reads 1.50x and
+    # passes; 500/335 = 1.493 reads 1.49x and does not.
+    ((450, 334, 50), "0", "1", 2, True, "1.50x what the servers' 1 CPU (1) serve at most (2,000): the run can saturate the LB"),
+    ((450, 335, 50), "0", "1", 2, False, "1.49x what the servers' 1 CPU (1) serve at most (2,000), under the 1.5x"),
 ])
 def test_the_lab_placement_says_whether_k6_can_drive_the_servers(costs, client, server, host, valid, says, tmp_path):
     r = lab(tmp_path, probe(*costs, 0.1), client, server, host)
