@@ -74,7 +74,9 @@ def test_a_constant_rate_is_judged_over_its_steady_window(bench):
     the ramp in the ingress's CPU, and the report's server rate lines up with the client's
     (both rated over the rules' window) to within one 2 s scrape."""
     rate = 3000
-    run = bench("rps", PLATFORM="local", RATE=str(rate), DURATION="20s", CONNECTIONS="50")
+    # How many sends the client made late is the host's, not this test's subject: that threshold
+    # out of reach; a late send moves across a window's edge, which the 10 % and 2 % below allow for.
+    run = bench("rps", PLATFORM="local", RATE=str(rate), DURATION="20s", CONNECTIONS="50", LATE_MAX="1")
     assert_clean_k8s_run(run, "rps", "nginx-lb-default")
     w = run.summary["correlation"]["window"]
     # exact: steadyWindow's 8 s (ramp 1, collection lag 1, rule window 6) of a 20 s load, and
