@@ -111,9 +111,10 @@ dry_run_server() {
 }
 
 [ -d "$OVERLAYS_DIR" ] || die "no overlays directory at $OVERLAYS_DIR (OVERLAYS_DIR)"
-case ${VALIDATE_DRY_RUN:-auto} in
+dry_run_setting=${VALIDATE_DRY_RUN:-auto}
+case $dry_run_setting in
   auto|0) ;;
-  *) die "VALIDATE_DRY_RUN must be auto or 0, not '$VALIDATE_DRY_RUN'" ;;
+  *) die "VALIDATE_DRY_RUN must be auto or 0, not '$dry_run_setting'" ;;
 esac
 mkdir -p "$KV_DIR"
 ensure_schemas
@@ -122,7 +123,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 mkdir "$TMP/built" "$TMP/checked"
 dry_run=
-if [ "${VALIDATE_DRY_RUN:-auto}" = 0 ]; then say validate "VALIDATE_DRY_RUN=0: no server-side dry-run"
+if [ "$dry_run_setting" = 0 ]; then say validate "VALIDATE_DRY_RUN=0: no server-side dry-run"
 elif bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then dry_run=1
 else say validate "local cluster not up: no server-side dry-run (./task cluster:up adds it)"; fi
 names=()

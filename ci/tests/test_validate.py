@@ -12,10 +12,9 @@ CONTROLLER_OVERLAYS = ["nginx-inc-default", "nginx-inc-full",
                        "ingress-nginx-default", "ingress-nginx-keepalive"]
 
 
-# No server-side dry-run: these run in the lab's stream, beside the cluster stream's tests, and
-# the dry-run applies namespaces and CRDs to the local cluster when it is up (its Gateway API
-# CRDs, applied mid-deploy, once failed a deploy's read of its objects there). The dry-run is
-# test_cluster_overlays.py's, on the cluster it owns (dry_run="auto").
+# No server-side dry-run by default: these run in the lab's stream, and the dry-run applies
+# namespaces and CRDs to the local cluster, which is the cluster stream's and mid-deploy. The
+# dry-run is test_cluster_overlays.py's, on the cluster that stream owns (dry_run="auto").
 def validate(overlays_dir, dry_run="0"):
     return sh("bash", "bench/validate/validate.sh", env={"VALIDATE_DRY_RUN": dry_run, "OVERLAYS_DIR": str(overlays_dir)}, timeout=600)
 
