@@ -16,3 +16,12 @@ poll() {
 }
 # http_ok URL [CURL_ARGS...]: the URL answers 200.
 http_ok() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${@:2}" "$1")" = 200 ]; }
+# without_our_fds CMD...: exec CMD with none of this shell's descriptors but 0-2 (call it in a
+# subshell, or as a background job). A daemon inherits every descriptor open where it starts: one
+# started in a run that holds the machine's load lock (bench/lib/k6.sh) held that lock for as long
+# as it lived, and every later run waited for it.
+without_our_fds() {
+  local fd
+  for fd in /proc/"$BASHPID"/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done 2>/dev/null
+  exec "$@"
+}

@@ -79,7 +79,7 @@ start_nginx() {
     die "nginx config for $name is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
   # In its role's cgroup: the CPU the bench:* rules attribute to the ingress or the backends.
   local role=backend; [ "$name" = lb ] && role=ingress
-  bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" run "$role" ip netns exec "$NS_PREFIX$name" taskset -c "$SERVER_CPUS" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log" ||
+  (without_our_fds bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" run "$role" ip netns exec "$NS_PREFIX$name" taskset -c "$SERVER_CPUS" nginx -p "$p/" -c "$conf" -e "$p/logs/error.log") ||
     die "nginx for $name did not start: $(tail -n1 "$p/logs/error.log")"
 }
 

@@ -211,6 +211,22 @@ def test_a_run_waits_for_another_runs_load_and_says_so(lab, tmp_path):
     assert len(list(root.iterdir())) == 1
 
 
+@pytest.mark.parametrize("start, holds", [("setsid", True), ("without_our_fds setsid", False)])
+def test_a_daemon_started_under_the_load_lock_does_not_keep_it(start, holds, tmp_path):
+    """A daemon inherits every descriptor open where it starts: one started in a run that holds
+    the machine's load lock (the monitoring sampler, restarted by a probe's deploy) kept it, and
+    every later run waited for ever. Started through without_our_fds (bench/lib/util.sh, as the
+    cluster's, the lab's and monitoring's daemons are), it leaves the lock with the run."""
+    daemon = subprocess.run(["bash", "-c", f'. bench/lib.sh; load_lock; {start} sleep 60 >/dev/null 2>&1 </dev/null & echo $!'],
+                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "IB_CACHE": str(tmp_path), "IB_LOAD_LOCKED": ""})
+    try:
+        assert daemon.returncode == 0, daemon.stderr
+        free = subprocess.run(["flock", "-n", str(tmp_path / "load.lock"), "true"]).returncode == 0
+    finally:
+        os.kill(int(daemon.stdout.split()[-1]), 9)
+    assert free is not holds
+
+
 def test_a_waiting_run_goes_before_a_yielding_one(tmp_path):
     """IB_LOAD_YIELD=1 (the suite's lab stream) lets a run that waits without it take the load
     first, whichever asked first: the lock held here, a yielding run waits, then another; once

@@ -49,7 +49,7 @@ log() { echo "$LOGS/$1.log"; }
 # start NAME CMD...: a daemon of the cluster, its pid in $S/pids/NAME, its log in $S/logs.
 start() {
   local name=$1; shift
-  setsid "$@" >"$(log "$name")" 2>&1 </dev/null &
+  without_our_fds setsid "$@" >"$(log "$name")" 2>&1 </dev/null &
   echo $! >"$S/pids/$name"
   disown
 }
@@ -262,6 +262,7 @@ up() {
   kubectl -n kube-system rollout status deploy/coredns --timeout=90s >/dev/null 2>&1 ||
     die "CoreDNS not ready after 90s: $(pod_problem kube-system coredns)"
   trap - EXIT INT TERM
+  date +%s >"$S/up-at" # when its start's own work began to settle (bench.sh stack_age)
   say cluster "up: Kubernetes $KUBE_VERSION, $(nodes_said) ready in $((SECONDS - t0)) s (KUBECONFIG=$KUBECONFIG)"
 }
 

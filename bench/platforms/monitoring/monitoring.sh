@@ -33,7 +33,7 @@ live_assets() {
 # The sampler runs while monitoring is up; its pid file sits beside what it writes.
 sampler_start() { # DIR
   sampler_stop "$1"; mkdir -p "$1"
-  setsid bash "$CGROUPS" sample "$1" >/dev/null 2>&1 </dev/null &
+  without_our_fds setsid bash "$CGROUPS" sample "$1" >/dev/null 2>&1 </dev/null &
   echo $! >"$1/.sampler.pid"
 }
 sampler_alive() { [ -f "$1/.sampler.pid" ] && kill -0 "$(cat "$1/.sampler.pid")" 2>/dev/null; }
@@ -82,12 +82,13 @@ operator_up() {
   # two kubectl calls every half second (a CPU-bound machine's cost while Prometheus starts).
   url=$(operator_url) || die "the Prometheus Service of monitoring/local has no address on the client node"
   poll 120 ready "$url" || die "Prometheus not ready after 120 s: $(pod_problem monitoring prometheus)"
+  date +%s >"$IB_CLUSTER_STATE/monitoring-up-at" # (bench.sh stack_age)
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at $url, operator $PROMETHEUS_OPERATOR_VERSION, in $((SECONDS - t0)) s"
 }
 
 operator_down() {
   export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-  sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE" "$LOCAL_LIVE"
+  sampler_stop "$LOCAL_TEXTFILE"; rm -rf "$LOCAL_TEXTFILE" "$LOCAL_LIVE" "$IB_CLUSTER_STATE/monitoring-up-at"
   if bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1; then
     kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/part-of=ingress-bench-monitoring --ignore-not-found >/dev/null 2>&1 || true
     remove_monitoring_stack kubelet # the operator's --kubelet-service (monitoring/local/operator.yaml)
@@ -111,9 +112,9 @@ host_up() {
   sampler_start "$LAB_STATE/textfile"
   # A marker argument names every process here, so down finds exactly these.
   local m=--ingress-bench-lab-monitoring
-  setsid bash -c 'exec -a "prometheus-node-exporter '"$m"'" prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults --collector.cpu --collector.netdev --collector.textfile --collector.textfile.directory="$1"' _ "$LAB_STATE/textfile" >"$LAB_STATE/node-exporter.log" 2>&1 </dev/null &
-  setsid bash -c 'exec -a "prometheus-nginx-exporter '"$m"'" prometheus-nginx-exporter -web.listen-address=127.0.0.1:19113 -nginx.scrape-uri='"$LAB_STUB"'' >"$LAB_STATE/nginx-exporter.log" 2>&1 </dev/null &
-  setsid bash -c 'exec -a "prometheus '"$m"'" "$1" --config.file="$2/prometheus.yml" --storage.tsdb.path="$2/data" --storage.tsdb.retention.time=1d --web.listen-address='"$LAB_PROM_ADDR"' --web.enable-remote-write-receiver --enable-feature=native-histograms --web.user-assets="$2/live"' _ "$IB_PROMETHEUS_DIR/prometheus" "$LAB_STATE" >"$LAB_STATE/prometheus.log" 2>&1 </dev/null &
+  without_our_fds setsid bash -c 'exec -a "prometheus-node-exporter '"$m"'" prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults --collector.cpu --collector.netdev --collector.textfile --collector.textfile.directory="$1"' _ "$LAB_STATE/textfile" >"$LAB_STATE/node-exporter.log" 2>&1 </dev/null &
+  without_our_fds setsid bash -c 'exec -a "prometheus-nginx-exporter '"$m"'" prometheus-nginx-exporter -web.listen-address=127.0.0.1:19113 -nginx.scrape-uri='"$LAB_STUB"'' >"$LAB_STATE/nginx-exporter.log" 2>&1 </dev/null &
+  without_our_fds setsid bash -c 'exec -a "prometheus '"$m"'" "$1" --config.file="$2/prometheus.yml" --storage.tsdb.path="$2/data" --storage.tsdb.retention.time=1d --web.listen-address='"$LAB_PROM_ADDR"' --web.enable-remote-write-receiver --enable-feature=native-histograms --web.user-assets="$2/live"' _ "$IB_PROMETHEUS_DIR/prometheus" "$LAB_STATE" >"$LAB_STATE/prometheus.log" 2>&1 </dev/null &
   poll 30 ready "http://$LAB_PROM_ADDR" || die "the lab's Prometheus did not become ready: $(tail -n1 "$LAB_STATE/prometheus.log")"
   say monitoring "up: Prometheus $PROMETHEUS_VERSION at http://$LAB_PROM_ADDR (lab), node-exporter and nginx-prometheus-exporter on loopback"
 }
