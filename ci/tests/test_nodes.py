@@ -21,7 +21,7 @@ import pytest
 
 import machine_state
 from changes import bench_change
-from conftest import K6_UNJUDGED, VALIDITY_UNJUDGED, one_error, sh, task
+from conftest import K6_UNJUDGED, ROOT, VALIDITY_UNJUDGED, one_error, sh, task
 
 # A cluster of its own, in the cluster's stream before the shared one; the whole machine compared
 # around it, beside the lab's stream (machine_state.diff beside_lab: the lab's links come and go).
@@ -198,8 +198,12 @@ def cpus(listing):
 def monitoring4(nodes4):
     """The monitoring stack on the default nodes, as a user's first run brings it up: set up by
     a test of its own, not inside the quick start's, which holds the whole machine (quiet)."""
+    t0 = time.time()
     r = task("monitoring:up", timeout=600)
     assert r.returncode == 0, r.stderr
+    # Each up stamps when it ended, in the cluster's state: bench.sh's check reads the stack's age.
+    up, monitoring = (int((STATE / name).read_text()) for name in ("up-at", "monitoring-up-at"))
+    assert up <= t0 and int(t0) <= monitoring <= time.time(), (up, t0, monitoring)
 
 
 def test_the_monitoring_stack_keeps_off_the_ingress_node(monitoring4):
@@ -277,17 +281,28 @@ def test_a_run_on_several_nodes_loads_from_the_client_node(run4, nodes4):
         assert bridge_only([x for x in diff if x.startswith(part + ":")]) == [], part
 
 
+def stack_up_at(seconds_ago):
+    """The cluster and its monitoring as if they had come up SECONDS_AGO (their stamps, which
+    bench.sh's check reads: a stack moments old is still at its own start's work)."""
+    for name in ("up-at", "monitoring-up-at"):
+        (STATE / name).write_text(f"{int(time.time()) - seconds_ago}\n")
+
+
 @pytest.mark.quiet  # the check reads the client node's CPUs: the other stream's work there would be its "busy host"
 def test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused(run4, tmp_path):
     """The quick start's share is the cluster's: the next run checks it in a 3 s probe and keeps
     it (INGRESS_CPU auto, the budget's source "kept"), and its second round takes it as the
     first checked it, without a probe of its own; with the client node's CPUs made busy
     (two busy loops a CPU there) the check finds the client side cannot drive it and the run
-    stops in one line, exit 1, before its load."""
+    stops in one line, exit 1, before its load. On a stack that came up moments ago (100 s: a
+    run's own quick start) the refused check waits until the stack is 120 s old (bench.sh
+    STACK_SETTLING_S; the busy loops stopped once it says so) and checks again: the run goes
+    on, its budget says how long it waited."""
     first = json.loads((run4["dir"] / "meta.json").read_text())["ingress_budget"]["ingress_cpu"]
-    run = lambda results, rounds="1": sh("bash", "bench/run/rounds.sh", "rps", timeout=300, env={  # noqa: E731
+    env = lambda results, rounds="1": {  # noqa: E731
         "PLATFORM": "local", "INGRESS_CPU": "auto", "DURATION": "2s", "MONITORING": "0", "RESULTS_ROOT": str(results),
-        "ROUNDS": rounds, **K6_UNJUDGED, **VALIDITY_UNJUDGED})
+        "ROUNDS": rounds, **K6_UNJUDGED, **VALIDITY_UNJUDGED}
+    run = lambda results, rounds="1": sh("bash", "bench/run/rounds.sh", "rps", timeout=300, env=env(results, rounds))  # noqa: E731
     # Two rounds: the first checks the kept share, the second takes it as the first checked it.
     r = run(tmp_path / "kept", "2")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -296,15 +311,39 @@ def test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused(run4, t
     assert b2["source"] == "kept" and b2["ingress_cpu"] == first and b2["checked"] == "by the first round", b2
     assert r.stderr.count("budget        checking that the client side can still drive") == 1, r.stderr
     client = (STATE / "nodes/2/cpus").read_text().strip()
-    busy = [subprocess.Popen(["taskset", "-c", client, "sh", "-c", "while :; do :; done"]) for _ in range(2 * len(cpus(client)))]
-    try:
-        err = one_error(run(tmp_path / "busy"))
-    finally:
+    busy_loops = lambda: [subprocess.Popen(["taskset", "-c", client, "sh", "-c", "while :; do :; done"])  # noqa: E731
+                          for _ in range(2 * len(cpus(client)))]
+
+    def stop(busy):
         for p in busy:
             p.kill()
             p.wait()
+    stack_up_at(3600)
+    busy = busy_loops()
+    try:
+        err = one_error(run(tmp_path / "busy"))
+    finally:
+        stop(busy)
     assert "the client side can no longer drive the ingress CPU this machine keeps" in err, err
     assert not list((tmp_path / "busy").glob("*/summary.json"))
+    stack_up_at(100)
+    busy = busy_loops()
+    proc = subprocess.Popen(["bash", "bench/run/bench.sh", "rps"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, **env(tmp_path / "settling")))
+    said = []
+    try:
+        for line in proc.stderr:
+            said.append(line)
+            if "checking again once it is 120 s old" in line:
+                stop(busy)
+        out = proc.stdout.read()
+        proc.wait(timeout=120)
+    finally:
+        stop(busy)
+        proc.kill()
+    assert proc.returncode == 0 and sum("checking again once it is 120 s old" in l for l in said) == 1, "".join(said) + out
+    budget = json.loads(next((tmp_path / "settling").glob("*/meta.json")).read_text())["ingress_budget"]
+    assert budget["source"] == "kept" and 0 < budget["waited_for_the_stack_s"] <= 20, budget
 
 
 def test_in_cluster_runners_run_on_the_client_node(run4, tmp_path):
