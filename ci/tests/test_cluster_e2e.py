@@ -108,7 +108,12 @@ def test_a_constant_rate_is_judged_over_its_steady_window(bench):
     at a constant rate every evaluation averaged saw the whole rate at the server and none of
     the ramp in the ingress's CPU, and the report's server rate lines up with the client's
     (both rated over the rules' window) to within one 2 s scrape."""
-    rate = 3000
+    # The rate: half of what the host served a moment ago in a closed-model run, at most 3,000
+    # req/s. A fixed 3,000 was beyond a slow hour's host: the client node's one CPU, shared with
+    # the backends and the control plane, fell behind (p99 3.3 s, 1,728 sends never made).
+    probe = bench("rps", PLATFORM="local", DURATION="3s", CONNECTIONS="50")
+    assert probe.rc == 0 and probe.result["rps"] > 0, probe.err
+    rate = min(3000, int(probe.result["rps"] / 2 / 100) * 100)
     # How many sends the client made late is the host's, not this test's subject: that threshold
     # out of reach; a late send moves across a window's edge, which the 10 % and 2 % below allow for.
     run = bench("rps", PLATFORM="local", RATE=str(rate), DURATION="20s", CONNECTIONS="50", LATE_MAX="1")
