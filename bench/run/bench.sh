@@ -157,6 +157,7 @@ elif [ "$cluster" = own ] && [ "${INGRESS_CPU:-auto}" = auto ] && [ -f "$kept_sh
     age=$(stack_age)
     [ -n "$age" ] && [ "$age" -lt "$STACK_SETTLING_S" ] || die "$refused"
     say budget "the cluster's stack came up $age s ago, and a check this early reads its start's work: checking again once it is $STACK_SETTLING_S s old"
+    load_unlock # no other run's load waits on this one's wait (the probe takes the lock again)
     sleep $((STACK_SETTLING_S - age))
     # shellcheck disable=SC2086
     probe "$share" check "$share" ${budget_cpus:-$(nproc)} || die "$refused"
