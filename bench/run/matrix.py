@@ -104,15 +104,32 @@ def run_to_its_end(args, **kwargs):
     """A run's exit code, its own handling of an interrupt included: on Ctrl-C bench.sh stops
     k6 gracefully, writes the summary of what was measured and removes its scratch, which takes
     seconds; subprocess.run would SIGKILL it a quarter of a second in (the run lost, its scratch
-    left in TMPDIR). The SIGINT is passed on (a signal sent to this process alone), then the
-    interrupt goes on up once the run has ended."""
-    with subprocess.Popen(args, **kwargs) as p:
-        try:
-            return p.wait()
-        except KeyboardInterrupt:
-            p.send_signal(signal.SIGINT)  # bench.sh takes signals within a second as one
-            p.wait()
-            raise
+    left in TMPDIR). The run has a process group of its own and gets each SIGINT or SIGTERM this
+    process gets, passed on once, as bench.sh's k6 gets bench.sh's: a terminal's Ctrl-C reaches
+    the foreground group only, and bash does not take the same signal twice a few milliseconds
+    apart reliably (its trap can run in the middle of its parser's work and fail). A second
+    signal, the user insisting, is passed on too. The interrupt goes on up once the run ended."""
+    got = []
+
+    def term(sig, _frame):
+        got.append(sig)
+        raise KeyboardInterrupt
+
+    old, interrupted = signal.signal(signal.SIGTERM, term), False
+    try:
+        with subprocess.Popen(args, process_group=0, **kwargs) as p:
+            while True:
+                try:
+                    p.wait()
+                    break
+                except KeyboardInterrupt:
+                    interrupted = True
+                    p.send_signal(got.pop() if got else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    if interrupted:
+        raise KeyboardInterrupt
+    return p.returncode
 
 
 def run_one(c, extra, testid, mdir, m, round_=None):
