@@ -190,9 +190,10 @@ cpu_groups=$(pf_cpu_groups)
 cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" usage <<<"$cpu_groups" 2>/dev/null || true; }
 
 # Seconds k6 has after the first signal before the second, 3 more, then it is killed: its
-# graceful stop (the scenario's gracefulStop, 5 s), the teardown's one Prometheus query (its
-# 10 s timeout) and handleSummary, with room for a busy node (k6, the backends and the control
-# plane on one CPU), where a teardown cut short loses the run's summary.
+# graceful stop (the scenario's gracefulStop, 5 s), the teardown's Prometheus query (its 10 s
+# timeout; asked again for at most 4 s while the rules' last evaluation is being written) and
+# handleSummary, with room for a busy node (k6, the backends and the control plane on one CPU),
+# where a teardown cut short loses the run's summary.
 stop_grace=17
 
 # Correlation and live views. k6 streams its metrics into Prometheus (native histograms,

@@ -7,7 +7,7 @@
 // it by monitoring/generate.py; SIGNALS, SATURATION and RULE_WINDOW_S are re-exported for the lib.
 import { LIMITS, RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS } from './signals.js';
 
-export { RULE_WINDOW_S, SATURATION, SIGNALS };
+export { RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS };
 
 // The run's steady window: the rules' evaluations whose whole window holds load at full rate.
 // A rule's value at t covers (t - RULE_WINDOW_S, t]; a sample in it may hold a counter read up
@@ -34,6 +34,19 @@ export const STEADY_MIN_S = RAMP_S + COLLECT_LAG_S + RULE_WINDOW_S + RULE_INTERV
 export function correlationQuery(w) {
   const names = Object.values(SIGNALS).join('|');
   return `{__name__=~"${names}"}[${Math.ceil(w.to - w.from) + 1}s]`;
+}
+
+// Whether every rule's evaluations up to `to` are in Prometheus' answer. A rule group
+// evaluates at slots RULE_INTERVAL_S apart and stamps each sample with its slot, but writes it
+// when the evaluation has run: on a busy host, after the slot, so a query at the load's end can
+// miss the last slot before it. A rule whose newest sample is an interval or more before `to`
+// has a slot still to come; a rule with no samples at all is missing, not late.
+export function evaluationsIn(body, to) {
+  const newest = {};
+  for (const s of (body && body.data && body.data.result) || []) {
+    for (const [t] of s.values || []) newest[s.metric.__name__] = Math.max(newest[s.metric.__name__] || -Infinity, t);
+  }
+  return Object.values(newest).every((t) => t > to - RULE_INTERVAL_S);
 }
 
 // Prometheus' JSON answer (a matrix) -> { signals: { key: mean }, evaluations }: per evaluation

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SIGNALS, STEADY_MIN_S, steadyWindow, correlationQuery, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
+import { RULE_INTERVAL_S, SIGNALS, STEADY_MIN_S, steadyWindow, correlationQuery, evaluationsIn, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
 
 const calm = { loadgen_cpu_utilization: 0.5, nic_utilization: 0.1, ingress_cpu_utilization: 0.5, backend_cpu_utilization: 0.2 };
 
@@ -34,6 +34,19 @@ test('Prometheus samples -> per-evaluation sums, averaged from the window\'s sta
   assert.ok(Math.abs(got.signals.ingress_cpu_utilization - 0.95) < 1e-9);
   assert.equal(got.evaluations, 3);
   assert.deepEqual(parseSignals(null), { signals: {}, evaluations: 0 });
+});
+
+test('the evaluations up to the window\'s end are in when every rule\'s newest sample is within an interval of it', () => {
+  assert.equal(RULE_INTERVAL_S, 2);
+  const at = (...rules) => ({ data: { result: rules.map(([name, ts, pod]) => ({ metric: { __name__: name, pod }, values: ts.map((t) => [t, '1']) })) } });
+  // The last slot before 120 was 119.5: in for one rule, still to be written for the other.
+  assert.equal(evaluationsIn(at(['bench:a', [117.5, 119.5]], ['bench:b', [116.2, 118.2]]), 120), true);
+  assert.equal(evaluationsIn(at(['bench:a', [117.5, 119.5]], ['bench:b', [116, 118]]), 120), false);
+  // A pod gone mid-run leaves its series short: the rule's newest sample, over its series, decides.
+  assert.equal(evaluationsIn(at(['bench:c', [110], 'old'], ['bench:c', [117.5, 119.5], 'new']), 120), true);
+  // No samples at all is a missing rule, not a late one; no answer waits for nothing.
+  assert.equal(evaluationsIn(at(['bench:d', []]), 120), true);
+  assert.equal(evaluationsIn(null, 120), true);
 });
 
 test('verdict: the load generator first, and it invalidates the result', () => {

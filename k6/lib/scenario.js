@@ -1,12 +1,12 @@
 // The one request loop every scenario shares; a scenario file holds its question and profile.
 import http from 'k6/http';
-import { check } from 'k6';
+import { check, sleep } from 'k6';
 import exec from 'k6/execution';
-import { Gauge } from 'k6/metrics';
+import { Counter, Gauge } from 'k6/metrics';
 import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
-import { SIGNALS, correlationQuery, parseSignals, steadyWindow } from './correlation.js';
+import { RULE_INTERVAL_S, SIGNALS, correlationQuery, evaluationsIn, parseSignals, steadyWindow } from './correlation.js';
 
 // Gauges are declared in the init context: one per correlation signal, so thresholds can
 // name them, plus whether Prometheus answered at all and how many evaluations of the rules the
@@ -14,6 +14,8 @@ import { SIGNALS, correlationQuery, parseSignals, steadyWindow } from './correla
 const gauges = Object.fromEntries(Object.keys(SIGNALS).map((k) => [k, new Gauge(`bench_${k}`)]));
 const answered = new Gauge('bench_prometheus_answered');
 const evaluations = new Gauge('bench_signal_evaluations');
+// The teardown's queries: HTTP requests too, not load (summary.js takes them from the count).
+const queries = new Counter('bench_correlation_queries');
 
 export function scenario(name, profile) {
   const cfg = parseConfig(__ENV, name, profile);
@@ -45,19 +47,27 @@ export function scenario(name, profile) {
       }
       return { start: Date.now() / 1000 };
     },
-    // The run's server side, from Prometheus: one query, tagged apart from the load
-    // (bench/run/bench.sh subtracts it from the client's count) and never a failed request, so a
-    // silent Prometheus costs the correlation, not the run's thresholds.
+    // The run's server side, from Prometheus: one query, again while a rule's last evaluation
+    // before the load's end is still to be written (at most two intervals more), each tagged
+    // apart from the load (counted in bench_correlation_queries, which the client's count
+    // leaves out) and never a failed request, so a silent Prometheus costs the correlation, not
+    // the run's thresholds.
     teardown(data) {
       if (ib) ib.publishLatency(); // every request in: the latency thresholds' final values
       if (!cfg.prometheusUrl) return;
       // The load ran from setup's end for DURATION; the signals are read over its steady part.
       const w = steadyWindow(data.start, Math.min(Date.now() / 1000, data.start + cfg.durationMs / 1000));
       const q = correlationQuery(w);
-      const res = http.get(`${cfg.prometheusUrl}/api/v1/query?query=${encodeURIComponent(q)}&time=${w.to}`, {
-        // responseType: the throughput scenario discards bodies by default; this one is read.
-        timeout: '10s', responseType: 'text', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
-      });
+      let res;
+      for (;;) {
+        queries.add(1);
+        res = http.get(`${cfg.prometheusUrl}/api/v1/query?query=${encodeURIComponent(q)}&time=${w.to}`, {
+          // responseType: the throughput scenario discards bodies by default; this one is read.
+          timeout: '10s', responseType: 'text', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
+        });
+        if (res.status !== 200 || evaluationsIn(res.json(), w.to) || Date.now() / 1000 > w.to + 2 * RULE_INTERVAL_S) break;
+        sleep(0.2);
+      }
       if (res.status !== 200) {
         console.warn(`correlation: Prometheus at ${cfg.prometheusUrl} answered ${res.status || res.error}`);
         answered.add(0);

@@ -24,8 +24,8 @@ export function headline(data, cfg) {
   for (const [name, m] of Object.entries(data.metrics)) {
     for (const [expr, t] of Object.entries(m.thresholds || {})) thresholds.push({ metric: name, expr, ok: t.ok });
   }
-  // The teardown's one Prometheus query is an HTTP request too; it is not load.
-  const requests = Math.max(0, (reqs.count || 0) - (cfg.prometheusUrl ? 1 : 0));
+  // The teardown's Prometheus queries are HTTP requests too; they are not load.
+  const requests = Math.max(0, (reqs.count || 0) - (metric(data, 'bench_correlation_queries').count || 0));
   return {
     scenario: cfg.scenario,
     requests,

@@ -36,6 +36,13 @@ test('headline: pass when every threshold passed', () => {
   assert.equal(h.passed, true);
 });
 
+test('headline: the teardown\'s Prometheus queries are not counted as requests', () => {
+  const d = data();
+  assert.equal(headline(d, config({ PROMETHEUS_URL: 'http://198.18.0.1:9090' }, 'rps')).requests, 184220);
+  d.metrics.bench_correlation_queries = { values: { count: 3 } };
+  assert.equal(headline(d, config({ PROMETHEUS_URL: 'http://198.18.0.1:9090' }, 'rps')).requests, 184217);
+});
+
 test('headline and text name the crossed threshold', () => {
   const cfg = config({}, 'rps');
   const h = headline(data(0.01, false), cfg);
