@@ -152,6 +152,11 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
     if k.get("dropped"):
         parts.append(f"{k['dropped']} never sent: due while every connection still waited for an earlier answer, until the run's end "
                      "(the open model drops them; a pod gone without a reset keeps requests waiting up to REQUEST_TIMEOUT)")
+    # The run's other sends never made (before the change: a host the pods' start starved) are
+    # said apart, so that the verdict's counts add up to the run's.
+    outside = a["run"]["by_kind"].get("dropped", 0) - k.get("dropped", 0)
+    if outside > 0:
+        parts.append(f"{outside} more never sent outside the change's window")
     if k.get("other"):
         parts.append(f"{k['other']} other errors: " + "; ".join(f"{n}× {t}" for t, n in sorted(d["others"].items(), key=lambda x: -x[1])))
     # The cluster's events say why a replacement was late: the scheduler could not place it

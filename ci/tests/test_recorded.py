@@ -270,6 +270,18 @@ def test_requests_failed_outside_the_change_are_said_apart():
     assert said == "303 failed before the change started (303× 502): not the change's, the state it started from or ended in", said
 
 
+def test_sends_never_made_outside_the_change_are_counted_apart():
+    """A scale whose open model dropped sends before the change's start as well as during it:
+    the verdict's counts of sends never made add up to the run's."""
+    from change import verdict
+    none = {"requests": 100, "errors": 0, "by_kind": {}, "statuses": {}, "others": {}, "p99_ms": 3.0}
+    during = {**none, "errors": 43172, "by_kind": {"dropped": 43172}}
+    a = {"run": {**none, "errors": 43629, "by_kind": {"dropped": 43629}}, "during": during, "before": none, "after": none,
+         "disruption": None, "slow_ms": 9.0}
+    said = verdict("scale", a, {"retried": 0}, 10, {}, "clusterip")
+    assert said.startswith("43172 never sent: due while") and said.endswith("; 457 more never sent outside the change's window"), said
+
+
 def test_a_control_runs_recorded_timeline_has_no_disruption():
     """CHANGE=none on the cluster: nothing marked, every slot of the open model answered, no
     window of errors or slow slots, and the verdict says so: what the run said."""
