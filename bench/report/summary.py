@@ -59,7 +59,8 @@ def client(result, wall, user, sys_, cpus):
 def usage_reading(text):
     """`bench/platforms/monitoring/cgroups.sh usage`'s lines -> {"at": s, "roles": {role: CPU-s},
     "host": CPU-s, "steal": CPU-s, "cpus": {role: cores}, "period": {role: µs}, "throttled":
-    {role: [periods, throttled periods, throttled ns]}}; empty -> None."""
+    {role: [periods, throttled periods, throttled ns]}, "busy": [the client node's CPUs, CPU-s]
+    (where read)}; empty -> None."""
     if not text.strip():
         return None
     out = {"roles": {}, "cpus": {}, "period": {}, "throttled": {}}
@@ -68,6 +69,8 @@ def usage_reading(text):
         try:
             if f[0] in ("cpus", "period") and len(f) == 3:
                 out[f[0]][f[1]] = float(f[2])
+            elif f[0] == "busy" and len(f) == 3:
+                out["busy"] = [f[1], int(f[2]) / 1e9]
             elif f[0] == "throttled" and len(f) == 5:
                 out["throttled"][f[1]] = [int(f[2]), int(f[3]), int(f[4])]
             elif len(f) == 2 and f[0] in ("at", "host", "steal"):
@@ -78,7 +81,7 @@ def usage_reading(text):
                 raise ValueError
         except ValueError:
             raise Bad(f"a CPU usage reading is 'ROLE NS', 'cpus ROLE N', 'period ROLE US', 'throttled ROLE PERIODS THROTTLED NS', "
-                      f"'host NS', 'steal NS' or 'at NS', got '{line}'") from None
+                      f"'busy CPUS NS', 'host NS', 'steal NS' or 'at NS', got '{line}'") from None
     if "at" not in out or "host" not in out:
         raise Bad("a CPU usage reading needs its 'at' and 'host' lines")
     return out
@@ -108,6 +111,13 @@ def cpu(result, scenario, before, after, client_cpu_s, server_requests):
            "ingress_cpus": after["cpus"].get("ingress"), "ingress_cfs_period_us": after["period"].get("ingress"),
            "backend_cpu_seconds": used.get("backend"), "host_cpu_seconds": after["host"] - before["host"]}
     out["other_cpu_seconds"] = out["host_cpu_seconds"] - sum(v for v in (ingress, used.get("backend"), client_cpu_s) if v)
+    # The ingress on a node of its own: what else ran on the client node's CPUs, beside k6 and
+    # the backends (their node shares those CPUs in the default layout), is what the client side
+    # lost; the rest of the host's other work ran on the ingress's node.
+    b0, b1 = before.get("busy"), after.get("busy")
+    if b0 and b1 and b0[0] == b1[0]:
+        out["client_node"] = {"cpus": b1[0], "busy_cpu_seconds": b1[1] - b0[1],
+                              "other_cpu_seconds": b1[1] - b0[1] - sum(v for v in (used.get("backend"), client_cpu_s) if v)}
     if "steal" in before and "steal" in after:
         out["steal_cpus"] = (after["steal"] - before["steal"]) / secs
     t0, t1 = before.get("throttled", {}).get("ingress"), after.get("throttled", {}).get("ingress")

@@ -185,9 +185,11 @@ pf_up "$SCENARIO"
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
 # Each role's CPU time from its cgroups, read around the load like the server's count: the
-# seeds' unit, what the ingress serves per CPU of its own (bench/report/summary.py cpu).
+# seeds' unit, what the ingress serves per CPU of its own (bench/report/summary.py cpu). Where
+# the ingress has a node of its own (budget_cpus), the client node's CPUs' busy time too: what
+# else runs there takes the client side's CPU; what runs on the ingress's node does not.
 cpu_groups=$(pf_cpu_groups)
-cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" usage <<<"$cpu_groups" 2>/dev/null || true; }
+cpu_usage() { [ -z "$cpu_groups" ] || bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" usage ${budget_cpus:+"$CLIENT_CPU_LIST"} <<<"$cpu_groups" 2>/dev/null || true; }
 
 # Seconds k6 has after the first signal before the second, 3 more, then it is killed: its
 # graceful stop (the scenario's gracefulStop, 5 s), the teardown's Prometheus query (its 10 s

@@ -15,7 +15,8 @@ would need.
 
 The probe measures, per request, what the ingress, k6 and the backends cost in CPU time (their
 cgroups, bench/report/summary.py cpu), and the rest of the host's busy time (control plane,
-kubelet, Prometheus) per second. The ingress then gets the share S at which the client side,
+kubelet, Prometheus) per second: with the ingress on a node of its own, only that on the client
+node's CPUs (the other work on the ingress's node does not take the client side's CPU). The ingress then gets the share S at which the client side,
 k6 and the backends on the CPUs the ingress leaves, has at least HEADROOM times the CPU the
 ingress's rate at S needs from it:
 
@@ -73,10 +74,19 @@ def per_request(summary, refused):
     return ingress, k6, backends, c, figures
 
 
+def others_of(c):
+    """The CPU a second the client side lost to what else ran: on the client node's CPUs where
+    they were read (the ingress on a node of its own), else on the whole host; and where."""
+    node = c.get("client_node")
+    if node:
+        return max(0.0, node["other_cpu_seconds"] / c["seconds"]), f"the rest of the client node's CPUs ({node['cpus']})"
+    return max(0.0, c["other_cpu_seconds"] / c["seconds"]), "the rest of the host"
+
+
 def budget(summary, probe_share, host_cpus, node_cpus=None):
     ingress, k6, backends, c, measured = per_request(
         summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
-    others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
+    others, rest = others_of(c)
     least = floor_of(c)
     if node_cpus:
         raw = (host_cpus - others) / (HEADROOM * (k6 + backends) / ingress)
@@ -97,7 +107,7 @@ def budget(summary, probe_share, host_cpus, node_cpus=None):
     q = "overlay" if node_cpus and share > node_cpus - 0.1 else quantity(share)
     shown = "its whole node" if q == "overlay" else q
     text = (f"ingress CPU {shown}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
-            f"{backends * 1e6:.0f} µs, and the rest of the host {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
+            f"{backends * 1e6:.0f} µs, and {rest} {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
             f"{probe_share}); at {shown} "
             + (f"(the least its node's {short / 1000:g} ms CFS period can enforce: a 1 ms quota a period) the client side has "
                "less than the headroom it should, and the run may measure k6 " if short else
@@ -111,18 +121,18 @@ def check(summary, share, host_cpus, node_cpus=None):
     rate at SHARE needs from it; refused under 1x."""
     ingress, k6, backends, c, measured = per_request(
         summary, "the probe measured no ingress CPU or no requests (an overlay without an ingress?)")
-    others = max(0.0, c["other_cpu_seconds"] / c["seconds"])
+    others, rest = others_of(c)
     cores = node_cpus if share == "overlay" else cores_of(share)
     need = cores / ingress * (k6 + backends)  # the client side's CPU at the ingress's full rate
     keeps = (host_cpus - others - (0 if node_cpus else cores)) / need
     shown = "its whole node" if share == "overlay" else share
     if keeps < 1:
         raise ValueError(f"the client side can no longer drive the ingress CPU this machine keeps ({shown}): it has "
-                         f"{keeps:.2f}x the CPU the ingress's rate needs from it (the rest of the host took {others:.2f} CPU "
+                         f"{keeps:.2f}x the CPU the ingress's rate needs from it ({rest} took {others:.2f} CPU "
                          f"in a {c['seconds']:.0f} s probe); stop what else runs here, or set INGRESS_CPU")
     text = (f"ingress CPU {shown}, this machine's (its first run's probe chose it; INGRESS_CPU=probe decides it "
             f"again): the client side keeps {keeps:.2f}x the CPU the ingress's rate needs from it in a {c['seconds']:.0f} s "
-            f"check (the rest of the host {others:.2f} CPU)")
+            f"check ({rest} {others:.2f} CPU)")
     return share, text, {"ingress_cpu": share, "source": "kept", **measured, "other_cores": round(others, 3),
                          "host_cpus": host_cpus, "client_over_need": round(keeps, 3),
                          **({"ingress_node_cpus": node_cpus} if node_cpus else {})}

@@ -124,6 +124,18 @@ def test_a_kept_share_the_client_can_no_longer_drive_is_refused_in_one_line(tmp_
         "stop what else runs here, or set INGRESS_CPU"]
 
 
+def test_on_a_node_of_its_own_the_check_counts_the_client_nodes_other_work_only(tmp_path):
+    """The ingress on a node of its own: the rest of the host took 1.15 CPU (most of it on the
+    ingress's node), the client node's CPU 0.2: (1 - 0.2) / (0.4 / 108 * 101) = 2.139x, kept,
+    and the line says where the rest was read."""
+    s = probe(108, 40, 61, 1.15)
+    s["cpu"]["client_node"] = {"cpus": "0", "busy_cpu_seconds": 0, "other_cpu_seconds": 0.2 * 3.0}
+    r = check(tmp_path, s, "400m", 1, 1)
+    assert r.returncode == 0, r.stderr
+    q, text, meta = r.stdout.splitlines()
+    assert json.loads(meta)["client_over_need"] == 2.139 and text.endswith("(the rest of the client node's CPUs (0) 0.20 CPU)"), text
+
+
 def test_a_probe_without_an_ingress_count_is_one_line(tmp_path):
     s = probe(101, 44, 63, 0.25)
     s["cpu"]["ingress_cpu_seconds"] = None

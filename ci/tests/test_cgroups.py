@@ -207,6 +207,22 @@ def test_usage_sums_a_quota_roles_throttling_and_reads_the_hosts_steal(tmp_path,
     assert len(steal) == 1 and re.fullmatch(r"steal \d+", steal[0]), lines
 
 
+def test_usage_with_cpus_reads_those_cpus_busy_time(tmp_path):
+    """usage CPUS: "busy CPUS NS", the busy jiffies (user, nice, system, irq, softirq, steal; 10
+    ms each) of those CPUs' lines of /proc/stat only, beside the host's from its first line (a
+    /proc/stat of four CPUs mounted over the real one, in a mount namespace of the test's)."""
+    mounts, _ = v1_fixture(tmp_path)
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1000 100 400 9000 50 0 30 20 0 0\n" + "".join(
+        f"cpu{i} {100 * (i + 1)} 1 {10 * (i + 1)} 2000 5 0 {i} 7 0 0\n" for i in range(4)) + "intr 1 2 3\nctxt 4\n")
+    r = subprocess.run(["unshare", "-m", "bash", "-c", f'mount --bind {stat} /proc/stat && exec bash "$0" usage 1,3', CGROUPS],
+                       cwd=ROOT, env=dict(os.environ, IB_CGROUP_MOUNTS=str(mounts)), input="", capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # cpu1: 200 + 1 + 20 + 1 + 7, cpu3: 400 + 1 + 40 + 3 + 7
+    assert [l for l in r.stdout.splitlines() if not l.startswith("at ")] == [
+        "host 15500000000", "steal 200000000", f"busy 1,3 {(229 + 451) * 10**7}"], r.stdout
+
+
 @pytest.mark.parametrize("layout", ["v2", "v1 apart", "v1 co-mounted"])
 def test_run_moves_its_pid_into_the_role_group(tmp_path, layout):
     """run writes the pid CMD then has (exec keeps it) into the role's cgroup.procs: once on

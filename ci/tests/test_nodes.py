@@ -328,8 +328,8 @@ def test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused(run4, t
     assert not list((tmp_path / "busy").glob("*/summary.json"))
     # The settling case at the share the ingress node's 5 ms period can enforce (200m), not the
     # kept one: refused while the loops take the client's CPU, checked again with room to spare
-    # once they stop. (At 400m the check needs the rest of the host under about 0.3 CPU, the
-    # stack's own at rest in a slow hour.)
+    # once they stop. (At 400m the check needs the other work on the client node's CPU under
+    # about 0.3 CPU, which the stack's own work there can be in a slow hour.)
     record = Path(os.environ["IB_MACHINE_STATE"]) / "ingress-cpu/nodes4/rps-nginx-lb-default.json"
     kept = record.read_text()
     record.write_text(json.dumps({**json.loads(kept), "ingress_cpu": "200m"}))

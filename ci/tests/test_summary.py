@@ -176,6 +176,19 @@ def test_each_roles_cpu_and_the_headline_per_ingress_cpu(tmp_path):
                             "answer        ingress-cpu-bound at 0.65 ingress CPU: 3,900 req/s, 6,500 req/s per ingress CPU"]
 
 
+def test_the_client_nodes_cpus_other_work_is_their_busy_time_less_k6_and_the_backends(tmp_path):
+    """With the client node's CPUs read ("busy CPUS NS", the ingress on a node of its own), what
+    else ran there: their busy time between the readings less k6's and the backends'."""
+    d = k6_run(tmp_path, {"requests": 39000, "rps": 3900, "seconds": 10})
+    r = report("summary", d, "--times", "10.000", "2.000", "0.500", "--cpus", "1", "--stub-before", "100 1000",
+               "--stub-after", "151 40001", "--host-cpus", "1",
+               "--usage-before", usage(10**9, 10**9, 50 * 10**9, 10**18) + f"busy 0 {20 * 10**9}\n",
+               "--usage-after", usage(7 * 10**9, 5 * 10**9, 66 * 10**9, 10**18 + 10 * 10**9) + f"busy 0 {29 * 10**9}\n")
+    assert r.returncode == 0, r.stderr
+    c = json.loads((d / "summary.json").read_text())["cpu"]
+    assert c["client_node"] == {"cpus": "0", "busy_cpu_seconds": 9, "other_cpu_seconds": 2.5}, c
+
+
 @pytest.mark.parametrize("waited_ms, period_us, shapes, says", [
     (500, 100000, True, "latency       p99 96.9 ms is the CPU quota's, not the server's: the ingress was throttled in 40 of 100 CFS periods, "
           "0.50 s of the 10.0 s window (a quota of 0.65 CPU per 100 ms); steal 0.25 CPU"),

@@ -8,7 +8,7 @@
 #   bench/platforms/monitoring/cgroups.sh run ROLE CMD...   run CMD (and its children) in ROLE's group
 #   bench/platforms/monitoring/cgroups.sh sample DIR        write DIR/bench-cgroups.prom every second
 #   bench/platforms/monitoring/cgroups.sh remove            remove the (empty) groups
-#   bench/platforms/monitoring/cgroups.sh usage < GROUPS    CPU used so far by each role, and the host's
+#   bench/platforms/monitoring/cgroups.sh usage [CPUS] < GROUPS  CPU used so far by each role, and the host's
 #                                                        (GROUPS: lines "ROLE REL": a group's path in
 #                                                        every hierarchy, globs allowed; bench.sh reads
 #                                                        it before and after the load)
@@ -80,8 +80,11 @@ sample() {
 # ROLE PERIODS THROTTLED NS" (a role under a quota: its groups' CFS periods, those throttled,
 # the time throttled, summed) and "at NS" (the reading's time, ns since the epoch). A role
 # whose groups are all gone (a pod replaced) prints nothing: its count is unknown, never 0.
+# With CPUS (a list like 0,2-3): "busy CPUS NS", those CPUs' busy time the same way (the client
+# node's, where the client side runs beside whatever else the host places there).
 usage() {
-  local role rel d cpu seen=() busy
+  local role rel d cpu seen=() busy want='' r c name u n s i si st
+  for r in ${1//,/ }; do for ((c = ${r%-*}; c <= ${r#*-}; c++)); do want+=" $c"; done; done
   declare -A ns=() periods=() throttled=() throttled_ns=()
   while read -r role rel; do
     for d in $(cg_path cpuacct "$rel"); do # the glob expands here
@@ -109,13 +112,20 @@ usage() {
   read -r _ u n s _ _ i si st _ </proc/stat
   busy=$((u + n + s + i + si + st)); echo "host $((busy * 10000000))"
   echo "steal $((st * 10000000))"
+  if [ -n "$want" ]; then
+    busy=0
+    while read -r name u n s _ _ i si st _; do
+      [[ $name == cpu[0-9]* && "$want " == *" ${name#cpu} "* ]] && busy=$((busy + u + n + s + i + si + st))
+    done </proc/stat
+    echo "busy $1 $((busy * 10000000))"
+  fi
   echo "at ${EPOCHREALTIME/./}000"
 }
 
 case "${1:-}" in
-  usage) usage ;;
+  usage) usage "${2:-}" ;;
   run) cg_join "$GROUP/$2" $$; shift 2; exec "$@" ;;
   sample) sample "$2" ;;
   remove) cg_detect; cg_remove_tree $GROUP ;;
-  *) echo "usage: bench/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR | remove | usage" >&2; exit 2 ;;
+  *) echo "usage: bench/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR | remove | usage [CPUS]" >&2; exit 2 ;;
 esac
