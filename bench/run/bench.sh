@@ -114,7 +114,7 @@ probe() {
   load_lock
   probe_dir=$scratch/budget/$testid-budget${probes:-}
   probes=$((${probes:-1} + 1))
-  INGRESS_CPU=$1 DURATION=3s TESTID="${probe_dir##*/}" RESULTS_ROOT="$scratch/budget" \
+  IB_PROBE=1 INGRESS_CPU=$1 DURATION=3s TESTID="${probe_dir##*/}" RESULTS_ROOT="$scratch/budget" \
     bash "$IB_ROOT/bench/run/bench.sh" "$SCENARIO" >"$scratch/budget.log" 2>&1 || [ $? = 99 ] ||
     die "the ingress CPU probe failed: $(grep -m1 '^error:' "$scratch/budget.log" || tail -n1 "$scratch/budget.log") (INGRESS_CPU=overlay skips it)"
   out=$("$IB_VENV/bin/python" "$IB_ROOT/bench/run/budget.py" "$probe_dir" "${@:2}" 2>"$scratch/budget.err") ||
@@ -336,6 +336,14 @@ report summary "$dir" --times "$wall" "$user" "$sys" --cpus "$k6_cpus" --stub-be
 if [ -n "$lost" ]; then  # no client figures to draw: the directory holds the server's count
   say results "$dir/ (no report: k6's summary is lost; summary.json has the server's count)"
   exit "$signal_rc"
+fi
+# A probe (IB_PROBE: probe(), above) is read for its summary's CPU figures only, and kept in
+# the run's budget/ as that: no series fetched, no page drawn (they were most of its own CPU
+# after its load, beside the run that waits on it).
+if [ -n "${IB_PROBE:-}" ]; then
+  say results "$dir/ (a probe: its summary, no page)"
+  [ "$signal_rc" = 0 ] || exit "$signal_rc"
+  exit "$rc"
 fi
 if [ "$MONITORING" = 1 ]; then report fetch "$dir" --prometheus "$PROMETHEUS_URL" || [ $? != 3 ] || exit 1; fi
 # The run's view on the live page, for the report's link and ./task dashboard: to now and the

@@ -190,7 +190,8 @@ def test_a_lab_probe_without_k6_cpu_is_one_line(tmp_path):
 def test_the_lab_says_before_the_load_whether_k6_can_drive_the_lb(bench):
     """INGRESS_CPU=auto (the default) on the real lab, TLS handshakes (a new connection per
     request, k6's costliest request): a 3 s probe, its placement line before the load, and
-    meta.json's figures those of the probe run kept beside the run."""
+    meta.json's figures those of the probe run kept beside the run (its summary: no series
+    fetched, no page drawn for a probe)."""
     r = bench("tps", INGRESS_CPU="auto", **K6_UNJUDGED, **VALIDITY_UNJUDGED)
     assert r.rc == 0, r.why
     lines = r.err.splitlines()
@@ -205,3 +206,5 @@ def test_the_lab_says_before_the_load_whether_k6_can_drive_the_lb(bench):
     assert b["k6_us_per_request"] == pytest.approx(p["client"]["cpu_seconds"] / n * 1e6, abs=0.1)
     assert b["ingress_us_per_request"] == pytest.approx(p["cpu"]["ingress_cpu_seconds"] / n * 1e6, abs=0.1)
     assert b["valid"] == (b["client_over_servers"] >= 1.5) and lines[said].startswith("warning:") != b["valid"], (b, lines[said])
+    assert {"report.html", "timeseries.json", "charts"}.isdisjoint(f.name for f in (r.dir / "budget").iterdir()), \
+        sorted(f.name for f in (r.dir / "budget").iterdir())
