@@ -166,7 +166,11 @@ def test_every_pod_setting_reaches_the_indexed_jobs_pods(form, tmp_path):
     # monitoring component's CRDs come with it.
     assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "up").returncode == 0
     r = task_with(form, "bench:distributed", {**given, "RESULTS_ROOT": str(tmp_path)})
-    assert r.returncode == 0, r.stderr
+    # every setting's example at once, thresholds among them (DROPPED_MAX=3 at 25 req/s a pod,
+    # crossed once on a busy host): the exit code is the merged thresholds' one outcome
+    (summary,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/summary.json")]
+    crossed = [t for t in summary["thresholds"] if not t["ok"]]
+    assert summary["passed"] == (not crossed) and r.returncode == (99 if crossed else 0), (r.returncode, crossed, r.stderr[-3000:])
     pods = json.loads(kubectl("-n", "ingress-bench", "get", "pods", "-l", "job-name=k6-settings-pods-" + form,
                               "-o", "json").stdout)["items"]
     assert len(pods) == 2

@@ -96,6 +96,7 @@ export const REGISTRY = {
     {"name": "SERVER_CPU_LIST", "by": "scripts", "meaning": "the CPU list the servers are pinned to (a platform driver's placement)"},
     {"name": "IB_CLUSTER_CHECKED", "by": "scripts", "meaning": "the pid of a run that checked the local cluster and its monitoring before entering the client node's namespace: the same process (exec) skips the checks (bench/platforms/drivers/local.sh)"},
     {"name": "IB_SHARE_CHECKED", "by": "scripts", "meaning": "the ingress CPU the first of bench/run/rounds.sh's rounds chose or checked: the later rounds take the machine's kept share without their own check (bench.sh)"},
+    {"name": "IB_PROBE", "by": "scripts", "meaning": "1: the run is the ingress CPU budget's probe, read for its summary's CPU figures only: no series fetched, no page drawn (bench.sh probe)"},
     {"name": "IB_LOAD_LOCKED", "by": "scripts", "meaning": "set while a script holds the machine's load lock: the runs it starts take it no more (bench/lib/k6.sh load_lock)"},
     {"name": "IB_LOAD_YIELD", "by": "test", "meaning": "1: a run that waits for the load lets any run waiting without it go first (the suite's lab stream, beside the longer cluster stream: bench/lib/k6.sh load_lock)"},
     {"name": "INGRESS_CORES", "by": "scripts", "meaning": "a fractional ingress CPU amount, for the placement warning (local driver)"},
