@@ -16,9 +16,9 @@ would need.
 The probe measures, per request, what the ingress, k6 and the backends cost in CPU time (their
 cgroups, bench/report/summary.py cpu), and the rest of the host's busy time (control plane,
 kubelet, Prometheus) per second: with the ingress on a node of its own, only that on the client
-node's CPUs (the other work on the ingress's node does not take the client side's CPU). The ingress then gets the share S at which the client side,
-k6 and the backends on the CPUs the ingress leaves, has at least HEADROOM times the CPU the
-ingress's rate at S needs from it:
+node's CPUs (the other work on the ingress's node does not take the client side's CPU). The
+ingress then gets the share S at which the client side, k6 and the backends on the CPUs the
+ingress leaves, has at least HEADROOM times the CPU the ingress's rate at S needs from it:
 
     HOST - S - others  >=  HEADROOM * (S / ingress per request) * (k6 + backends per request)
 

@@ -35,12 +35,19 @@ esac
 # mapfile: read line by line, bash re-reads /proc/PID/status from its start for each line
 # (1.9 ms a call here, against 0.4 ms).
 cpus_of() {
-  local pid l v='' r c
+  local pid l v=''
   CPUS=()
   read -r pid <"$1/cgroup.procs" 2>/dev/null || return 0
   mapfile -t STATUS <"/proc/$pid/status" 2>/dev/null || return 0
   for l in "${STATUS[@]}"; do [[ $l == Cpus_allowed_list:* ]] && { v=${l#*:}; break; }; done
-  for r in ${v//,/ }; do for ((c = ${r%-*}; c <= ${r#*-}; c++)); do CPUS+=("$c"); done; done
+  expand_cpus "$v"
+}
+
+# expand_cpus LIST: CPUS, the CPUs of a list like 0,2-3, one an element.
+expand_cpus() {
+  local r c
+  CPUS=()
+  for r in ${1//,/ }; do for ((c = ${r%-*}; c <= ${r#*-}; c++)); do CPUS+=("$c"); done; done
 }
 
 sample() {
@@ -83,8 +90,8 @@ sample() {
 # With CPUS (a list like 0,2-3): "busy CPUS NS", those CPUs' busy time the same way (the client
 # node's, where the client side runs beside whatever else the host places there).
 usage() {
-  local role rel d cpu seen=() busy want='' r c name u n s i si st
-  for r in ${1//,/ }; do for ((c = ${r%-*}; c <= ${r#*-}; c++)); do want+=" $c"; done; done
+  local role rel d cpu seen=() busy want name u n s i si st
+  expand_cpus "$1"; want=${CPUS[*]}
   declare -A ns=() periods=() throttled=() throttled_ns=()
   while read -r role rel; do
     for d in $(cg_path cpuacct "$rel"); do # the glob expands here
@@ -115,7 +122,7 @@ usage() {
   if [ -n "$want" ]; then
     busy=0
     while read -r name u n s _ _ i si st _; do
-      [[ $name == cpu[0-9]* && "$want " == *" ${name#cpu} "* ]] && busy=$((busy + u + n + s + i + si + st))
+      [[ $name == cpu[0-9]* && " $want " == *" ${name#cpu} "* ]] && busy=$((busy + u + n + s + i + si + st))
     done </proc/stat
     echo "busy $1 $((busy * 10000000))"
   fi
