@@ -49,6 +49,18 @@ export function evaluationsIn(body, to) {
   return Object.values(newest).every((t) => t > to - RULE_INTERVAL_S);
 }
 
+// Whether the teardown asks Prometheus again, at `now` (seconds) after an answer of `status`
+// (0: no connection) for the window ending at `to`: while a rule's last evaluation is still to
+// be written (two intervals at most), and while the connection is refused or times out, for
+// REFUSED_GRACE_S: a Service's NodePort refuses while its one endpoint is unready, and on a
+// loaded host Prometheus' readiness probe can fail through the load's last seconds (every
+// signal of a quick start lost at its end once, Prometheus answering again moments later).
+export const REFUSED_GRACE_S = 10;
+export function askAgain(status, body, to, now) {
+  if (status === 0) return now < to + REFUSED_GRACE_S;
+  return status === 200 && !evaluationsIn(body, to) && now <= to + 2 * RULE_INTERVAL_S;
+}
+
 // Prometheus' JSON answer (a matrix) -> { signals: { key: mean }, evaluations }: per evaluation
 // the series of a signal are summed (per-pod cores, limits), then averaged over the window's
 // evaluations; NaN/Inf (a ratio over an idle zero) are dropped.

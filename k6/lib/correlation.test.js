@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RULE_INTERVAL_S, SIGNALS, STEADY_MIN_S, steadyWindow, correlationQuery, evaluationsIn, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
+import { REFUSED_GRACE_S, RULE_INTERVAL_S, SIGNALS, STEADY_MIN_S, askAgain, steadyWindow, correlationQuery, evaluationsIn, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
 
 const calm = { loadgen_cpu_utilization: 0.5, nic_utilization: 0.1, ingress_cpu_utilization: 0.5, backend_cpu_utilization: 0.2 };
 
@@ -34,6 +34,22 @@ test('Prometheus samples -> per-evaluation sums, averaged from the window\'s sta
   assert.ok(Math.abs(got.signals.ingress_cpu_utilization - 0.95) < 1e-9);
   assert.equal(got.evaluations, 3);
   assert.deepEqual(parseSignals(null), { signals: {}, evaluations: 0 });
+});
+
+test('the teardown asks again while a rule is late, and while the connection is refused for its grace', () => {
+  assert.equal(REFUSED_GRACE_S, 10);
+  const late = { data: { result: [{ metric: { __name__: 'bench:a' }, values: [[116, '1']] }] } };
+  const inBody = { data: { result: [{ metric: { __name__: 'bench:a' }, values: [[119.5, '1']] }] } };
+  // refused (status 0): again up to 10 s past the window's end, then given up
+  assert.equal(askAgain(0, null, 120, 121), true);
+  assert.equal(askAgain(0, null, 120, 129.9), true);
+  assert.equal(askAgain(0, null, 120, 130), false);
+  // answered: again only while an evaluation is still to be written, two intervals at most
+  assert.equal(askAgain(200, late, 120, 123), true);
+  assert.equal(askAgain(200, late, 120, 124.1), false);
+  assert.equal(askAgain(200, inBody, 120, 120.5), false);
+  // any other answer (Prometheus reached, refusing the query) is final
+  assert.equal(askAgain(503, null, 120, 120.5), false);
 });
 
 test('the evaluations up to the window\'s end are in when every rule\'s newest sample is within an interval of it', () => {

@@ -6,7 +6,7 @@ import { Counter, Gauge } from 'k6/metrics';
 import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
-import { RULE_INTERVAL_S, SIGNALS, correlationQuery, evaluationsIn, parseSignals, steadyWindow } from './correlation.js';
+import { SIGNALS, askAgain, correlationQuery, parseSignals, steadyWindow } from './correlation.js';
 
 // Gauges are declared in the init context: one per correlation signal, so thresholds can
 // name them, plus whether Prometheus answered at all and how many evaluations of the rules the
@@ -48,7 +48,7 @@ export function scenario(name, profile) {
       return { start: Date.now() / 1000 };
     },
     // The run's server side, from Prometheus: one query, again while a rule's last evaluation
-    // before the load's end is still to be written (at most two intervals more), each tagged
+    // before the load's end is still to be written or the connection is refused (askAgain), each tagged
     // apart from the load (counted in bench_correlation_queries, which the client's count
     // leaves out) and never a failed request, so a silent Prometheus costs the correlation, not
     // the run's thresholds.
@@ -65,8 +65,8 @@ export function scenario(name, profile) {
           // responseType: the throughput scenario discards bodies by default; this one is read.
           timeout: '10s', responseType: 'text', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
         });
-        if (res.status !== 200 || evaluationsIn(res.json(), w.to) || Date.now() / 1000 > w.to + 2 * RULE_INTERVAL_S) break;
-        sleep(0.2);
+        if (!askAgain(res.status, res.status === 200 ? res.json() : null, w.to, Date.now() / 1000)) break;
+        sleep(res.status === 0 ? 1 : 0.2);
       }
       if (res.status !== 200) {
         console.warn(`correlation: Prometheus at ${cfg.prometheusUrl} answered ${res.status || res.error}`);
