@@ -52,9 +52,8 @@ export function evaluationsIn(body, to) {
 // Whether the teardown asks Prometheus again, at `now` (seconds) after an answer of `status`
 // (0: no connection) for the window ending at `to`: while a rule's last evaluation is still to
 // be written (two intervals at most), and while the connection is refused or times out, for
-// REFUSED_GRACE_S: a Service's NodePort refuses while its one endpoint is unready, and on a
-// loaded host Prometheus' readiness probe can fail through the load's last seconds (every
-// signal of a quick start lost at its end once, Prometheus answering again moments later).
+// REFUSED_GRACE_S: a Service's NodePort refuses while its one endpoint is unready, which a
+// readiness probe lost on a loaded host makes it for a few seconds.
 export const REFUSED_GRACE_S = 10;
 export function askAgain(status, body, to, now) {
   if (status === 0) return now < to + REFUSED_GRACE_S;
