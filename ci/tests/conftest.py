@@ -158,12 +158,19 @@ def lab_leftovers():
     return found
 
 
-def k6_running():
+def k6_running(load_only=False):
     """The pids of the k6 processes this session started and that still run: those whose
     environment carries its mark (IB_TEST_SESSION). Another user's k6, a pod's, or the other
-    stream's is not this session's."""
+    stream's is not this session's. load_only: a run's own load (`k6 run`), not bench.sh's
+    `k6 inspect` or `k6 version` before it, nor its 3 s probe (IB_PROBE=1 in its environment)."""
     import machine_state
-    return [pid for pid in sh("pgrep", "-x", "k6").stdout.split() if machine_state.session_of(pid) == SESSION]
+
+    def counted(pid):
+        env = machine_state.environ_of(pid)
+        if env.get(b"IB_TEST_SESSION") != SESSION.encode():
+            return False
+        return not load_only or (env.get(b"IB_PROBE") != b"1" and machine_state.argv_of(pid)[1:2] == [b"run"])
+    return [pid for pid in sh("pgrep", "-x", "k6").stdout.split() if counted(pid)]
 
 
 @contextlib.contextmanager

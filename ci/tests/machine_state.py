@@ -42,14 +42,29 @@ OUR_COMMS = {"etcd", "containerd", "containerd-shim", "kube-apiserver", "kube-co
              "operator", "prometheus-conf", "nginx-prometheu", "prometheus-ngin"}
 
 
-def session_of(pid):
-    """The test session that started the process (its environment's IB_TEST_SESSION), or None."""
+def environ_of(pid):
+    """The process's environment as a dict of bytes ({} once it has ended)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
     except OSError:  # ended meanwhile
-        return None
-    return next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"IB_TEST_SESSION=")), None)
+        return {}
+    return dict(e.split(b"=", 1) for e in env if b"=" in e)
+
+
+def argv_of(pid):
+    """The process's arguments as a list of bytes ([] once it has ended)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:  # ended meanwhile
+        return []
+
+
+def session_of(pid):
+    """The test session that started the process (its environment's IB_TEST_SESSION), or None."""
+    mark = environ_of(pid).get(b"IB_TEST_SESSION")
+    return mark.decode() if mark is not None else None
 
 
 def another_sessions(pid):
