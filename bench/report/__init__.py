@@ -6,6 +6,6 @@
   prometheus.py  fetch: the run's time series from Prometheus' HTTP API
   fmt.py         numbers as the pages print them
   doc.py         a page as blocks -> HTML and Markdown; the page check
-  charts.py      the run page's charts (matplotlib)
+  charts.py      the run page's charts (SVG); matplotlib for the rarer pages'
   page.py        render: one run's page
   index.py       index: several runs, the seeds' tables"""

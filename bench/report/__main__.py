@@ -2,7 +2,7 @@
 and the run's summary.json, assembled.
 
   python bench/report fetch RUN_DIR --prometheus URL   the run's time series -> RUN_DIR/timeseries.json
-  python bench/report render RUN_DIR                   RUN_DIR/report.html, report.md, charts/*.png
+  python bench/report render RUN_DIR                   RUN_DIR/report.html, report.md, charts/*.svg
   python bench/report index DIR... [--out DIR]         report.html, report.md comparing every run found
   python bench/report check PAGE.html                  every image and local link of a page exists
   python bench/report summary RUN_DIR --times W U S --cpus N [--stub-before C --stub-after C]

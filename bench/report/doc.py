@@ -2,6 +2,7 @@
 a written page's images and local links exist."""
 import html
 import urllib.parse
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -120,7 +121,7 @@ class Refs(HTMLParser):
 
 
 def check_page(page):
-    """Problems of a page: an image that is missing, empty or not a PNG, a local link to
+    """Problems of a page: an image that is missing, empty or not a PNG or SVG, a local link to
     nothing. Remote links and fragments are not followed."""
     page = Path(page)
     parser = Refs()
@@ -133,8 +134,18 @@ def check_page(page):
         f = page.parent / urllib.parse.unquote(u.path)
         if not f.is_file():
             problems.append(f"{ref} is missing")
-        elif tag == "img":
-            with f.open("rb") as fh:
-                if fh.read(8) != b"\x89PNG\r\n\x1a\n":
-                    problems.append(f"{ref} is not a PNG")
+        elif tag == "img" and not image_ok(f):
+            problems.append(f"{ref} is not a whole PNG or SVG")
     return problems
+
+
+def image_ok(f):
+    """A PNG by its signature; an SVG that parses as XML with an svg root (a chart cut short by a
+    full disk does not)."""
+    if f.suffix == ".svg":
+        try:
+            return ET.parse(f).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+        except ET.ParseError:
+            return False
+    with f.open("rb") as fh:
+        return fh.read(8) == b"\x89PNG\r\n\x1a\n"

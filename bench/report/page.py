@@ -72,14 +72,14 @@ def result_section(doc, r):
 def charts_section(doc, r, ts, ts_why, charts):
     """The charts over the run, or why there are none."""
     doc.add("h2", "Over the run", id="charts")
-    if "timeline.png" in charts:
-        doc.add("img", "charts/timeline.png", "requests/s, latency and utilization over the run",
+    if "timeline.svg" in charts:
+        doc.add("img", "charts/timeline.svg", "requests/s, latency and utilization over the run",
                 f"From {ts.get('prometheus', '?')} at {ts.get('step', '?')} s steps, {iso(ts['start'])} to "
                 f"{iso(ts['end'])}. Dotted line: the run's mean {f_int(r.get('rps'))} req/s.")
     else:
         doc.add("p", f"No time series chart: {ts_why}", cls="warn", id="no-timeseries")
-    if "utilization.png" in charts:
-        doc.add("img", "charts/utilization.png", "utilization at the end of the run",
+    if "utilization.svg" in charts:
+        doc.add("img", "charts/utilization.svg", "utilization at the end of the run",
                 "End-of-run correlation: the resource the verdict names in red; dashed: 100%.")
 
 
@@ -175,13 +175,13 @@ def render(run):
     charts = set()
     if ts and not ts_why:
         w = run.correlation.get("window") or {}
-        draw_timeline(ts, charts_dir / "timeline.png", run.result.get("rps"),
+        draw_timeline(ts, charts_dir / "timeline.svg", run.result.get("rps"),
                       (w["from"], w["to"]) if num(w.get("from")) and num(w.get("to")) else None)
-        charts.add("timeline.png")
+        charts.add("timeline.svg")
     signals = run.correlation.get("signals") or {}
     if isinstance(signals, dict) and any(num(signals.get(n)) for n in LIMIT_SIGNAL.values()):
-        draw_utilization(signals, run.verdict.get("limit"), charts_dir / "utilization.png")
-        charts.add("utilization.png")
+        draw_utilization(signals, run.verdict.get("limit"), charts_dir / "utilization.svg")
+        charts.add("utilization.svg")
     doc = run_doc(run, ts, ts_why, charts)
     changed = chg.load(run.dir)  # bench:change's run: its timeline and figures first
     if changed:
@@ -200,5 +200,5 @@ def render(run):
     if problems:  # never expected: the page and its charts are written together
         print(f"error: {run.dir}/report.html: {'; '.join(problems)}", file=sys.stderr)
         return 1
-    say("report", f"{run.dir}/report.html ({len(charts)} charts{'' if 'timeline.png' in charts else ', no time series'})")
+    say("report", f"{run.dir}/report.html ({len(charts)} charts{'' if 'timeline.svg' in charts else ', no time series'})")
     return 0

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import urllib.parse
+import xml.etree.ElementTree as ET
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -109,6 +110,20 @@ def browser(page, profile, *mode):
                           capture_output=True, text=True, timeout=120)
 
 
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def svg_of(path):
+    root = ET.parse(path).getroot()
+    assert root.tag == SVG + "svg" and root.get("width") == "1100", path
+    return root
+
+
+def lines_drawn(path):
+    """(colour, dash) of each line a chart drew through its points."""
+    return sorted(((p.get("stroke"), p.get("stroke-dasharray")) for p in svg_of(path).iter(SVG + "polyline")), key=str)
+
+
 def chart_blue(img):
     """Pixels of the timeline's first line colour (#1f77b4): nothing else on the page uses it,
     so they are there only if the chart image was drawn."""
@@ -143,20 +158,24 @@ def page_problems(page, tmp_path, headline, chart=True):
 
 def test_render_writes_page_markdown_and_charts(rendered):
     d = rendered
-    for name in ("report.html", "report.md", "charts/timeline.png", "charts/utilization.png"):
+    for name in ("report.html", "report.md", "charts/timeline.svg", "charts/utilization.svg"):
         assert (d / name).is_file(), name
-    for png in (d / "charts").iterdir():
-        assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == PNG, png
-        img = matplotlib.image.imread(png)
-        assert img.shape[1] == 1100 and img[..., :3].std() > 0.05, png
+    assert sorted(p.name for p in (d / "charts").iterdir()) == ["timeline.svg", "utilization.svg"]
+    # Every series of the fixture a line of its colour (the server's dashed), the run's mean
+    # dotted; the verdict's resource (ingress CPU) the one red bar of four.
+    assert lines_drawn(d / "charts/timeline.svg") == sorted(
+        [("#1f77b4", None), ("#ff7f0e", "7 4"), ("#2ca02c", None), ("#ff7f0e", None), ("#d62728", None),
+         ("#1f77b4", None), ("#9467bd", None), ("#8c564b", None)], key=str), lines_drawn(d / "charts/timeline.svg")
+    bars = [r.get("fill") for r in svg_of(d / "charts/utilization.svg").iter(SVG + "rect") if r.get("height") == "28"]
+    assert bars == ["#d62728", "#7f7f7f", "#7f7f7f"], bars  # the backends' CPU is not in the fixture: "not measured"
     page, md = (d / "report.html").read_text(), (d / "report.md").read_text()
     for text in (VERDICT, html.escape(RULE), "4,658", "9.41 ms", "23.3 ms", "26.9 ms", "PASS (4/4 thresholds)",
                  "p(95)&lt;250", "agree within 1%", "nginx stub_status", "bench:nic_utilization:ratio", "97.0%",
                  "the backends&#x27; PodMonitor has no targets", "nginx-lb-default", "4a407d7-dirty"):
         assert text in page, text
-    for text in (VERDICT, RULE, "4,658", "p(95)<250", "![requests/s, latency and utilization over the run](charts/timeline.png)"):
+    for text in (VERDICT, RULE, "4,658", "p(95)<250", "![requests/s, latency and utilization over the run](charts/timeline.svg)"):
         assert text in md, text
-    assert "<script" not in page and 'src="charts/timeline.png"' in page
+    assert "<script" not in page and 'src="charts/timeline.svg"' in page
     assert report("check", d / "report.html").returncode == 0
 
 
@@ -167,9 +186,9 @@ def test_rendered_page_in_a_browser(rendered, tmp_path):
 def test_broken_pages_are_detected(rendered, tmp_path):
     """The checks above fail on a page a reader would find broken."""
     page = rendered / "report.html"
-    (rendered / "charts/timeline.png").unlink()
+    (rendered / "charts/timeline.svg").unlink()
     problems = page_problems(page, tmp_path, "4,658")
-    assert any("charts/timeline.png is missing" in p for p in problems), problems
+    assert any("charts/timeline.svg is missing" in p for p in problems), problems
     assert any(p.startswith("no chart visible") for p in problems), problems
     page.write_text(re.sub(r'<div class="cards" id="headline">.*?</div></div>', "", page.read_text(), flags=re.S))
     assert any("no headline" in p for p in page_problems(page, tmp_path, "4,658", chart=False))
@@ -199,13 +218,14 @@ def test_partial_time_series_and_a_load_generator_limited_run(tmp_path):
     s["result"].update(model="open 5000/s", dropped_iterations=1234)  # as k6/lib/summary.js writes it
     (d / "summary.json").write_text(json.dumps(s))
     (d / "charts").mkdir()
-    (d / "charts/timeline.png").write_bytes(b"stale")  # a previous render's chart never survives
+    (d / "charts/timeline.png").write_bytes(b"stale")  # a previous render's chart never survives (an older version's .png)
     assert report("render", d).returncode == 0
     page = (d / "report.html").read_text()
     assert "no: the load generator limited the run" in page and "load generator CPU-bound" in page
     assert "no samples between ... for bench:server_requests:rate" in page
     assert re.search(r"1,234</div><div class=\"l\">dropped iterations", page) and "open 5000/s" in page
-    assert (d / "charts/timeline.png").read_bytes()[:8] == PNG
+    assert sorted(p.name for p in (d / "charts").iterdir()) == ["timeline.svg", "utilization.svg"]
+    assert ("#ff7f0e", "7 4") not in lines_drawn(d / "charts/timeline.svg")  # no server line: its series missing
 
 
 def test_a_run_whose_correlation_found_no_prometheus(tmp_path):
@@ -421,4 +441,4 @@ def test_a_real_run_renders(src, tmp_path):
     if s.get("verdict"):
         assert html.escape(s["verdict"]["text"]) in page
     assert page_problems(d / "report.html", tmp_path, f"{s['result']['rps']:,.0f}",
-                         chart=(d / "charts/timeline.png").exists()) == []
+                         chart=(d / "charts/timeline.svg").exists()) == []
