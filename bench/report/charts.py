@@ -41,9 +41,9 @@ class Svg:
     def add(self, s):
         self.out.append(s)
 
-    def text(self, x, y, s, size=12, anchor="start", color="#333", **extra):
-        attrs = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in extra.items())
-        self.add(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{color}"{attrs}>{escape(s)}</text>')
+    def text(self, x, y, s, size=12, anchor="start", color="#333", transform=None):
+        t = f' transform="{transform}"' if transform else ""
+        self.add(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{color}"{t}>{escape(s)}</text>')
 
     def line(self, x1, y1, x2, y2, color="#999", width=0.8, dash=None):
         d = f' stroke-dasharray="{dash}"' if dash else ""
@@ -113,7 +113,8 @@ def draw_timeline(ts, path, mean, window=None):
     for i, (ylabel, scale, lines) in enumerate(panels):
         y = top0 + i * (height + gap)
         pts = {name: [(t - t0, v * scale) for t, v in s.get(name) or []] for name, _, _ in lines}
-        top = max([v for p in pts.values() for _, v in p] + [0])
+        # The run's mean on the rate panel's scale too: clamped to its top edge it would read as a rate.
+        top = max([v for p in pts.values() for _, v in p] + [mean if i == 0 and num(mean) else 0])
         cores = [(t - t0, v) for t, v in s.get("ingress_cpu_cores") or []] if scale == 100 and not pts["ingress_cpu_utilization"] else []
         ymax = max(105, top * 1.08) if scale == 100 else (top * 1.15 if top else 1)
         p = Panel(svg, left, y, width, height, xmax, ymax)
