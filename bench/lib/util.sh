@@ -14,6 +14,18 @@ poll() {
   for i in $(seq $((secs * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
   return 1
 }
+# live PID: a thread of the process is not a zombie. A killed process's leader thread is one
+# as soon as it has exited, while its other threads may still be exiting and holding its
+# files: a killed containerd's streaming port listened on past a down that took it for dead.
+live() {
+  local t s
+  for t in /proc/"$1"/task/*/stat; do
+    { read -r s <"$t"; } 2>/dev/null || continue
+    s=${s##*) }
+    [ "${s%% *}" = Z ] || return 0
+  done
+  return 1
+}
 # http_ok URL [CURL_ARGS...]: the URL answers 200.
 http_ok() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${@:2}" "$1")" = 200 ]; }
 # without_our_fds CMD...: exec CMD with none of this shell's descriptors but 0-2 (call it in a

@@ -13,6 +13,7 @@ another session of the suite started (their environment's IB_TEST_SESSION: ci/te
 the two streams run at once. diff(..., beside_lab=True) leaves out the lab's kernel objects
 too, which the lab's stream makes and removes on its own meanwhile."""
 import collections
+import glob
 import json
 import os
 import re
@@ -134,14 +135,29 @@ def listening():
     return sorted(out)
 
 
+def live(pid):
+    """A thread of the process is not a zombie: zombies are dead, reaped late by this PID 1,
+    but a killed process's leader thread is one while its other threads may still be exiting
+    and holding the process's files, a listening socket among them."""
+    for t in glob.glob(f"/proc/{pid}/task/*/stat"):
+        try:
+            with open(t) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] != "Z":
+            return True
+    return False
+
+
 def our_processes():
     procs = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
-            comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
-            if comm not in OUR_COMMS or state == "Z" or another_sessions(pid):  # zombies: dead, reaped late by this PID 1
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            if comm not in OUR_COMMS or not live(pid) or another_sessions(pid):
                 continue
             with open(f"/proc/{pid}/cmdline") as f:
                 procs.append(f.read().replace("\0", " ").strip() or comm)

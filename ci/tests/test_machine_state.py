@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import machine_state
-from conftest import SESSION
+from conftest import ROOT, SESSION
 
 # Constructed lines of each part, as the snapshot writes them: the lab's (bench/platforms/lab.sh)
 # and, of the same kinds, the several-node cluster's and someone else's, which a diff beside the
@@ -84,3 +84,34 @@ def test_a_snapshot_leaves_out_another_sessions_processes_and_sockets(tmp_path):
         for p in (ours, theirs, unmarked, server):
             p.kill()
             p.wait()
+
+
+# A process whose leader thread has exited (pthread_exit) while another thread sleeps on with
+# its listening socket: the state a killed multi-threaded daemon passes through.
+LEADER_GONE = """
+import ctypes, socket, threading, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+threading.Thread(target=time.sleep, args=(60,)).start()
+libc = ctypes.CDLL(None)
+libc.prctl(15, b"k6")  # PR_SET_NAME: one of the comms a snapshot lists
+libc.pthread_exit(None)
+"""
+
+
+def test_a_process_whose_leader_thread_is_a_zombie_is_live_while_another_thread_is_not():
+    """Its leader's state is Z, yet its socket still listens: the snapshot and down's
+    bench/lib/util.sh live() both count it as a live process."""
+    p = subprocess.Popen(["python3", "-c", LEADER_GONE], env={**os.environ, "IB_TEST_SESSION": SESSION},
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        port = p.stdout.readline().strip()
+        time.sleep(0.2)
+        with open(f"/proc/{p.pid}/stat") as f:
+            assert f.read().split(") ")[1][0] == "Z"
+        bash = subprocess.run(["bash", "-c", f'. {ROOT}/bench/lib/util.sh; live {p.pid}'])
+        assert ([bash.returncode], f"tcp 127.0.0.1:{port}" in machine_state.listening(),
+                "k6" in machine_state.our_processes()) == ([0], True, True)  # its comm: a zombie has no cmdline
+    finally:
+        p.kill()
+        p.wait()

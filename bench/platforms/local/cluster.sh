@@ -64,7 +64,7 @@ our_pids() { # every live process this cluster started, containers included
   # Zombies are dead already (this machine's PID 1 reaps them late) but stay listed in
   # cgroup.procs: skip them.
   for pid in $(our_pids_all | sort -u); do
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] || [ ! -e "/proc/$pid" ] || echo "$pid"
+    if live "$pid"; then echo "$pid"; fi
   done
 }
 
