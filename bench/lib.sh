@@ -26,6 +26,9 @@ IB_VENV=$IB_CACHE/venv-$(sha256sum "$IB_ROOT/ci/tools/requirements.txt" | cut -c
 export PATH="$IB_K6_DIR:$IB_KUSTOMIZE_DIR:$IB_KUBECONFORM_DIR:$IB_TASK_DIR:$IB_HELM_DIR:$IB_VENV/bin:$PATH"
 # k6 1.8 would otherwise phone home, or ask a remote build service for unknown k6/x modules.
 export K6_NO_USAGE_REPORT=true K6_AUTO_EXTENSION_RESOLUTION=false
+# The tools' own caches in ours, not in the user's home (kubectl's discovery and HTTP caches,
+# matplotlib's font list); a user's own choice of place stays.
+export KUBECACHEDIR=${KUBECACHEDIR:-$IB_CACHE/kube} MPLCONFIGDIR=${MPLCONFIGDIR:-$IB_CACHE/matplotlib}
 
 # die MSG: the one-line error every script ends with; never a stack trace.
 die() { echo "error: $*" >&2; exit 1; }

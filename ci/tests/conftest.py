@@ -131,6 +131,12 @@ def sh(*args, env=None, timeout=300):
     return subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
 
 
+def browser_env(place, **env):
+    """The environment a test's Chromium runs in: its configuration and caches (XDG: the disk
+    cache, dconf's, crash reports) in PLACE, the test's own directory, never the user's home."""
+    return dict(os.environ, XDG_CONFIG_HOME=str(place / "config"), XDG_CACHE_HOME=str(place / "cache"), **env)
+
+
 @pytest.fixture
 def bench(tmp_path):
     """bench(scenario, **env) -> Run: one bench/run/bench.sh run with results under tmp_path."""

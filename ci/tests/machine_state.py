@@ -1,7 +1,7 @@
 """The whole machine's state, as far as anything of ours could change it: every sysctl
 (counters left out), the full iptables/ip6tables (and nft) rulesets, qdiscs, links, routes,
-network namespaces, mounts, cgroups, listening sockets, our processes and a kubelet's log
-directories.
+network namespaces, mounts, cgroups, listening sockets, our processes, a kubelet's log
+directories and the entries of the user's home (and its .cache and .config).
 
     python ci/tests/machine_state.py snapshot FILE   write the state to FILE (JSON)
     python ci/tests/machine_state.py compare FILE    exit 1 and print the differences from FILE
@@ -166,6 +166,14 @@ def our_processes():
     return sorted(procs)
 
 
+def home():
+    """The entries of the user's home and of its .cache and .config: a tool's own files
+    (kubectl's discovery cache, matplotlib's font list, a browser's profile) belong in
+    IB_CACHE or a run's own directory."""
+    h = os.path.expanduser("~")
+    return sorted(f"{d}/{n}" for d in (h, f"{h}/.cache", f"{h}/.config") if os.path.isdir(d) for n in os.listdir(d))
+
+
 def snapshot():
     return {
         "sysctl": sysctls(),
@@ -181,6 +189,7 @@ def snapshot():
         "cgroups": cgroups(),
         "listening": listening(),
         "processes": our_processes(),
+        "home": home(),
         # A kubelet's default log places (pods' logs and its symlinks to them).
         "var_log": sorted(f"{d}/{n}" for d in ("/var/log/pods", "/var/log/containers") if os.path.isdir(d) for n in os.listdir(d)),
     }

@@ -10,10 +10,11 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import K6_UNJUDGED, LAB, ROOT, VALIDITY_UNJUDGED, Run, empty_by_design, sh, task
+from conftest import K6_UNJUDGED, LAB, ROOT, VALIDITY_UNJUDGED, Run, browser_env, empty_by_design, sh, task
 
 def browser_dir():
     return sh("bash", "-c", ". bench/lib.sh && echo $IB_BROWSER_DIR").stdout.strip()
@@ -31,7 +32,7 @@ def viewer(url, shot, seconds, lab):
 
 def page(url, shot, seconds, lab=True):
     """The page at URL watched for SECONDS in chromium: page.cjs's JSON."""
-    env = dict(os.environ, IB_BROWSER_DIR=browser_dir())
+    env = browser_env(Path(shot).parent, IB_BROWSER_DIR=browser_dir())
     r = subprocess.run(viewer(url, shot, seconds, lab), cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=seconds + 150)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -41,7 +42,7 @@ def page(url, shot, seconds, lab=True):
 def watching(url, shot, seconds):
     """page.cjs watching URL from the lab's client namespace, once it says it has the page's
     first answer: (the process, to communicate with)."""
-    proc = subprocess.Popen(viewer(url, shot, seconds, True), cwd=ROOT, env=dict(os.environ, IB_BROWSER_DIR=browser_dir()),
+    proc = subprocess.Popen(viewer(url, shot, seconds, True), cwd=ROOT, env=browser_env(Path(shot).parent, IB_BROWSER_DIR=browser_dir()),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = []
     while (line := proc.stderr.readline()) and line != "page.cjs: ready\n":

@@ -22,6 +22,8 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
+from conftest import browser_env
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "ci/tests/fixtures/report"
 RUN = FIXTURES / "20261121T155928Z-rps-nginx-lb-default"  # a recorded run: 4,658 req/s
@@ -107,7 +109,7 @@ def browser(page, profile, *mode):
     return subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                            "--no-first-run", "--disable-background-networking", "--disable-component-update",
                            "--disable-sync", "--hide-scrollbars", "--window-size=1280,2000", *mode, page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=browser_env(profile.parent))
 
 
 SVG = "{http://www.w3.org/2000/svg}"

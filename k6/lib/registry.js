@@ -115,6 +115,8 @@ export const REGISTRY = {
     {"name": "CLUSTER_KEEP_FAILED", "by": "test", "meaning": "cluster.sh: keep a failed up for inspection instead of taking it down"},
     {"name": "TMPDIR", "by": "system", "meaning": "temporary files"},
     {"name": "XDG_CACHE_HOME", "by": "system", "meaning": "the cache's parent (IB_CACHE)"},
+    {"name": "KUBECACHEDIR", "by": "system", "meaning": "kubectl's discovery and HTTP caches (default $IB_CACHE/kube, not the user's ~/.kube/cache)"},
+    {"name": "MPLCONFIGDIR", "by": "system", "meaning": "matplotlib's font list and configuration (default $IB_CACHE/matplotlib, not the user's home)"},
     {"name": "GOFLAGS", "by": "system", "meaning": "the go command's flags, kept beside ours"},
     {"name": "BROWSER", "by": "system", "meaning": "`./task dashboard` opens the last run's live page with it when set"},
     {"name": "NODE_ENV", "by": "system", "meaning": "dashboards/live/build.mjs: the bundle's React and MUI built as production (a constant there, not read)"},
