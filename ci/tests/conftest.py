@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "dashboards"))
 import lint  # noqa: E402  (dashboards/lint.py: the dashboards' queries)
 pytest_plugins = ["streams"]  # ci/tests/streams.py: the suite's sessions
 pytest.register_assert_rewrite("streams")  # (imported here before pytest loads it as a plugin)
+import streams  # noqa: E402
 from streams import STREAM  # noqa: E402
 LAB_STATE = Path(os.environ.get("IB_LAB_STATE", "/run/ingress-bench/lab"))
 # The lab's addresses, from the one file that defines them.
@@ -128,7 +129,10 @@ os.environ["IB_TEST_SESSION"] = SESSION
 
 def sh(*args, env=None, timeout=300):
     full = dict(os.environ, **(env or {}))
-    return subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)
+    for secs in re.findall(r"^load +waited (\d+) s$", r.stderr or "", re.M):  # bench/lib/k6.sh load_lock
+        streams.waited("the other stream's loads", int(secs))
+    return r
 
 
 def browser_env(place, **env):

@@ -11,11 +11,21 @@ beside_lab). IB_TEST_STREAM unset: one session runs every test (a developer's se
 fast tier)."""
 import fcntl
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 STREAM = os.environ.get("IB_TEST_STREAM", "")
+# What this stream waited for the other, for the session's closing lines: where the suite's
+# minutes go when the two streams take turns (seconds, times).
+WAITS = {"the quiet lock": [0.0, 0], "the other stream's loads": [0.0, 0]}
+
+
+def waited(what, seconds):
+    if seconds > 0:
+        WAITS[what][0] += seconds
+        WAITS[what][1] += 1
 
 
 def stream_of(item):
@@ -63,7 +73,15 @@ def pytest_runtest_protocol(item, nextitem):
     locks = Path(os.environ["IB_TEST_LOCKS"])
     quiet = item.get_closest_marker("quiet")
     with open(locks / "quiet.lock", "a") as f:
+        t0 = time.monotonic()
         with open(locks / "turn.lock", "a") as turn:
             fcntl.flock(turn, fcntl.LOCK_EX)
             fcntl.flock(f, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        waited("the quiet lock", round(time.monotonic() - t0, 1))
         yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    if STREAM in ("lab", "cluster"):
+        terminalreporter.write_line(f"{STREAM} stream waited for " + "; ".join(
+            f"{what}: {secs:.0f} s, {n} times" for what, (secs, n) in WAITS.items()))
