@@ -34,7 +34,9 @@ cluster=$(pf_trait cluster "$PLATFORM")
 case "$cluster" in
   own)
     export KUBECONFIG=$IB_CLUSTER_KUBECONFIG
-    bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 || die "the local cluster is not up: run './task cluster:up'"
+    # (A run's deploy: the run checked the cluster and its monitoring moments ago.)
+    [ -n "${IB_CLUSTER_CHECKED:-}" ] || bash "$IB_ROOT/bench/platforms/local/cluster.sh" status >/dev/null 2>&1 ||
+      die "the local cluster is not up: run './task cluster:up'"
     # A Gateway API variant's CRDs and its controller's images (bench/lib/gateway.sh): from
     # this host, which reaches the module proxy (the client node reaches only the cluster).
     gateway_up "$OVERLAY"

@@ -94,7 +94,7 @@ export const REGISTRY = {
     {"name": "BENCH_META", "by": "scripts", "meaning": "the run's meta.json path, for k6's summary (bench.sh)"},
     {"name": "CLIENT_CPU_LIST", "by": "scripts", "meaning": "the CPU list k6 is pinned to (a platform driver's placement)"},
     {"name": "SERVER_CPU_LIST", "by": "scripts", "meaning": "the CPU list the servers are pinned to (a platform driver's placement)"},
-    {"name": "IB_CLUSTER_CHECKED", "by": "scripts", "meaning": "the pid of a run that checked the local cluster and its monitoring before entering the client node's namespace: the same process (exec) skips the checks (bench/platforms/drivers/local.sh)"},
+    {"name": "IB_CLUSTER_CHECKED", "by": "scripts", "meaning": "the pid of a run that checked the local cluster and its monitoring before entering the client node's namespace: the same process (exec) skips the checks (bench/platforms/drivers/local.sh), and its deploy the cluster's (bench/platforms/deploy.sh)"},
     {"name": "IB_SHARE_CHECKED", "by": "scripts", "meaning": "the ingress CPU the first of bench/run/rounds.sh's rounds chose or checked: the later rounds take the machine's kept share without their own check (bench.sh)"},
     {"name": "IB_PROBE", "by": "scripts", "meaning": "1: the run is the ingress CPU budget's probe, read for its summary's CPU figures only: no series fetched, no page drawn (bench.sh probe)"},
     {"name": "IB_LOAD_LOCKED", "by": "scripts", "meaning": "set while a script holds the machine's load lock: the runs it starts take it no more (bench/lib/k6.sh load_lock)"},
