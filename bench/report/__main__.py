@@ -27,11 +27,8 @@ if not __package__:  # `python bench/report ...` runs this folder: import it as 
     __package__ = "report"
     __spec__ = None  # else Python 3.13 warns on every import that __package__ != __spec__.parent
 
-from .doc import check_page  # noqa: E402
-from .index import index  # noqa: E402
-from .page import render  # noqa: E402
-from .prometheus import fetch  # noqa: E402
-from .rounds import rounds  # noqa: E402
+# The rest is imported by the command that needs it: every run starts this three times (its
+# summary, series and page), and the whole package's import was half of each start's CPU.
 from .run import Bad, Run  # noqa: E402
 from .summary import assemble, segments, stub_reading, usage_reading  # noqa: E402
 
@@ -89,10 +86,13 @@ def main(argv=None):
             u = urllib.parse.urlsplit(a.prometheus)
             if u.scheme not in ("http", "https") or not u.netloc:
                 raise Bad(f"--prometheus must be an http(s) URL, got '{a.prometheus}'")
+            from .prometheus import fetch
             fetch(Run(a.run_dir), a.prometheus, a.timeout)
         elif a.cmd == "render":
+            from .page import render
             return render(Run(a.run_dir))
         elif a.cmd == "index":
+            from .index import index
             index(a.paths, a.out)
         elif a.cmd == "summary":
             print("\n".join(assemble(Path(a.run_dir), a.times, a.cpus, a.stub_before, a.stub_after, a.aborted, a.signal,
@@ -101,10 +101,12 @@ def main(argv=None):
             print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after,
                                       a.aborted, a.signal)))
         elif a.cmd == "rounds":
+            from .rounds import rounds
             print("\n".join(rounds(a.dir, a.exits, a.aborted)))
         else:
             if not Path(a.page).is_file():
                 raise Bad(f"{a.page}: no such page")
+            from .doc import check_page
             problems = check_page(a.page)
             if problems:
                 print(f"error: {a.page}: {'; '.join(problems)}", file=sys.stderr)
