@@ -114,16 +114,6 @@ if [ "$MONITORING" = 1 ]; then
   [ -z "$capacity" ] || render "$(link_capacity_bits "$capacity")"
 fi
 
-# No registry here: every image must already be in the node's containerd, or the pods would
-# sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything.
-if [ "$cluster" = own ] && [ "$images" = local ]; then
-  have=$(local_images)
-  for img in $(manifest_images "$work/manifest.yaml"); do
-    grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
-      die "image $img of overlay $OVERLAY is not on the local node and no registry is reachable: it validates ('./task lint') but cannot run here"
-  done
-fi
-
 # A previous overlay's objects go first (its controller would otherwise serve too), but for
 # those the new one takes over (bench/platforms/stale_objects.py), most often the backends.
 # (With or without monitoring counts as another overlay: the sidecars come and go. So does
@@ -158,6 +148,16 @@ unchanged() {
   [ "$seen" = "${stamp#* } true" ]
 }
 same=0; unchanged && same=1
+# No registry here: every image must already be in the node's containerd, or the pods would
+# sit in ImagePullBackOff. Say which overlay cannot run locally before applying anything (a
+# manifest deployed whole already was checked by the deploy that applied it).
+if [ "$same" = 0 ] && [ "$cluster" = own ] && [ "$images" = local ]; then
+  have=$(local_images)
+  for img in $(manifest_images "$work/manifest.yaml"); do
+    grep -qx "$img" <<<"$have" || grep -qx "docker.io/$img" <<<"$have" ||
+      die "image $img of overlay $OVERLAY is not on the local node and no registry is reachable: it validates ('./task lint') but cannot run here"
+  done
+fi
 if [ "$same" = 0 ] && [ -n "$current" ] && [ "$current" != "$deployed" ]; then
   # Only what the new manifest cannot take over as it is (bench/platforms/stale_objects.py): the
   # backends most overlays share keep running, or roll.
