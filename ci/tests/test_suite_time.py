@@ -1,0 +1,61 @@
+"""./task test:time's arithmetic on a recorded run (fixtures/suite: a fresh clone's `.ci/run`
+output, each line with its second, and its three JUnit files cut to their slowest tests), and
+its refusals of bad input, one line each before anything is cloned."""
+import os
+import sys
+from pathlib import Path
+
+from conftest import ROOT, one_error, sh
+
+sys.path.insert(0, str(ROOT / "ci/tests"))
+import suite_time  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures/suite"
+
+
+def recorded():
+    """The run's lines as suite_time.py timed them: (seconds since the start, text)."""
+    return [(float(l[:8]), l[9:]) for l in (FIXTURE / "run.log").read_text().splitlines()]
+
+
+def test_phases_are_the_seconds_between_run_shs_markers():
+    # exact: the recorded seconds of the markers (689, 817, 2267) and of the last line (2267)
+    assert suite_time.phases(recorded()) == {"setup": 689.0, "alone": 128.0, "streams": 1450.0, "compare": 0.0}
+
+
+def test_a_phase_whose_end_never_came_is_missing():
+    lines = [(0.0, "tools  building"), (600.0, "test          static and end to end on the lab and the local cluster (pytest)"),
+             (700.0, "[machine] 1 failed")]
+    assert suite_time.phases(lines) == {"setup": 600.0}
+
+
+def test_each_sessions_counts_and_each_streams_waits_are_read():
+    ended, waited = suite_time.streams(recorded())
+    assert ended == {"machine": {"result": "15 passed, 621 deselected", "seconds": 127.17},
+                     "lab": {"result": "547 passed, 89 deselected", "seconds": 1407.98},
+                     "cluster": {"result": "71 passed, 565 deselected", "seconds": 1449.61}}
+    assert waited == {"lab": "the quiet lock: 294 s, 8 times; the other stream's loads: 70 s, 12 times",
+                      "cluster": "the quiet lock: 34 s, 6 times; the other stream's loads: 22 s, 4 times"}
+
+
+def test_the_slowest_tests_across_the_streams_junit_files():
+    slow, total = suite_time.slowest(FIXTURE, n=3)
+    assert total == 9  # exact: the fixture's 4 + 3 + 2 test cases
+    assert [(s["seconds"], s["stream"], s["test"]) for s in slow] == [
+        (73.0, "cluster", "test_nodes.py::test_a_later_run_keeps_the_clusters_share_and_a_busy_host_is_refused"),
+        (71.5, "cluster", "test_cluster_e2e.py::test_throughput_through_a_1g_link_is_read_against_its_capacity"),
+        (70.1, "cluster", "test_change.py::test_scale_marks_the_endpoints_and_counts_the_502s_the_ingress_logged")]
+
+
+def test_minutes():
+    assert [suite_time.minutes(s) for s in (0, 59.6, 60, 1807.4, None)] == ["0:00", "1:00", "1:00", "30:07", "-"]
+
+
+def test_bad_runs_and_an_existing_result_set_are_one_line(tmp_path):
+    clones = lambda: sorted(Path(os.environ.get("TMPDIR", "/tmp")).glob("ingress-bench-suite-*"))  # noqa: E731
+    before = clones()
+    for args, says in ((["--runs", "0"], "--runs must be at least 1"), (["--runs", "x"], "invalid int value"),
+                       (["--out", str(tmp_path)], "exists already")):
+        err = one_error(sh(sys.executable, "ci/tests/suite_time.py", *args, timeout=60))
+        assert says in err, err
+    assert clones() == before, "bad input must clone nothing"
