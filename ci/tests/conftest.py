@@ -127,6 +127,13 @@ SESSION = f"{os.getpid()}.{time.time_ns()}"
 os.environ["IB_TEST_SESSION"] = SESSION
 
 
+# The prefix of a command a test interrupts as a terminal's Ctrl-C would: SIGINT and SIGQUIT at
+# their defaults. A suite started in the background (nohup, `&` in a script) hands those two on
+# ignored, and bash traps no signal that was ignored when it started: the run never saw the
+# SIGINT the test sent (distributed.sh waited on, then called its Job incomplete).
+FROM_A_TERMINAL = ["env", "--default-signal=INT,QUIT"]
+
+
 def sh(*args, env=None, timeout=300):
     full = dict(os.environ, **(env or {}))
     r = subprocess.run(args, cwd=ROOT, env=full, capture_output=True, text=True, timeout=timeout)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import K6_UNJUDGED, KUBECONFIG, ROOT, examples, exits_as_its_thresholds, kubectl, one_error, sh, task_with, urlopen, within
+from conftest import FROM_A_TERMINAL, K6_UNJUDGED, KUBECONFIG, ROOT, examples, exits_as_its_thresholds, kubectl, one_error, sh, task_with, urlopen, within
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
 
@@ -57,7 +57,7 @@ def test_an_interrupted_distributed_run_is_recorded_aborted(tmp_path):
     aborted and never passed, exit 130; no pod keeps running."""
     log = tmp_path / "out.log"
     with open(log, "w") as out:
-        p = subprocess.Popen(["bash", "bench/run/distributed.sh", "rps"], cwd=ROOT, start_new_session=True, stdout=out,
+        p = subprocess.Popen([*FROM_A_TERMINAL, "bash", "bench/run/distributed.sh", "rps"], cwd=ROOT, start_new_session=True, stdout=out,
                              stderr=subprocess.STDOUT, text=True,
                              env=dict(os.environ, SEGMENTS="2", DURATION="60s", CONNECTIONS="20", RESULTS_ROOT=str(tmp_path / "r")))
         deadline = time.time() + 240

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LATENCY_UNJUDGED, ROOT, k6_running, lab_leftovers, no_load, sh, stub, within
+from conftest import FROM_A_TERMINAL, LATENCY_UNJUDGED, ROOT, k6_running, lab_leftovers, no_load, sh, stub, within
 
 SCRATCH = "ingress-bench-run.*"  # bench.sh's per-run scratch directories (mktemp -d in TMPDIR)
 
@@ -31,7 +31,7 @@ def interrupt(cmd, sig, env, after_k6_s=5, timeout=240):
     """Starts CMD in a session of its own, waits until its k6 runs and AFTER_K6_S more, sends
     SIG to its process group and waits for every process of the session to end. Returns
     (returncode, output, seconds from the signal until the session was empty)."""
-    p = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, **env), start_new_session=True,
+    p = subprocess.Popen([*FROM_A_TERMINAL, *cmd], cwd=ROOT, env=dict(os.environ, **env), start_new_session=True,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + timeout
     while not k6_run_in(p.pid):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, sh, task
+from conftest import FROM_A_TERMINAL, ROOT, sh, task
 
 T_975_2 = 4.302652729911275  # Student's t, 97.5 % at 2 degrees of freedom (tables)
 
@@ -94,7 +94,7 @@ def test_rounds_interrupted_keep_what_ran_and_say_so(tmp_path):
     aborted), round 3 never starts, the rounds so far are summed up with the signal, exit 130."""
     from test_interrupts import k6_run_in, session_procs
     # The script itself: ./task reports any exit but 0 and 99 as 1 (test_interrupts.py).
-    p = subprocess.Popen(["bash", "bench/run/rounds.sh", "rps"], cwd=ROOT, start_new_session=True, text=True,
+    p = subprocess.Popen([*FROM_A_TERMINAL, "bash", "bench/run/rounds.sh", "rps"], cwd=ROOT, start_new_session=True, text=True,
                          env={**os.environ, "PLATFORM": "lab", "ROUNDS": "3", "DURATION": "6s", "CONNECTIONS": "20",
                               "RESULTS_ROOT": str(tmp_path)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.time() + 240
