@@ -256,8 +256,8 @@ if [ "$same" = 0 ]; then
           "$(kubectl -n "$NS" get pods -l "$sel" -o json | jq '[.items[] | select(.metadata.deletionTimestamp == null and any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length')" ] || echo "$svc"
       done < <(kubectl -n "$NS" get svc -o json | jq -r '.items[] | select(.spec.clusterIP == "None" and .spec.selector) | "\(.metadata.name) \(.spec.selector | to_entries | map("\(.key)=\(.value)") | join(","))"')
     }
-    for _ in $(seq $((DEPLOY_TIMEOUT * 2))); do [ -n "$(listed)" ] || break; sleep 0.5; done
-    [ -z "$(listed)" ] || die "the headless Services $(listed | paste -sd' ') do not list their ready pods after ${DEPLOY_TIMEOUT}s"
+    for _ in $(seq $((DEPLOY_TIMEOUT * 2))); do left=$(listed); [ -n "$left" ] || break; sleep 0.5; done
+    [ -z "$left" ] || die "the headless Services $(paste -sd' ' <<<"$left") do not list their ready pods after ${DEPLOY_TIMEOUT}s"
   fi
   # An ingress that reads its backends' addresses as it starts (components/path-lb-pods) and
   # that this apply did not roll (its revision, once the rollout settled, is the one before)

@@ -128,9 +128,8 @@ os.environ["IB_TEST_SESSION"] = SESSION
 
 
 # The prefix of a command a test interrupts as a terminal's Ctrl-C would: SIGINT and SIGQUIT at
-# their defaults. A suite started in the background (nohup, `&` in a script) hands those two on
-# ignored, and bash traps no signal that was ignored when it started: the run never saw the
-# SIGINT the test sent (distributed.sh waited on, then called its Job incomplete).
+# their defaults. A suite started in the background hands them on ignored, and bash traps no
+# signal ignored when it started.
 FROM_A_TERMINAL = ["env", "--default-signal=INT,QUIT"]
 
 
