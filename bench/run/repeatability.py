@@ -6,7 +6,7 @@ noisy hour shows as the control's spread, not as a pass or a fail of the tool. W
 docs/results/<date>-repeatability/ (result.json, result.md: each run's share, rounds, median
 and interval, throttling, steal and p99; per mode the spread of the runs' answers beside the
 control's; each run's rounds.json and summary.txt; the rounds' own directories under
-results/) and prints the table. Leaves the machine as it found it: both platforms down.
+results/) and its row in docs/results/README.md, and prints the table. Leaves the machine as it found it: both platforms down.
 
   bench/run/repeatability.py [--runs N] [--out DIR]
 """
@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import publish  # the results' index, as every published set has it
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ("cluster-down", "cluster-up", "lab")
@@ -111,6 +113,17 @@ def table(s):
     return "\n".join(rows)
 
 
+def headline(s):
+    """The set's line in the results' index: per mode its spread, the control's and the verdict."""
+    cv = lambda m, k: f"{s[m][k].get('cv_percent', 0):.1f} %"  # noqa: E731
+    kept = [m for m in s if s[m]["within_bounds"]]
+    return (f"the quick start {len(s[MODES[0]]['per_ingress_cpu']['values'])} times a mode: per-ingress-CPU CV "
+            + ", ".join(f"{cv(m, 'per_ingress_cpu')} {m}" for m in s)
+            + " (the wrk control's " + ", ".join(cv(m, "control_rps") for m in s) + "): "
+            + ("within the bounds in every mode" if len(kept) == len(s)
+               else f"within the bounds in {', '.join(kept) or 'no mode'}"))
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, like every other error of the suite
         sys.exit(f"error: {message}")
@@ -165,6 +178,8 @@ def main():
                   f"{', '.join(f'{c:g}' for c in r['ingress_cpu'])} | {r['counted']}/{r['rounds']} | {r['wall_s']:.0f} s | "
                   f"{r['control_rps']:,.0f} |")
     (out / "result.md").write_text("\n".join(md) + "\n")
+    if not a.out:
+        publish.add_to_index(publish.INDEX, f"{day:%Y-%m-%d}", out.name, "result.md", "./task bench:repeatability", headline(s))
     print(table(s))
     print(f"results: {out}/result.md", file=sys.stderr)
 

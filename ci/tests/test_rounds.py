@@ -140,3 +140,16 @@ def test_background_refuses_bad_input_before_anything_starts(tmp_path):
     (tmp_path / "r").mkdir()
     r = sh(sys.executable, "bench/run/background.py", *need)
     assert r.returncode != 0 and r.stderr.strip() == f"error: {tmp_path / 'r'} exists already: results are never overwritten (--out another)"
+
+
+@pytest.mark.parametrize("day, within", [("2026-12-03", "within the bounds in no mode"),
+                                         ("2026-12-04", "within the bounds in every mode")])
+def test_repeatabilitys_verdict_and_index_line_from_its_recorded_runs(day, within):
+    """bench/run/repeatability.py's arithmetic on two committed sets: the runs it recorded give
+    the summary it wrote (spreads, controls, bounds) and the index's line with its verdict."""
+    sys.path.insert(0, str(ROOT / "bench/run"))
+    import repeatability
+    doc = json.loads((ROOT / f"docs/results/{day}-repeatability/result.json").read_text())
+    controls = {m: [r["control_rps"] for r in doc["runs"] if r["mode"] == m] for m in repeatability.MODES}
+    assert repeatability.summary(doc["runs"], controls) == doc["summary"]
+    assert repeatability.headline(doc["summary"]).endswith(f"): {within}")
