@@ -1,9 +1,11 @@
 """./task test:time: the suite's minutes as CI sees them. RUNS (3) times in a row: a fresh clone
 of HEAD in a directory of its own (0700, under TMPDIR), `bash .ci/run` there with CI=true and
 an empty IB_CACHE (Go's caches are the user's, warm once anything was built), each output line
-timed. After every run it writes docs/results/<date>-suite-time/ (runs.json; result.md: each
-run's minutes by phase, what each stream waited for the other, the tests per tier, the ten
-slowest tests) and removes the clone and its cache; a failed run's clone is kept and named.
+timed; before and after it, a control the suite has no part in (a fixed Python loop on one
+core), so that an hour's speed shows as the control's, not as the suite's. After every run it
+writes docs/results/<date>-suite-time/ (runs.json; result.md: each run's minutes by phase, the
+control, what each stream waited for the other, the tests per tier, the ten slowest tests) and
+removes the clone and its cache; a failed run's clone is kept and named.
 A tree with uncommitted changes is refused: the clone is of HEAD.
 
   ci/tests/suite_time.py [--runs N] [--out DIR]
@@ -15,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +38,9 @@ PHASES = (("setup", "static and end to end on the lab and the local cluster (pyt
           ("streams", "the machine as found (ci/tests/machine_state.py compare)"))
 STREAM_END = re.compile(r"^\[(machine|lab|cluster)\] (\d+ (?:passed|failed).*) in ([\d.]+)s")
 WAITED = re.compile(r"^\[(lab|cluster)\] \w+ stream waited for (.*)$")
+# The control: this host runs the same suite in 29 minutes one hour and 36 the next; a loop on
+# one core, no I/O, reads the hour's speed beside each run.
+CONTROL = [sys.executable, "-c", "s = 0\nfor i in range(5_000_000):\n    s += i"]
 
 
 def phases(lines):
@@ -83,12 +89,23 @@ def fast_tier(clone, env):
     return int(m[1]) if m else None
 
 
+def control(rounds=5):
+    """The control's seconds, the median of ROUNDS."""
+    times = []
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        subprocess.run(CONTROL, check=True)
+        times.append(time.monotonic() - t0)
+    return round(statistics.median(times), 3)
+
+
 def one_run(i, out):
     """A fresh clone's `.ci/run`, timed: its record."""
     where = Path(tempfile.mkdtemp(prefix="ingress-bench-suite-"))  # 0700
     clone, cache = where / "ingress-bench", where / "cache"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = {**os.environ, "CI": "true", "IB_CACHE": str(cache)}
+    before = control()
     started = datetime.datetime.now(datetime.timezone.utc)
     steal = publish.cpu_times()
     t0, lines = time.monotonic(), []
@@ -107,12 +124,13 @@ def one_run(i, out):
         p.wait()
         sys.exit(f"error: interrupted; the run's clone and log are kept in {where}")
     wall = time.monotonic() - t0
+    steal = publish.steal_percent(steal)
     ended, waited = streams(lines)
     slow, total = slowest(cache / "logs")
     record = {"run": i, "started": started.isoformat(timespec="seconds"), "exit_code": rc, "wall_s": round(wall, 1),
               "within_budget": wall <= BUDGET_S, "phases_s": phases(lines), "sessions": ended, "waited": waited,
-              "tests": {"all": total, "fast": fast_tier(clone, env)}, "steal_percent": publish.steal_percent(steal),
-              "slowest": slow}
+              "tests": {"all": total, "fast": fast_tier(clone, env)}, "steal_percent": steal,
+              "control_s": [before, control()], "slowest": slow}
     if rc == 0:
         shutil.rmtree(where)
     else:
@@ -136,15 +154,18 @@ def write(out, day, stamp, runs):
           f"({stamp['machine']['cpu_model']}), kernel {stamp['machine']['kernel']}. Each run: a fresh clone in a 0700 directory, "
           "`CI=true bash .ci/run` with an empty `IB_CACHE`, Go's build caches as the machine had them. "
           f"The budget: {BUDGET_S // 60} minutes. Phases: tools, builds and unit tests; the tests that need the whole "
-          "machine, alone; the lab's stream and the cluster's at once; the machine's compare.", "",
-          "| run | started (UTC) | exit | total | within budget | tools, builds, unit | alone | two streams | compare | lab stream | cluster stream | steal |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "machine, alone; the lab's stream and the cluster's at once; the machine's compare. The control: a fixed "
+          "Python loop on one core (5 million additions), the median seconds of 5, before and after the run; it "
+          "rises in a slower hour as the suite's minutes do.", "",
+          "| run | started (UTC) | exit | total | within budget | tools, builds, unit | alone | two streams | compare | lab stream | cluster stream | steal | control (s, before / after) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ph, se = r["phases_s"], r["sessions"]
         md.append(f"| {r['run']} | {r['started'][11:16]} | {r['exit_code']} | {minutes(r['wall_s'])} | "
                   f"{'yes' if r['within_budget'] else 'no'} | {minutes(ph.get('setup'))} | {minutes(ph.get('alone'))} | "
                   f"{minutes(ph.get('streams'))} | {minutes(ph.get('compare'))} | "
-                  f"{minutes(se.get('lab', {}).get('seconds'))} | {minutes(se.get('cluster', {}).get('seconds'))} | {r['steal_percent']} % |")
+                  f"{minutes(se.get('lab', {}).get('seconds'))} | {minutes(se.get('cluster', {}).get('seconds'))} | {r['steal_percent']} % | "
+                  f"{' / '.join(f'{c:.2f}' for c in r.get('control_s', [])) or '-'} |")
     md += ["", "What each stream waited for the other:", ""]
     md += [f"- run {r['run']}, {s} stream: {w}" for r in runs for s, w in sorted(r["waited"].items())]
     last = runs[-1]

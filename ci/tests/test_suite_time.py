@@ -59,3 +59,13 @@ def test_bad_runs_and_an_existing_result_set_are_one_line(tmp_path):
         err = one_error(sh(sys.executable, "ci/tests/suite_time.py", *args, timeout=60))
         assert says in err, err
     assert clones() == before, "bad input must clone nothing"
+
+
+def test_each_run_is_written_with_its_control(tmp_path):
+    stamp = {"date": "2026-12-04", "commit": "0123456789abcdef", "machine": {"cpus": 2, "cpu_model": "x", "kernel": "k"}}
+    run = {"run": 1, "started": "2026-12-04T20:51:00+00:00", "exit_code": 0, "wall_s": 1778.0, "within_budget": True,
+           "phases_s": {"setup": 95.0}, "sessions": {}, "waited": {}, "tests": {"all": 639, "fast": 479},
+           "steal_percent": 0.04, "control_s": [0.612, 0.634], "slowest": []}
+    suite_time.write(tmp_path, suite_time.datetime.date(2026, 12, 4), stamp, [run])
+    rows = [l for l in (tmp_path / "result.md").read_text().splitlines() if l.startswith("| 1 |")]
+    assert rows == ["| 1 | 20:51 | 0 | 29:38 | yes | 1:35 | - | - | - | - | - | 0.04 % | 0.61 / 0.63 |"]
