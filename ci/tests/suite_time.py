@@ -5,7 +5,8 @@ timed; before and after it, a control the suite has no part in (a fixed Python l
 core), so that an hour's speed shows as the control's, not as the suite's. After every run it
 writes docs/results/<date>-suite-time/ (runs.json; result.md: each run's minutes by phase, the
 control, what each stream waited for the other, the tests per tier, the ten slowest tests) and
-removes the clone and its cache; a failed run's clone is kept and named.
+removes the clone and its cache; a failed run's clone is kept and named. A set in
+docs/results/ (the default, or --out there) gets its row in the results' index.
 A tree with uncommitted changes is refused: the clone is of HEAD.
 
   ci/tests/suite_time.py [--runs N] [--out DIR]
@@ -204,10 +205,11 @@ def main():
         print(f"run {i}: exit {r['exit_code']}, {minutes(r['wall_s'])} ({', '.join(f'{k} {minutes(v)}' for k, v in r['phases_s'].items())})",
               file=sys.stderr)
         write(out, day, stamp, runs)
-    if not a.out:
+    if out.resolve().parent == publish.INDEX.parent:  # a set of the docs' results is listed
         publish.add_to_index(publish.INDEX, stamp["date"], out.name, "result.md", "./task test:time",
-                             f"the suite's minutes, {a.runs} fresh runs in a row: "
-                             + ", ".join(f"{minutes(r['wall_s'])}{'' if r['exit_code'] == 0 else ' (failed)'}" for r in runs))
+                             f"the suite's minutes, {a.runs} fresh run{'s in a row' if a.runs > 1 else ''}: "
+                             + ", ".join(f"{minutes(r['wall_s'])}{'' if r['exit_code'] == 0 else ' (failed)'}" for r in runs)
+                             + " (the control " + ", ".join(f"{r['control_s'][0]:.2f} s" for r in runs) + ")")
     print((out / "result.md").read_text())
     sys.exit(max(r["exit_code"] for r in runs))
 
