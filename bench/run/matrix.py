@@ -51,7 +51,7 @@ from cases import (CPUS, Bad, check_values, default_of, duration_s, traits, erro
 from report.relations import relations_page  # noqa: E402
 import publish  # noqa: E402  (PUBLISH=1: the set in docs/results/)
 from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, shared with the index)
-from tables import compute, fmt, judge_ratio, judged_on, markdown, run_listing  # noqa: E402,F401
+from tables import compute, fmt, judge_ratio, judged_on, markdown, rounds_of, run_listing  # noqa: E402,F401
 BENCH = ROOT / "bench/run/bench.sh"
 MONITORING_SH = ROOT / "bench/platforms/monitoring/monitoring.sh"
 # The noise probe before a budgeted matrix: 4 runs of its first case, each as long as the

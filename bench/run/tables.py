@@ -167,8 +167,9 @@ def markdown(m, rounds, mdir, interrupted):
 
 
 def rounds_of(r, by):
-    """The rounds a ratio's cases ran (finished or not)."""
-    return max((x["round"] for c in (r["of"], r["to"]) if c for x in by[c]["runs"] if x.get("round")), default=0)
+    """The rounds a ratio rests on: the fewer of its cases' (finished or not). A budgeted matrix
+    stops a case once its relations decide while its baseline may run on for another relation."""
+    return min((max((x["round"] for x in by[c]["runs"] if x.get("round")), default=0) for c in (r["of"], r["to"]) if c), default=0)
 
 
 def judged_on(r):

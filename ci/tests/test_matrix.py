@@ -327,6 +327,16 @@ def test_sides_with_different_ingress_cpu_are_judged_per_cpu():
     assert same["holds"] == "no" and same["interval"]["ratio"] == pytest.approx(0.5) and matrix.judged_on(same) == "rps"
 
 
+def test_a_relations_rounds_are_the_fewer_of_its_cases():
+    """A budgeted matrix stops a case once its relations decide while its baseline runs on for
+    another relation: a relation rests on the rounds of its case that stopped."""
+    matrix = matrix_module()
+    by = {"stopped": {"runs": [{"round": n} for n in (1, 2)]},
+          "baseline": {"runs": [{"round": n} for n in range(1, 16)] + [{"status": "skipped"}]}}
+    assert matrix.rounds_of({"of": "stopped", "to": "baseline"}, by) == 2
+    assert matrix.rounds_of({"of": "baseline", "to": None}, by) == 15
+
+
 @pytest.mark.e2e
 def test_a_budget_shorter_than_a_round_ends_after_one(tmp_path):
     """BUDGET: a noise probe first (the spread now, and the rounds each relation's margin needs),
