@@ -124,6 +124,12 @@ def set_relative(value, mdir):
     return value
 
 
+def in_results(out):
+    """Whether the set OUT is one of the docs' results (listed in INDEX), not a scratch copy
+    written elsewhere with --out."""
+    return Path(out).resolve().parent == INDEX.parent
+
+
 def add_to_index(index, date, folder, first, command, what):
     """The set's row at the top of the index's table (newest first)."""
     lines = Path(index).read_text().splitlines()

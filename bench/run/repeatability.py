@@ -6,7 +6,8 @@ noisy hour shows as the control's spread, not as a pass or a fail of the tool. W
 docs/results/<date>-repeatability/ (result.json, result.md: each run's share, rounds, median
 and interval, throttling, steal and p99; per mode the spread of the runs' answers beside the
 control's; each run's rounds.json and summary.txt; the rounds' own directories under
-results/) and its row in docs/results/README.md, and prints the table. Leaves the machine as it found it: both platforms down.
+results/), its row in docs/results/README.md when the set is there, and prints the table.
+Leaves the machine as it found it: both platforms down.
 
   bench/run/repeatability.py [--runs N] [--out DIR]
 """
@@ -178,7 +179,7 @@ def main():
                   f"{', '.join(f'{c:g}' for c in r['ingress_cpu'])} | {r['counted']}/{r['rounds']} | {r['wall_s']:.0f} s | "
                   f"{r['control_rps']:,.0f} |")
     (out / "result.md").write_text("\n".join(md) + "\n")
-    if not a.out:
+    if publish.in_results(out):
         publish.add_to_index(publish.INDEX, f"{day:%Y-%m-%d}", out.name, "result.md", "./task bench:repeatability", headline(s))
     print(table(s))
     print(f"results: {out}/result.md", file=sys.stderr)

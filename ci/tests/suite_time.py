@@ -39,8 +39,8 @@ PHASES = (("setup", "static and end to end on the lab and the local cluster (pyt
           ("streams", "the machine as found (ci/tests/machine_state.py compare)"))
 STREAM_END = re.compile(r"^\[(machine|lab|cluster)\] (\d+ (?:passed|failed).*) in ([\d.]+)s")
 WAITED = re.compile(r"^\[(lab|cluster)\] \w+ stream waited for (.*)$")
-# The control: this host runs the same suite in 29 minutes one hour and 36 the next; a loop on
-# one core, no I/O, reads the hour's speed beside each run.
+# The control: a loop on one core, no I/O, reads the host's speed beside each run, so that a
+# change in the suite's minutes can be told from a change in the host's.
 CONTROL = [sys.executable, "-c", "s = 0\nfor i in range(5_000_000):\n    s += i"]
 
 
@@ -108,7 +108,7 @@ def one_run(i, out):
     env = {**os.environ, "CI": "true", "IB_CACHE": str(cache)}
     before = control()
     started = datetime.datetime.now(datetime.timezone.utc)
-    steal = publish.cpu_times()
+    cpu_before = publish.cpu_times()
     t0, lines = time.monotonic(), []
     log = where / "run.log"
     p = subprocess.Popen(["bash", ".ci/run"], cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -125,7 +125,7 @@ def one_run(i, out):
         p.wait()
         sys.exit(f"error: interrupted; the run's clone and log are kept in {where}")
     wall = time.monotonic() - t0
-    steal = publish.steal_percent(steal)
+    steal = publish.steal_percent(cpu_before)
     ended, waited = streams(lines)
     slow, total = slowest(cache / "logs")
     record = {"run": i, "started": started.isoformat(timespec="seconds"), "exit_code": rc, "wall_s": round(wall, 1),
@@ -156,8 +156,8 @@ def write(out, day, stamp, runs):
           "`CI=true bash .ci/run` with an empty `IB_CACHE`, Go's build caches as the machine had them. "
           f"The budget: {BUDGET_S // 60} minutes. Phases: tools, builds and unit tests; the tests that need the whole "
           "machine, alone; the lab's stream and the cluster's at once; the machine's compare. The control: a fixed "
-          "Python loop on one core (5 million additions), the median seconds of 5, before and after the run; it "
-          "rises in a slower hour as the suite's minutes do.", "",
+          "Python loop on one core (5 million additions), the median seconds of 5, before and after the run: "
+          "the host's speed beside the suite's minutes.", "",
           "| run | started (UTC) | exit | total | within budget | tools, builds, unit | alone | two streams | compare | lab stream | cluster stream | steal | control (s, before / after) |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
@@ -205,7 +205,7 @@ def main():
         print(f"run {i}: exit {r['exit_code']}, {minutes(r['wall_s'])} ({', '.join(f'{k} {minutes(v)}' for k, v in r['phases_s'].items())})",
               file=sys.stderr)
         write(out, day, stamp, runs)
-    if out.resolve().parent == publish.INDEX.parent:  # a set of the docs' results is listed
+    if publish.in_results(out):
         publish.add_to_index(publish.INDEX, stamp["date"], out.name, "result.md", "./task test:time",
                              f"the suite's minutes, {a.runs} fresh run{'s in a row' if a.runs > 1 else ''}: "
                              + ", ".join(f"{minutes(r['wall_s'])}{'' if r['exit_code'] == 0 else ' (failed)'}" for r in runs)

@@ -96,3 +96,11 @@ def test_a_list_without_a_task_of_its_own_names_the_generic_one():
     assert publish.command_of(ROOT / "bench/run/matrices/overhead.yaml") == "./task bench:overhead"
     assert publish.command_of(ROOT / "bench/run/matrices/claims.yaml") == \
         "./task bench:matrix MATRIX=bench/run/matrices/claims.yaml"
+
+
+def test_a_set_is_the_docs_only_in_their_results_folder(tmp_path):
+    """A set written under docs/results/ gets its index row (test:time, bench:repeatability);
+    one written elsewhere with --out is a scratch copy and does not."""
+    assert publish.in_results(ROOT / "docs/results/2026-12-05-suite-time")
+    assert not publish.in_results(tmp_path / "2026-12-05-suite-time")
+    assert not publish.in_results(ROOT / "docs/results/2026-12-05-suite-time/inner")
