@@ -179,11 +179,17 @@ nodes_start() {
     node_cpus "$i" >"$d/cpus" # (the bench's k6 in the client node runs on these: drivers/local.sh)
     start "containerd-$i" nsenter --net="$d/netns" containerd --config "$d/containerd.toml"
   done
+  # The nodes' images at once (import_images), each node's kubelet once its own are in.
+  local imports=()
   for i in $(seq "$NODE_COUNT"); do
     d=$(node_dir "$i")
     wait_for 20 "containerd of node $i" test -S "$d/containerd/containerd.sock"
     # shellcheck disable=SC2086 # one name a word
-    import_images_to "$d/containerd/containerd.sock" $LOCAL_IMAGES
+    import_images_to "$d/containerd/containerd.sock" $LOCAL_IMAGES & imports+=($!)
+  done
+  for i in $(seq "$NODE_COUNT"); do
+    d=$(node_dir "$i")
+    wait_all "${imports[i - 1]}" || die "the images of node $i could not be imported"
     mount --bind "$d/kubelet" "$d/kubelet" && mount --make-shared "$d/kubelet"
     start "kubelet-$i" nsenter --net="$d/netns" unshare --mount --propagation unchanged bash "$CONF/cluster.sh" kubelet-ns-node "$d" "$(node_cpus "$i")" \
       --config="$d/kubelet.yaml" --kubeconfig="$KUBECONFIG" --node-ip="$(node_ip "$i")" \
