@@ -79,8 +79,8 @@ def others_of(c):
     they were read (the ingress on a node of its own), else on the whole host; and where."""
     node = c.get("client_node")
     if node:
-        return max(0.0, node["other_cpu_seconds"] / c["seconds"]), f"the rest of the client node's CPUs ({node['cpus']})"
-    return max(0.0, c["other_cpu_seconds"] / c["seconds"]), "the rest of the host"
+        return max(0.0, node["other_cpu_seconds"] / c["seconds"]), f"other work on the client node's CPUs ({node['cpus']})"
+    return max(0.0, c["other_cpu_seconds"] / c["seconds"]), "other work on the host"
 
 
 def budget(summary, probe_share, host_cpus, node_cpus=None):
@@ -107,7 +107,7 @@ def budget(summary, probe_share, host_cpus, node_cpus=None):
     q = "overlay" if node_cpus and share > node_cpus - 0.1 else quantity(share)
     shown = "its whole node" if q == "overlay" else q
     text = (f"ingress CPU {shown}: per request the ingress used {ingress * 1e6:.0f} µs, k6 {k6 * 1e6:.0f} µs, the backends "
-            f"{backends * 1e6:.0f} µs, and {rest} {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
+            f"{backends * 1e6:.0f} µs, and {rest} took {others:.2f} CPU (a {c['seconds']:.0f} s probe at "
             f"{probe_share}); at {shown} "
             + (f"(the least its node's {short / 1000:g} ms CFS period can enforce: a 1 ms quota a period) the client side has "
                "less than the headroom it should, and the run may measure k6 " if short else
@@ -132,7 +132,7 @@ def check(summary, share, host_cpus, node_cpus=None):
                          f"in a {c['seconds']:.0f} s probe); stop what else runs here, or set INGRESS_CPU")
     text = (f"ingress CPU {shown}, this machine's (its first run's probe chose it; INGRESS_CPU=probe decides it "
             f"again): the client side keeps {keeps:.2f}x the CPU the ingress's rate needs from it in a {c['seconds']:.0f} s "
-            f"check ({rest} {others:.2f} CPU)")
+            f"check ({rest} took {others:.2f} CPU)")
     return share, text, {"ingress_cpu": share, "source": "kept", **measured, "other_cores": round(others, 3),
                          "host_cpus": host_cpus, "client_over_need": round(keeps, 3),
                          **({"ingress_node_cpus": node_cpus} if node_cpus else {})}

@@ -133,7 +133,7 @@ def test_on_a_node_of_its_own_the_check_counts_the_client_nodes_other_work_only(
     r = check(tmp_path, s, "400m", 1, 1)
     assert r.returncode == 0, r.stderr
     q, text, meta = r.stdout.splitlines()
-    assert json.loads(meta)["client_over_need"] == 2.139 and text.endswith("(the rest of the client node's CPUs (0) 0.20 CPU)"), text
+    assert json.loads(meta)["client_over_need"] == 2.139 and text.endswith("(other work on the client node's CPUs (0) took 0.20 CPU)"), text
 
 
 def test_a_probe_without_an_ingress_count_is_one_line(tmp_path):
