@@ -105,6 +105,18 @@ def test_the_prometheus_takes_k6_and_every_monitor(chart):
         assert prom[f"{kind}Selector"] == {}, (kind, prom[f"{kind}Selector"])
 
 
+def test_prometheus_is_probed_on_the_port_it_serves(chart):
+    """The startup probe both stacks give Prometheus (it is ready as soon as it answers) asks the
+    port by the name the operator gives it: the chart's (portName http-web) and the project's
+    stack's (the operator's default, web). By another name the probe never succeeds and the
+    stack never comes up."""
+    local = next(d for d in yaml.safe_load_all((ROOT / "monitoring/local/prometheus.yaml").read_text()) if d["kind"] == "Prometheus")
+    charts = next(d for d in render(chart, "-f", str(ROOT / "monitoring/kube-prometheus-stack-local.yaml")) if d["kind"] == "Prometheus")
+    for prom in (local["spec"], charts["spec"]):
+        probes = [c["startupProbe"]["httpGet"]["port"] for c in prom.get("containers", []) if c["name"] == "prometheus"]
+        assert probes == [prom.get("portName", "web")], (prom.get("portName"), probes)
+
+
 def test_the_dashboard_sidecar_selects_the_project_dashboards(chart):
     """Grafana's sidecar loads ConfigMaps by label, in the namespaces it searches, into the
     folder an annotation names: the chart's own dashboards (rendered without Grafana's server,
