@@ -120,7 +120,7 @@ def test_a_kept_share_the_client_can_no_longer_drive_is_refused_in_one_line(tmp_
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == [
         f"error: the ingress CPU probe ({tmp_path}): the client side can no longer drive the ingress CPU this machine keeps "
-        "(650m): it has 0.65x the CPU the ingress's rate needs from it (the rest of the host took 0.90 CPU in a 3 s probe); "
+        "(650m): it has 0.65x the CPU the ingress's rate needs from it (other work on the host took 0.90 CPU in a 3 s probe); "
         "stop what else runs here, or set INGRESS_CPU"]
 
 

@@ -28,7 +28,7 @@ def case_list(tmp_path, cases, **top):
     doc = {"title": "test matrix", "defaults": SHORT, "cases": cases,
            "columns": [{"title": "variant", "field": "variant"},
                        {"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"},
-                       {"key": "k6_cpu", "title": "k6 CPU busy", "value": "client.utilization", "scale": 100, "format": ".0f", "unit": "%"}],
+                       {"key": "k6_cpu", "title": "k6 CPU over the run", "value": "client.utilization", "scale": 100, "format": ".0f", "unit": "%"}],
            **top}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
