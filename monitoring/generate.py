@@ -165,6 +165,16 @@ def signals_js(c):
         *[f"  {{ key: {js(s['key'])}, limit: {js(s['verdict']['limit'])}, why: {js(s['verdict']['why'])}, "
           f"valid: {js(s['verdict'].get('valid', True))} }}," for s in limits],
         "];",
+        "",
+        "// On an ingress the suite did not deploy (no rules loaded in the user's Prometheus): each",
+        "// signal's rule with every rule it reads written out, one expression to evaluate. Their",
+        "// $placeholders: $window, $ingress, $backend, $loadgen (label matchers), $link (bit/s).",
+        "export const EXISTING_QUERIES = {",
+        *[f"  {s['key']}: {js(contract.inlined(c, 'existing', s['record']))}," for s in keyed],
+        "};",
+        "",
+        "// The rules' window in scrape intervals (three samples), wherever the interval is.",
+        f"export const WINDOW_SCRAPES = {contract.window_for(c, 1)};",
     ]
     return "\n".join(out) + "\n"
 
@@ -175,14 +185,14 @@ def cell(text):
 
 def readme_table(c):
     labels = lambda s: f" `{{{', '.join(s['labels'])}}}`" if s.get("labels") else ""  # noqa: E731
-    rows = ["| rule | unit | summary key | meaning | cluster | lab |", "|---|---|---|---|---|---|"]
+    rows = ["| rule | unit | summary key | meaning | cluster | lab | existing |", "|---|---|---|---|---|---|---|"]
     for s in c["signals"]:
         if s.get("internal"):
             continue
         src = contract.per_platform(s["source"])
-        lab = "same" if src["lab"] == src["cluster"] else src["lab"]
+        same = lambda p: "same" if src[p] == src["cluster"] else cell(src[p])  # noqa: E731
         rows.append(f"| `{s['record']}`{labels(s)} | {s['unit']} | {'`' + s['key'] + '`' if s.get('key') else '–'} "
-                    f"| {cell(s['meaning'])} | {cell(src['cluster'])} | {cell(lab)} |")
+                    f"| {cell(s['meaning'])} | {cell(src['cluster'])} | {same('lab')} | {same('existing')} |")
     verdict = ["| order | verdict | signal | saturated at | why |", "|---|---|---|---|---|"]
     for s in contract.limits(c):
         v = s["verdict"]

@@ -6,11 +6,18 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
 
   monitoring/rulefile.py lab BITS   the lab's: monitoring/lab/rules.yaml, link capacity BITS
   monitoring/rulefile.py cluster    the cluster's, as the component deploys them
+  monitoring/rulefile.py existing INTERVAL INGRESS BACKEND LOADGEN BITS
+                                    an existing ingress's, rendered for one run: evaluated
+                                    every INTERVAL seconds (the scrape interval), over three
+                                    scrapes, on the pods the label matchers name
 """
 import sys
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import signals as contract  # noqa: E402  (monitoring/signals.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENT = ROOT / "kustomize/components/monitoring"
@@ -33,6 +40,16 @@ def lab(bits):
     return groups
 
 
+def existing(interval, ingress, backend, loadgen, bits):
+    c = contract.load()
+    values = {"window": f"{contract.window_for(c, int(interval))}s", "ingress": ingress, "backend": backend,
+              "loadgen": loadgen, "link": bits}
+    return [{"name": g["name"], "interval": f"{int(interval)}s",
+             "rules": [{"record": s["record"], "expr": contract.fill(contract.per_platform(s["expr"])["existing"], **values)}
+                       for s in c["signals"] if s["group"] == g["name"] and contract.per_platform(s.get("expr"))["existing"]]}
+            for g in c["groups"]]
+
+
 def records(groups):
     return {r["record"] for g in groups for r in g["rules"]}
 
@@ -42,6 +59,8 @@ if __name__ == "__main__":
         groups = cluster()
     elif sys.argv[1:2] == ["lab"] and len(sys.argv) == 3:
         groups = lab(sys.argv[2])
+    elif sys.argv[1:2] == ["existing"] and len(sys.argv) == 7:
+        groups = existing(*sys.argv[2:])
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

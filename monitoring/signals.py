@@ -6,6 +6,9 @@ from the same data.
   public(c)             the records consumers may read (not the internal helpers)
   report_signals(root)  summary key -> (unit, record, meaning), bench/report.py's SIGNALS
   saturation(root)      record -> the verdict's saturation level (dashboards/generate.py)
+  inlined(c, p, record) the rule's expression on platform p with every bench:* rule it reads
+                        written out: the same value as one query, without the rules loaded
+  fill(expr, **values)  an expression's $placeholders filled in
 
 Bad data raises ContractError with one line naming the signal. Needs only PyYAML."""
 import re
@@ -15,7 +18,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE = "monitoring/signals.yaml"
-PLATFORMS = ("cluster", "lab")
+PLATFORMS = ("cluster", "lab", "existing")
+# What an expression may leave to be filled in, per platform: the window everywhere; on an
+# existing ingress also its pods', the backends' and the runners' label matchers and the
+# declared link capacity, known only when a run begins (monitoring/rulefile.py existing,
+# k6/lib/correlation.js).
+PLACEHOLDERS = {"cluster": {"window"}, "lab": {"window"}, "existing": {"window", "ingress", "backend", "loadgen", "link"}}
+PLACEHOLDER = re.compile(r"\$([a-z]+)")
 # unit -> the report's formatting code (bench/report.py f_signal).
 UNITS = {"cores": "cores", "0–1": "ratio", "req/s": "rate", "req/s per core": "rate",
          "connections": "count", "bit/s": "bits", "packets/s": "pps"}
@@ -38,6 +47,17 @@ def per_platform(value):
 
 def window_seconds(c):
     return int(c["window"][:-1])
+
+
+def interval_seconds(c):
+    """How often the signals' group is evaluated on the project's platforms."""
+    return int(c["groups"][0]["interval"][:-1])
+
+
+def window_for(c, interval):
+    """The rules' window at another evaluation (and scrape) interval: as many samples as the
+    contract's window holds at its own (three)."""
+    return interval * window_seconds(c) // interval_seconds(c)
 
 
 def load(root=ROOT):
@@ -87,13 +107,18 @@ def _validate(c):
         for p, e in exprs.items():
             if not e:
                 continue
-            if "$" in e.replace("$window", ""):
-                bad(f"{rec}: expr for {p} holds a '$' other than $window")
+            extra = sorted(set(PLACEHOLDER.findall(e)) - PLACEHOLDERS[p])
+            if extra or "$" in PLACEHOLDER.sub("", e):
+                bad(f"{rec}: expr for {p} holds a '$' other than "
+                    f"{', '.join('$' + n for n in sorted(PLACEHOLDERS[p]))}")
             for dep in sorted(set(RECORD.findall(e)) - {rec}):
                 if dep not in records:
                     bad(f"{rec} reads {dep}, which is not a signal of the contract")
                 if not per_platform(records[dep].get("expr"))[p]:
                     bad(f"{rec} reads {dep}, which has no rule on {p}")
+                if p == "existing" and re.search(re.escape(dep) + r"\s*\{", e):
+                    bad(f"{rec} selects from {dep} on {p}: its rules are also one query, where a "
+                        "rule read is its expression written out, which takes no label matcher")
                 # Order is evaluation order: what a rule reads in its own group comes before it.
                 if records[dep]["group"] == s["group"] and dep not in seen:
                     bad(f"{rec} reads {dep}, which comes after it in group {s['group']}: "
@@ -141,3 +166,20 @@ def report_signals(root=ROOT):
 def saturation(root=ROOT):
     """record -> the level at or above which the verdict calls it saturated."""
     return {s["record"]: s["saturation"] for s in limits(load(root))}
+
+
+def inlined(c, platform, record):
+    """The expression of RECORD on PLATFORM with every bench:* rule it reads replaced by that
+    rule's own expression (recursively, in parentheses): what the rule evaluates to, as one
+    query. Placeholders stay for fill()."""
+    exprs = {s["record"]: per_platform(s.get("expr"))[platform] for s in c["signals"]}
+
+    def expand(rec):
+        return RECORD.sub(lambda m: f"({expand(m.group(0))})" if m.group(0) != rec else m.group(0),
+                          " ".join(exprs[rec].split()))
+    return expand(record)
+
+
+def fill(expr, **values):
+    """EXPR with each $name replaced by values[name] (a KeyError names one not given)."""
+    return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), expr)

@@ -39,16 +39,54 @@ def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
     (monitoring/tests/<platform>.test.yaml: an expectation for every signal, which
     monitoring/generate.py --check demands)."""
     assert sh("bash", "bench/platforms/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
-    files = {"cluster": rule_file(tmp_path, "cluster"), "lab": rule_file(tmp_path, "lab", "1e9")}
+    tests = {p: yaml.safe_load((ROOT / f"monitoring/tests/{p}.test.yaml").read_text()) for p in contract.PLATFORMS}
+    # An existing ingress's rules are rendered for a run: its test names the run's values.
+    files = {"cluster": rule_file(tmp_path, "cluster"), "lab": rule_file(tmp_path, "lab", "1e9"),
+             "existing": rule_file(tmp_path, "existing", *tests["existing"].pop("rulefile_args"))}
     r = subprocess.run([PROMTOOL, "check", "rules", *map(str, files.values())], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     for platform, rules in files.items():
-        test = yaml.safe_load((ROOT / f"monitoring/tests/{platform}.test.yaml").read_text())
+        test = tests[platform]
         test["rule_files"] = [str(rules)]
         (tmp_path / f"{platform}.test.yaml").write_text(yaml.safe_dump(test))
         r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / f"{platform}.test.yaml")],
                            capture_output=True, text=True)
         assert r.returncode == 0 and "SUCCESS" in r.stdout, platform + ": " + r.stdout + r.stderr
+
+
+def test_an_existing_ingress_reads_as_one_query_what_its_rules_record(tmp_path):
+    """Without the rules in the user's Prometheus, k6's correlation asks one query
+    (k6/lib/correlation.js existingQuery: every rule written out, evaluated every scrape,
+    each series named by its rule): on the existing platform's promtool input, its last
+    evaluation holds, signal by signal and pod by pod, what the recorded rules' expectations
+    hold (monitoring/tests/existing.test.yaml's first test)."""
+    fixture = yaml.safe_load((ROOT / "monitoring/tests/existing.test.yaml").read_text())
+    interval, ingress, backend, loadgen, link = fixture.pop("rulefile_args")
+    c = contract.load()
+    values = {"window": f"{contract.window_for(c, int(interval))}s", "ingress": ingress, "backend": backend,
+              "loadgen": loadgen, "link": float(link)}
+    js = ("import('./k6/lib/correlation.js').then((m) => console.log(m.existingQuery("
+          f"{{ from: 510, to: 600 }}, {json.dumps(values)}, {int(interval)})))")
+    r = sh("node", "--input-type=module", "-e", js)
+    assert r.returncode == 0, r.stderr
+    query = r.stdout.strip()
+    keys = {s["record"]: s["key"] for s in contract.keyed(c)}
+    first = fixture["tests"][0]
+    expected = []
+    for e in first["promql_expr_test"]:
+        rule = next(iter(contract.RECORD.findall(e["expr"])), None)
+        if rule in keys:  # the signals of k6's summary; the others are rules only
+            for s in e["exp_samples"]:
+                inner = s.get("labels", "{}")[1:-1]
+                expected.append({"labels": "{" + ",".join(filter(None, [f'bench_signal="{keys[rule]}"', inner])) + "}",
+                                 "value": s["value"]})
+    assert len(expected) >= len(keys), expected
+    test = {"evaluation_interval": fixture["evaluation_interval"], "tests": [{
+        "interval": first["interval"], "input_series": first["input_series"],
+        "promql_expr_test": [{"expr": f"round(last_over_time({query}), 0.001)", "eval_time": "10m", "exp_samples": expected}]}]}
+    (tmp_path / "query.test.yaml").write_text(yaml.safe_dump(test))
+    r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "query.test.yaml")], capture_output=True, text=True)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
 
 def test_both_platforms_record_the_same_contract(tmp_path):

@@ -213,7 +213,32 @@ BAD_CONTRACTS = {
     "the link capacity moved": (
         link_rule_second,
         "bench:link_capacity:bits must be the first rule of group bench-link"),
+    "a placeholder no run fills": (
+        lambda c: signal(c, "bench:nic_drops:rate")["expr"].update(existing="sum(rate(drops{$pods}[$window]))"),
+        "bench:nic_drops:rate: expr for existing holds a '$' other than $backend, $ingress, $link, $loadgen, $window"),
+    "an existing ingress's placeholder on the cluster": (
+        lambda c: signal(c, "bench:nic_drops:rate")["expr"].update(cluster="sum(rate(drops{$ingress}[$window]))"),
+        "bench:nic_drops:rate: expr for cluster holds a '$' other than $window"),
+    "a matcher on a rule an existing ingress's query writes out": (
+        lambda c: signal(c, "bench:ingress_cpu_utilization:ratio")["expr"].update(
+            existing='sum(bench:ingress_cpu_cores:rate{pod="a"}) / sum(bench:ingress_cpu_limit:cores)'),
+        "bench:ingress_cpu_utilization:ratio selects from bench:ingress_cpu_cores:rate on existing"),
 }
+
+
+def test_a_rule_written_out_is_the_rules_it_reads_in_parentheses():
+    """contract.inlined: what k6 asks an existing ingress's Prometheus for each signal
+    (k6/lib/signals.js EXISTING_QUERIES) is the rule with each rule it reads, recursively,
+    replaced by that rule's expression; placeholders stay for the run to fill."""
+    c = contract.load()
+    cores = contract.inlined(c, "existing", "bench:ingress_cpu_cores:rate")
+    limit = contract.inlined(c, "existing", "bench:ingress_cpu_limit:cores")
+    assert contract.inlined(c, "existing", "bench:ingress_cpu_utilization:ratio") == f"sum(({cores})) / sum(({limit}))"
+    assert contract.inlined(c, "existing", "bench:rps_per_ingress_core:ratio").endswith(f" / sum(({cores}))")
+    assert not any(contract.RECORD.search(contract.inlined(c, "existing", s["record"])) for s in contract.keyed(c))
+    assert contract.fill("a{$ingress}[$window]", ingress='pod="x"', window="90s") == 'a{pod="x"}[90s]'
+    with pytest.raises(KeyError):
+        contract.fill("vector($link)")
 
 
 @pytest.mark.parametrize("case", BAD_CONTRACTS)

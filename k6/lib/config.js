@@ -2,6 +2,7 @@
 // (settings.js); the rules between settings (tps needs TLS, a target outside the lab needs
 // the opt-in) are here. Pure functions only (no k6 imports): node's test runner loads this file too.
 import { PAYLOADS, SCENARIO_NAMES, durationMs, received, setting } from './settings.js';
+import { PROJECT_TIMING, existingTiming } from './correlation.js';
 
 // The lab's load balancer: a bare k6 run's default target (the ci/ entry points pass their
 // own). LAB_LB_IP in bench/platforms/lab.env, checked by ci/tests/test_settings.py.
@@ -86,6 +87,21 @@ function prometheusUrlOf(env, inside) {
   return url;
 }
 
+// An ingress the suite did not deploy (IB_EXISTING, set by bench/run/bench.sh once it found the
+// pods and measured the scrape interval): the values its rules' placeholders take, or null.
+const EXISTING_FIELDS = { interval: 'number', ingress: 'string', backend: 'string', loadgen: 'string', link: 'number' };
+function existingOf(env) {
+  if (!env.IB_EXISTING) return null;
+  let e;
+  try { e = JSON.parse(env.IB_EXISTING); } catch (err) { fail(`IB_EXISTING is not JSON: ${err.message}`); }
+  for (const [k, type] of Object.entries(EXISTING_FIELDS)) {
+    // eslint-disable-next-line valid-typeof
+    if (!e || typeof e[k] !== type) fail(`IB_EXISTING.${k} must be a ${type}, got ${JSON.stringify(e && e[k])}`);
+  }
+  if (!(e.interval >= 1)) fail(`IB_EXISTING.interval must be at least 1 (seconds), got ${e.interval}`);
+  return e;
+}
+
 // The pass/fail thresholds: the client's, and the server-side ones on the correlation
 // (k6/lib/correlation.js; 0: none).
 function thresholdsOf(env, profile) {
@@ -151,6 +167,7 @@ export function parseConfig(env, scenario, profile) {
   const platform = setting(env, 'PLATFORM', 'lab');
 
   const prometheusUrl = prometheusUrlOf(env, inside);
+  const existing = existingOf(env);
   let meta = {};
   if (env.BENCH_META) {
     try { meta = JSON.parse(env.BENCH_META); } catch (e) { fail(`BENCH_META is not JSON: ${e.message}`); }
@@ -162,6 +179,9 @@ export function parseConfig(env, scenario, profile) {
     duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, segments, rate, reuse, engine, discardBodies: profile.discardBodies,
     thresholds: thresholdsOf(env, profile),
     prometheusUrl,
+    existing,
+    // The rules' window and interval the correlation reads (k6/lib/correlation.js).
+    timing: existing ? existingTiming(existing.interval) : PROJECT_TIMING,
     tags: { testid, variant, platform, scenario },
     resultsDir: env.RESULTS_DIR || `results/${testid}`,
     meta,

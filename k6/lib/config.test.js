@@ -90,6 +90,18 @@ test('unknown names are refused and listed', () => {
   bad({ BENCH_META: '{' }, 'rps', /BENCH_META is not JSON/);
 });
 
+test('an existing ingress: the values its rules take, checked, and its Prometheus\'s timing', () => {
+  const e = { interval: 30, ingress: 'namespace="i", pod=~"a|b"', backend: 'namespace="b"', loadgen: 'namespace="l"', link: 1e9 };
+  const cfg = config({ IB_EXISTING: JSON.stringify(e) }, 'rps');
+  assert.deepEqual(cfg.existing, e);
+  assert.deepEqual(cfg.timing, { window: 90, interval: 30, lag: 30 });
+  assert.deepEqual(config({}, 'rps').timing, { window: 6, interval: 2, lag: 1 });
+  assert.equal(config({}, 'rps').existing, null);
+  bad({ IB_EXISTING: '{' }, 'rps', /IB_EXISTING is not JSON/);
+  bad({ IB_EXISTING: JSON.stringify({ ...e, ingress: undefined }) }, 'rps', /IB_EXISTING\.ingress must be a string, got undefined/);
+  bad({ IB_EXISTING: JSON.stringify({ ...e, interval: 0 }) }, 'rps', /IB_EXISTING\.interval must be at least 1/);
+});
+
 test('NO_REUSE turns keep-alive off (ab without -k); tps never reuses', () => {
   assert.equal(config({ NO_REUSE: '1' }, 'rps').reuse, false);
   assert.equal(config({ NO_REUSE: '0' }, 'tps').reuse, false);

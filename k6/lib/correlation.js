@@ -5,7 +5,7 @@
 // The signal contract (monitoring/signals.yaml): the summary keys and their rules, the rules'
 // window and interval, the verdict's saturation levels and order. signals.js is generated from
 // it by monitoring/generate.py; SIGNALS, SATURATION and RULE_WINDOW_S are re-exported for the lib.
-import { LIMITS, RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS } from './signals.js';
+import { EXISTING_QUERIES, LIMITS, RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS, WINDOW_SCRAPES } from './signals.js';
 
 export { RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS };
 
@@ -17,16 +17,26 @@ export { RULE_INTERVAL_S, RULE_WINDOW_S, SATURATION, SIGNALS };
 // cover the load from its RAMP_S-th second to its end and nothing after. A run too short to
 // hold one evaluation there averages every evaluation after the rules' warm-up (the whole run
 // when even that is too long), and says it was not steady.
+// TIMING: the rules' window, interval and collection lag in seconds: the project's own
+// platforms' (PROJECT_TIMING) or an existing ingress's (existingTiming).
 export const RAMP_S = 1;
 export const COLLECT_LAG_S = 1;
-export function steadyWindow(start, end) {
-  const from = start + RAMP_S + COLLECT_LAG_S + RULE_WINDOW_S;
-  if (end - from >= RULE_INTERVAL_S) return { from, to: end, steady: true };
-  const warm = end - start >= RULE_WINDOW_S + RULE_INTERVAL_S ? RULE_WINDOW_S : 0;
+export const PROJECT_TIMING = { window: RULE_WINDOW_S, interval: RULE_INTERVAL_S, lag: COLLECT_LAG_S };
+export function steadyWindow(start, end, timing = PROJECT_TIMING) {
+  const from = start + RAMP_S + timing.lag + timing.window;
+  if (end - from >= timing.interval) return { from, to: end, steady: true };
+  const warm = end - start >= timing.window + timing.interval ? timing.window : 0;
   return { from: start + warm, to: end, steady: false };
 }
 // The shortest run with a steady window.
-export const STEADY_MIN_S = RAMP_S + COLLECT_LAG_S + RULE_WINDOW_S + RULE_INTERVAL_S;
+export const steadyMinS = (timing = PROJECT_TIMING) => RAMP_S + timing.lag + timing.window + timing.interval;
+export const STEADY_MIN_S = steadyMinS();
+
+// An existing ingress in the user's Prometheus: evaluated at its scrape interval, over as many
+// scrapes as the contract's window holds, a sample up to one scrape old.
+export function existingTiming(interval) {
+  return { window: WINDOW_SCRAPES * interval, interval, lag: interval };
+}
 
 // One instant query for every signal's recorded samples over the window, read at its end: the
 // samples themselves, stamped with their evaluation times (parseSignals keeps those from
@@ -36,17 +46,33 @@ export function correlationQuery(w) {
   return `{__name__=~"${names}"}[${Math.ceil(w.to - w.from) + 1}s]`;
 }
 
+// The same answer without the rules loaded (an existing ingress's Prometheus, which the suite
+// changes only on the user's opt-in): every signal's rule written out (EXISTING_QUERIES), its
+// placeholders filled from VALUES (window, ingress, backend, loadgen, link), evaluated as the
+// rules would be, every interval (a subquery, aligned as rule evaluations are), each series named
+// by its rule (and a label of its own, which keeps `or` from merging signals that have the same
+// other labels), so that parseSignals reads it as it reads recorded samples.
+export function existingQuery(w, values, interval) {
+  const fill = (e) => e.replace(/\$([a-z]+)/g, (_, name) => {
+    if (!(name in values)) throw new Error(`existingQuery: no value for $${name}`);
+    return String(values[name]);
+  });
+  const named = Object.entries(EXISTING_QUERIES).map(([key, e]) =>
+    `label_replace(label_replace(${fill(e)}, "__name__", "${SIGNALS[key]}", "", ""), "bench_signal", "${key}", "", "")`);
+  return `(${named.join(' or ')})[${Math.ceil(w.to - w.from) + 1}s:${interval}s]`;
+}
+
 // Whether every rule's evaluations up to `to` are in Prometheus' answer. A rule group
 // evaluates at slots RULE_INTERVAL_S apart and stamps each sample with its slot, but writes it
 // when the evaluation has run: on a busy host, after the slot, so a query at the load's end can
 // miss the last slot before it. A rule whose newest sample is an interval or more before `to`
 // has a slot still to come; a rule with no samples at all is missing, not late.
-export function evaluationsIn(body, to) {
+export function evaluationsIn(body, to, interval = RULE_INTERVAL_S) {
   const newest = {};
   for (const s of (body && body.data && body.data.result) || []) {
     for (const [t] of s.values || []) newest[s.metric.__name__] = Math.max(newest[s.metric.__name__] || -Infinity, t);
   }
-  return Object.values(newest).every((t) => t > to - RULE_INTERVAL_S);
+  return Object.values(newest).every((t) => t > to - interval);
 }
 
 // Whether the teardown asks Prometheus again, at `now` (seconds) after an answer of `status`
@@ -55,9 +81,9 @@ export function evaluationsIn(body, to) {
 // REFUSED_GRACE_S: a Service's NodePort refuses while its one endpoint is unready, which a
 // readiness probe lost on a loaded host makes it for a few seconds.
 export const REFUSED_GRACE_S = 10;
-export function askAgain(status, body, to, now) {
+export function askAgain(status, body, to, now, interval = RULE_INTERVAL_S) {
   if (status === 0) return now < to + REFUSED_GRACE_S;
-  return status === 200 && !evaluationsIn(body, to) && now <= to + 2 * RULE_INTERVAL_S;
+  return status === 200 && !evaluationsIn(body, to, interval) && now <= to + 2 * interval;
 }
 
 // Prometheus' JSON answer (a matrix) -> { signals: { key: mean }, evaluations }: per evaluation
@@ -148,8 +174,11 @@ export function correlationText(c, v, col) {
   const w = c.window || {};
   if (Number.isFinite(w.from) && Object.keys(s).length) {
     const at = (t) => (t - w.load_start).toFixed(0); // seconds into the load
-    lines.push(`${'window'.padEnd(col)}signals averaged over ${at(w.from)}-${at(w.to)} s of the load (${w.evaluations} evaluations of the rules)` +
-      (w.steady ? '' : `: a load under ${STEADY_MIN_S} s has no steady window, so its ramp is in them`));
+    // Another interval than the project's: an existing ingress's, its Prometheus's scrapes.
+    const own = !w.interval_s || (w.interval_s === RULE_INTERVAL_S && w.rule_window_s === RULE_WINDOW_S);
+    lines.push(`${'window'.padEnd(col)}signals averaged over ${at(w.from)}-${at(w.to)} s of the load (${w.evaluations} evaluations of the rules` +
+      (own ? '' : `, every ${w.interval_s} s over ${w.rule_window_s} s: the scrape interval of the ingress's series`) + ')' +
+      (w.steady ? '' : `: a load under ${w.steady_min_s || STEADY_MIN_S} s has no steady window, so its ramp is in them`));
   }
   // One line per reason, naming the signals it cost.
   const byReason = {};

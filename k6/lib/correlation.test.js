@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { REFUSED_GRACE_S, RULE_INTERVAL_S, SIGNALS, STEADY_MIN_S, askAgain, steadyWindow, correlationQuery, evaluationsIn, parseSignals, verdict, missingReasons, correlationText } from './correlation.js';
+import { REFUSED_GRACE_S, RULE_INTERVAL_S, SIGNALS, STEADY_MIN_S, askAgain, steadyWindow, correlationQuery, evaluationsIn, existingQuery, existingTiming, parseSignals, steadyMinS, verdict, missingReasons, correlationText } from './correlation.js';
+import { EXISTING_QUERIES } from './signals.js';
 
 const calm = { loadgen_cpu_utilization: 0.5, nic_utilization: 0.1, ingress_cpu_utilization: 0.5, backend_cpu_utilization: 0.2 };
 
@@ -12,6 +13,41 @@ test('the steady window: from the ramp, the collection lag and a rule window int
   // Shorter: every evaluation after the rules' warm-up, then the whole run; not steady.
   assert.deepEqual(steadyWindow(100, 109), { from: 106, to: 109, steady: false });
   assert.deepEqual(steadyWindow(100, 107), { from: 100, to: 107, steady: false });
+});
+
+test('an existing ingress at a 30 s scrape: three scrapes a window, one of lag, the window from there', () => {
+  const t30 = existingTiming(30);
+  assert.deepEqual(t30, { window: 90, interval: 30, lag: 30 });
+  // RAMP_S 1 + one scrape of lag + three scrapes: the first evaluation that saw only full load.
+  assert.equal(steadyMinS(t30), 151);
+  assert.deepEqual(steadyWindow(100, 300, t30), { from: 221, to: 300, steady: true });
+  assert.deepEqual(steadyWindow(100, 240, t30), { from: 190, to: 240, steady: false });
+  assert.deepEqual(steadyWindow(100, 200, t30), { from: 100, to: 200, steady: false });
+});
+
+test('without the rules loaded: one query, every signal written out, filled, evaluated every scrape and named by its rule', () => {
+  const values = { window: '90s', ingress: 'namespace="ingress", pod=~"ctl-1|ctl-2"', backend: 'namespace="shop"', loadgen: 'namespace="ingress-bench"', link: 1e9 };
+  const q = existingQuery({ from: 221, to: 300 }, values, 30);
+  assert.ok(!q.includes('$'), q);
+  assert.ok(!/bench:[a-z_]+:[a-z_]+[^"a-z_]/.test(q), 'every rule read is written out');
+  assert.match(q, /^\(label_replace\(label_replace\(/);
+  assert.match(q, /\)\[80s:30s\]$/);
+  for (const [key, rule] of Object.entries(SIGNALS)) {
+    assert.ok(q.includes(`"__name__", "${rule}", "", ""), "bench_signal", "${key}", "", "")`), key);
+  }
+  assert.equal(q.split(' or label_replace(label_replace(').length, Object.keys(EXISTING_QUERIES).length);
+  assert.ok(q.includes('container_cpu_usage_seconds_total{namespace="ingress", pod=~"ctl-1|ctl-2", container!~"|POD"}[90s]'), q);
+  assert.ok(q.includes('vector(1000000000)'), q);
+  const { link, ...noLink } = values;
+  assert.throws(() => existingQuery({ from: 221, to: 300 }, noLink, 30), /no value for \$link/);
+});
+
+test('the evaluations are in when each signal\'s newest is within the interval it is evaluated at', () => {
+  const body = { data: { result: [{ metric: { __name__: 'bench:a' }, values: [[270, '1']] }] } };
+  assert.equal(evaluationsIn(body, 300, 30), false);
+  assert.equal(evaluationsIn(body, 299, 30), true);
+  assert.equal(askAgain(200, body, 300, 330, 30), true);
+  assert.equal(askAgain(200, body, 300, 361, 30), false);
 });
 
 test('one query reads every rule\'s samples over the window', () => {
@@ -111,6 +147,13 @@ test('text: the window the signals were averaged over, in seconds of the load', 
   assert.equal(at({ from: 108, to: 120, steady: true, evaluations: 7 }), 'window        signals averaged over 8-20 s of the load (7 evaluations of the rules)');
   assert.match(at({ from: 106, to: 109, steady: false, evaluations: 2 }), /over 6-9 s .*: a load under 10 s has no steady window/);
   assert.equal(at({}), undefined);
+  // An existing ingress's: the interval and window its scrapes gave, and its own shortest steady run.
+  assert.equal(at({ from: 221, to: 300, steady: true, evaluations: 3, interval_s: 30, rule_window_s: 90, steady_min_s: 151 }),
+    'window        signals averaged over 121-200 s of the load (3 evaluations of the rules, every 30 s over 90 s: the scrape interval of the ingress\'s series)');
+  assert.match(at({ from: 190, to: 240, steady: false, evaluations: 2, interval_s: 30, rule_window_s: 90, steady_min_s: 151 }),
+    /: a load under 151 s has no steady window/);
+  assert.equal(at({ from: 108, to: 120, steady: true, evaluations: 7, interval_s: 2, rule_window_s: 6, steady_min_s: 10 }),
+    'window        signals averaged over 8-20 s of the load (7 evaluations of the rules)');
 });
 
 test('ingress CPUs busy with other work: the verdict says whose the time was', () => {

@@ -6,7 +6,7 @@ import { Counter, Gauge } from 'k6/metrics';
 import { parseConfig, vuConnections, vuFirstConnection } from './config.js';
 import { buildOptions } from './options.js';
 import { summaryFiles } from './summary.js';
-import { SIGNALS, askAgain, correlationQuery, parseSignals, steadyWindow } from './correlation.js';
+import { SIGNALS, askAgain, correlationQuery, existingQuery, parseSignals, steadyWindow } from './correlation.js';
 
 // Gauges are declared in the init context: one per correlation signal, so thresholds can
 // name them, plus whether Prometheus answered at all and how many evaluations of the rules the
@@ -56,8 +56,11 @@ export function scenario(name, profile) {
       if (ib) ib.publishLatency(); // every request in: the latency thresholds' final values
       if (!cfg.prometheusUrl) return;
       // The load ran from setup's end for DURATION; the signals are read over its steady part.
-      const w = steadyWindow(data.start, Math.min(Date.now() / 1000, data.start + cfg.durationMs / 1000));
-      const q = correlationQuery(w);
+      const w = steadyWindow(data.start, Math.min(Date.now() / 1000, data.start + cfg.durationMs / 1000), cfg.timing);
+      const { interval } = cfg.timing;
+      const q = cfg.existing ? existingQuery(w, { ...cfg.existing, window: `${cfg.timing.window}s` }, interval) : correlationQuery(w);
+      // An existing ingress's inputs: the scrape at or before the window's end is in one interval after it.
+      if (cfg.existing) sleep(Math.max(0, w.to + interval + 1 - Date.now() / 1000));
       let res;
       for (;;) {
         queries.add(1);
@@ -65,7 +68,7 @@ export function scenario(name, profile) {
           // responseType: the throughput scenario discards bodies by default; this one is read.
           timeout: '10s', responseType: 'text', tags: { name: 'bench-correlation' }, responseCallback: http.expectedStatuses({ min: 0, max: 599 }),
         });
-        if (!askAgain(res.status, res.status === 200 ? res.json() : null, w.to, Date.now() / 1000)) break;
+        if (!askAgain(res.status, res.status === 200 ? res.json() : null, w.to, Date.now() / 1000, interval)) break;
         sleep(res.status === 0 ? 1 : 0.2);
       }
       if (res.status !== 200) {

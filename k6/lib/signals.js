@@ -45,3 +45,27 @@ export const LIMITS = [
   { key: 'ingress_cpu_utilization', limit: 'ingress-cpu', why: 'the CPU the ingress may use is used up', valid: true },
   { key: 'backend_cpu_utilization', limit: 'backend', why: 'the backends used all the CPU they may use', valid: true },
 ];
+
+// On an ingress the suite did not deploy (no rules loaded in the user's Prometheus): each
+// signal's rule with every rule it reads written out, one expression to evaluate. Their
+// $placeholders: $window, $ingress, $backend, $loadgen (label matchers), $link (bit/s).
+export const EXISTING_QUERIES = {
+  ingress_cpu_cores: 'sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$ingress, container!~"|POD"}[$window]))',
+  ingress_cpu_limit_cores: 'sum by (namespace, pod) ( (container_spec_cpu_quota{$ingress, container!~"|POD"} / container_spec_cpu_period > 0) or (container_spec_cpu_shares{$ingress, container!~"|POD"} / 1024 > 0.01) or (container_spec_cpu_shares{$ingress, container!~"|POD"} * 0 + on (instance) group_left () machine_cpu_cores))',
+  ingress_cpu_utilization: 'sum((sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$ingress, container!~"|POD"}[$window])))) / sum((sum by (namespace, pod) ( (container_spec_cpu_quota{$ingress, container!~"|POD"} / container_spec_cpu_period > 0) or (container_spec_cpu_shares{$ingress, container!~"|POD"} / 1024 > 0.01) or (container_spec_cpu_shares{$ingress, container!~"|POD"} * 0 + on (instance) group_left () machine_cpu_cores))))',
+  server_rps: 'sum(rate(nginx_ingress_controller_requests{$ingress}[$window])) or sum(rate(nginx_ingress_nginx_http_requests_total{$ingress}[$window])) or sum(rate(nginx_http_requests_total{$ingress}[$window])) or sum(rate(envoy_http_downstream_rq_total{$ingress, envoy_http_conn_manager_prefix!~"admin|eg-.*"}[$window])) or sum(rate(traefik_entrypoint_requests_total{$ingress, entrypoint!="traefik"}[$window])) or sum(rate(haproxy_frontend_http_requests_total{$ingress, proxy!="stats"}[$window]))',
+  rps_per_ingress_core: '(sum(rate(nginx_ingress_controller_requests{$ingress}[$window])) or sum(rate(nginx_ingress_nginx_http_requests_total{$ingress}[$window])) or sum(rate(nginx_http_requests_total{$ingress}[$window])) or sum(rate(envoy_http_downstream_rq_total{$ingress, envoy_http_conn_manager_prefix!~"admin|eg-.*"}[$window])) or sum(rate(traefik_entrypoint_requests_total{$ingress, entrypoint!="traefik"}[$window])) or sum(rate(haproxy_frontend_http_requests_total{$ingress, proxy!="stats"}[$window]))) / sum((sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$ingress, container!~"|POD"}[$window]))))',
+  ingress_connections: 'sum(nginx_ingress_controller_nginx_process_connections{$ingress, state="active"}) or sum(nginx_ingress_nginx_connections_active{$ingress}) or sum(nginx_connections_active{$ingress}) or sum(envoy_http_downstream_cx_active{$ingress, envoy_http_conn_manager_prefix!~"admin|eg-.*"}) or sum(traefik_open_connections{$ingress, entrypoint!="traefik"}) or sum(traefik_entrypoint_open_connections{$ingress, entrypoint!="traefik"}) or sum(haproxy_frontend_current_sessions{$ingress, proxy!="stats"})',
+  nic_transmit_bits: 'sum(deriv(container_network_transmit_bytes_total{$ingress, interface="eth0"}[$window])) * 8',
+  nic_receive_bits: 'sum(deriv(container_network_receive_bytes_total{$ingress, interface="eth0"}[$window])) * 8',
+  link_capacity_bits: 'vector($link)',
+  nic_utilization: 'max(label_replace((sum(deriv(container_network_transmit_bytes_total{$ingress, interface="eth0"}[$window])) * 8), "dir", "tx", "", "") or label_replace((sum(deriv(container_network_receive_bytes_total{$ingress, interface="eth0"}[$window])) * 8), "dir", "rx", "", "")) / scalar((vector($link)))',
+  nic_drops: 'sum(deriv(container_network_receive_packets_dropped_total{$ingress, interface="eth0"}[$window]) + deriv(container_network_transmit_packets_dropped_total{$ingress, interface="eth0"}[$window]))',
+  backend_cpu_cores: 'sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$backend, container!~"|POD"}[$window]))',
+  backend_cpu_utilization: 'sum((sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$backend, container!~"|POD"}[$window])))) / sum((sum by (namespace, pod) ( (container_spec_cpu_quota{$backend, container!~"|POD"} / container_spec_cpu_period > 0) or (container_spec_cpu_shares{$backend, container!~"|POD"} / 1024 > 0.01) or (container_spec_cpu_shares{$backend, container!~"|POD"} * 0 + on (instance) group_left () machine_cpu_cores))))',
+  loadgen_cpu_cores: 'sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$loadgen, container="k6"}[$window]))',
+  loadgen_cpu_utilization: 'max((sum by (namespace, pod) (deriv(container_cpu_usage_seconds_total{$loadgen, container="k6"}[$window]))) / (sum by (namespace, pod) ( (container_spec_cpu_quota{$loadgen, container="k6"} / container_spec_cpu_period > 0) or (container_spec_cpu_shares{$loadgen, container="k6"} / 1024 > 0.01) or (container_spec_cpu_shares{$loadgen, container="k6"} * 0 + on (instance) group_left () machine_cpu_cores))))',
+};
+
+// The rules' window in scrape intervals (three samples), wherever the interval is.
+export const WINDOW_SCRAPES = 3;

@@ -1,6 +1,6 @@
 // End-of-run summary: the per-run directory's files and the short text a person reads.
 // Pure: takes k6's summary data and the parsed config; unit-tested under node.
-import { SIGNALS, steadyWindow, verdict, missingReasons, correlationText } from './correlation.js';
+import { SIGNALS, steadyMinS, steadyWindow, verdict, missingReasons, correlationText } from './correlation.js';
 import { LIMITS } from './signals.js';
 
 const metric = (data, name) => (data.metrics[name] && data.metrics[name].values) || {};
@@ -71,8 +71,9 @@ export function correlation(data, cfg, now) {
   // What the teardown averaged (k6/lib/scenario.js): the load's steady part, from setup's end.
   const start = data.setup_data && data.setup_data.start;
   if (answered && Number.isFinite(start)) {
-    const w = steadyWindow(start, Math.min(end, start + cfg.durationMs / 1000));
-    Object.assign(window, { load_start: start, from: w.from, to: w.to, steady: w.steady, evaluations: metric(data, 'bench_signal_evaluations').value || 0 });
+    const w = steadyWindow(start, Math.min(end, start + cfg.durationMs / 1000), cfg.timing);
+    Object.assign(window, { load_start: start, from: w.from, to: w.to, steady: w.steady, evaluations: metric(data, 'bench_signal_evaluations').value || 0,
+      interval_s: cfg.timing.interval, rule_window_s: cfg.timing.window, steady_min_s: steadyMinS(cfg.timing) });
   }
   return {
     source: 'prometheus', url: cfg.prometheusUrl || null,
