@@ -69,4 +69,5 @@ IB_MACHINE_STATE=${IB_MACHINE_STATE:-$IB_CACHE/machine}
 . "$IB_ROOT/bench/lib/kube.sh"
 . "$IB_ROOT/bench/lib/gateway.sh"
 . "$IB_ROOT/bench/lib/prometheus.sh"
+. "$IB_ROOT/bench/lib/existing.sh"
 . "$IB_ROOT/bench/lib/k6.sh"

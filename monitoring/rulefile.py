@@ -10,7 +10,12 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
                                     an existing ingress's, rendered for one run: evaluated
                                     every INTERVAL seconds (the scrape interval), over three
                                     scrapes, on the pods the label matchers name
+  monitoring/rulefile.py server-count INGRESS
+                                    the counter an existing ingress's server rate is the rate
+                                    of, summed over its pods: read before and after a load, the
+                                    requests it counted
 """
+import re
 import sys
 from pathlib import Path
 
@@ -50,6 +55,15 @@ def existing(interval, ingress, backend, loadgen, bits):
             for g in c["groups"]]
 
 
+def server_count(ingress):
+    """bench:server_requests:rate on an existing ingress with each rate(COUNTER[$window]) read as
+    COUNTER: the same counters, in the same order of preference."""
+    expr = contract.per_platform(next(s for s in contract.load()["signals"]
+                                      if s["record"] == "bench:server_requests:rate")["expr"])["existing"]
+    raw = re.sub(r"rate\((\w+\{[^}]*\})\[\$window\]\)", r"\1", " ".join(expr.split()))
+    return contract.fill(raw, ingress=ingress)
+
+
 def records(groups):
     return {r["record"] for g in groups for r in g["rules"]}
 
@@ -61,6 +75,9 @@ if __name__ == "__main__":
         groups = lab(sys.argv[2])
     elif sys.argv[1:2] == ["existing"] and len(sys.argv) == 7:
         groups = existing(*sys.argv[2:])
+    elif sys.argv[1:2] == ["server-count"] and len(sys.argv) == 3:
+        print(server_count(sys.argv[2]))
+        sys.exit(0)
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-count INGRESS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

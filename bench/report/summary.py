@@ -22,7 +22,9 @@ from .run import Bad, contract, profile, read_json
 
 # Where a reading's counts come from (bench/lib/k6.sh stub_counts): its source's name in the
 # summary, and whether reading it is itself a request on a new connection that it counts.
-SOURCES = {"nginx": ("nginx stub_status", 1, "nginx"), "envoy": ("Envoy statistics", 0, "Envoy")}
+SOURCES = {"nginx": ("nginx stub_status", 1, "nginx"), "envoy": ("Envoy statistics", 0, "Envoy"),
+           # an existing ingress's own counter, read from its Prometheus (bench/lib/existing.sh)
+           "prometheus": ("the ingress's counter in its Prometheus", 0, "the ingress (its counter in its Prometheus)")}
 
 
 def stub_reading(text):

@@ -16,9 +16,16 @@ export SEGMENTS # the pods' k6 splits its connections by it, and the check below
 setting RUNNER_CPU >/dev/null # rendered after deploy: checked before
 load_platform
 [ "$(pf_trait cluster)" != none ] || die "unknown PLATFORM '$PLATFORM' for in-cluster load (known: $(for p in $(setting_values PLATFORM); do [ "$(pf_trait cluster "$p")" = none ] || echo "$p"; done | paste -sd' ' | sed 's/ /, /g'))"
-# The pods load the ingress this run deploys, and what they receive is the registry's "pods"
-# settings: anything else given would be checked here and lost there.
-[ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
+# The pods load the ingress this run deploys, or on a user's cluster one the user runs
+# (INGRESS_PODS, TARGET its address: bench/lib/existing.sh), and what they receive is the
+# registry's "pods" settings: anything else given would be checked here and lost there.
+existing=0
+if [ -n "${INGRESS_PODS:-}" ]; then
+  [ "$(pf_trait cluster)" = user ] || die "INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external (KUBECONFIG): set PLATFORM=external"
+  existing=1
+else
+  [ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
+fi
 pf_check "$SCENARIO"
 settings_must_reach "the in-cluster k6 pods" pods distributed
 # Checked as the pods will see them: in a pod a Service DNS name is a cluster address
@@ -37,8 +44,19 @@ need_new_results_dir "$dir"
 # The cluster and (deploy adds the monitoring component by default, which needs the stack's
 # CRDs) its monitoring, as for bench; the k6 pods' CPU is then scraped as the load generator's.
 pf_cluster_up
-addr=$(bash "$IB_ROOT/bench/platforms/deploy.sh" --for-pods) || exit 1
-[[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
+if [ "$existing" = 1 ]; then
+  need_external_cluster "loads an ingress you run on"
+  existing_up
+  target=$TARGET
+  # Ours on the user's cluster: this namespace and what the run puts in it, removed with it.
+  say existing "on your cluster: namespace ingress-bench (created if it is not there), ConfigMaps k6-scenarios and k6-lib, Job $(distributed_name "$testid") of $SEGMENTS pods for $(setting DURATION) (k6's graceful stop and 90 s at most after it); nothing of the ingress is changed"
+  kubectl get namespace ingress-bench >/dev/null 2>&1 || kubectl create namespace ingress-bench >/dev/null ||
+    die "could not create namespace ingress-bench on the cluster of KUBECONFIG=$KUBECONFIG"
+else
+  addr=$(bash "$IB_ROOT/bench/platforms/deploy.sh" --for-pods) || exit 1
+  [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
+  target=$(scenario_scheme "$SCENARIO")://$addr
+fi
 # The pods stream to the platform's Prometheus and correlate from it, by the address they
 # reach it at (a Service DNS name); a PROMETHEUS_URL given is the pods' already. None without
 # monitoring.
@@ -48,11 +66,11 @@ DEPLOY_TIMEOUT=$(setting DEPLOY_TIMEOUT)
 if [ "$MONITORING" != 1 ]; then unset PROMETHEUS_URL
 else
   ! own_monitoring || PROMETHEUS_URL=$(pf_prometheus_in_cluster) || exit 1
-  if [ -n "$PROMETHEUS_URL" ] && prometheus_wait_loaded "$PROMETHEUS_URL" "$DEPLOY_TIMEOUT"; then
+  # (An existing ingress's Prometheus holds no rules of ours: its signals are one query.)
+  if [ "$existing" = 0 ] && [ -n "$PROMETHEUS_URL" ] && prometheus_wait_loaded "$PROMETHEUS_URL" "$DEPLOY_TIMEOUT"; then
     prometheus_wait_link "$PROMETHEUS_URL" "$DEPLOY_TIMEOUT"
   fi
 fi
-scheme=$(scenario_scheme "$SCENARIO")
 
 mkdir -p "$(dirname "$dir")" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already"
 
@@ -66,12 +84,17 @@ kubectl -n ingress-bench create configmap k6-lib $(for f in "$IB_ROOT"/k6/lib/*.
 kubectl -n ingress-bench delete job -l app.kubernetes.io/component=load-generator --wait >/dev/null 2>&1 || true
 
 name=$(distributed_name "$testid")
-TARGET=$scheme://$addr TESTID=$testid NAME=$name SCENARIO=$SCENARIO SEGMENTS=$SEGMENTS \
+TARGET=$target TESTID=$testid NAME=$name SCENARIO=$SCENARIO SEGMENTS=$SEGMENTS \
   render_distributed "$IB_ROOT/k6/distributed/job.yaml" >"$dir/job.yaml"
 
 # nginx-lb's status port (the Service port named status): via the API server, so the count
 # works for a cluster whose addresses this host cannot reach.
 stub() {
+  if [ "$existing" = 1 ]; then
+    # Its own counter, as its Prometheus last read it: once more a scrape after the load.
+    local c; c=$(existing_count "$(date +%s)") && [ -n "$c" ] && echo "0 $c prometheus"
+    return 0
+  fi
   kubectl get --raw "/api/v1/namespaces/ingress-bench/services/http:nginx-lb:status/proxy/stub_status" 2>/dev/null |
     stub_parse || true # no count is reported after the run, not fatal here
 }
@@ -125,6 +148,7 @@ if [ -n "$interrupted" ]; then
 elif [ "$wait_rc" != 0 ]; then
   die "job $name did not complete: $(pods | awk '{print $2}' | paste -sd' ')"
 fi
+[ "$existing" = 0 ] || sleep $(($(jq -r .interval <<<"$IB_EXISTING") + 1))
 after=$(stub)
 load_unlock
 

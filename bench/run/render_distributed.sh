@@ -55,10 +55,14 @@ k6_settings_env() {
   for v in $(setting_names pods); do [ -z "${!v:-}" ] || entries+="$v=${!v}"$'\n'; done
   # With a Prometheus, the pods stream to it as the host's k6 does (k6_rw_env, bench/lib.sh).
   [ -z "${PROMETHEUS_URL:-}" ] || entries+="K6_OUT=experimental-prometheus-rw"$'\n'"$(k6_rw_env "$PROMETHEUS_URL")"$'\n'
-  awk -v entries="$entries" '
+  # An existing ingress's values (bench/lib/existing.sh), PromQL matchers with quotes: escaped as
+  # JSON escapes a string, which a YAML double-quoted scalar reads back.
+  [ -z "${IB_EXISTING:-}" ] || entries+="IB_EXISTING=$(jq -c . <<<"$IB_EXISTING" | jq -Rr '@json | .[1:-1]')"$'\n'
+  # (through the environment: awk's -v would read the escapes in a value)
+  ENTRIES=$entries awk '
     /^ *@K6_SETTINGS@$/ {
       indent = $0; sub(/@K6_SETTINGS@$/, "", indent)
-      n = split(entries, e, "\n")
+      n = split(ENVIRON["ENTRIES"], e, "\n")
       for (i = 1; i < n; i++) { k = e[i]; sub(/=.*/, "", k); v = substr(e[i], length(k) + 2)
         printf "%s- { name: %s, value: \"%s\" }\n", indent, k, v }
       next

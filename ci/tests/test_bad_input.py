@@ -48,6 +48,16 @@ CASES = {
                                            "ENGINE=native does not support K6_HTTP_DEBUG"),
     "native engine in Grafana's stock k6 image": (["rps"], {"PLATFORM": "external", "ENGINE": "native", "IMAGE_SET": "upstream"},
                                                   "ENGINE=native needs k6 built with k6/x/ingressbench"),
+    "an ingress you run, on the lab": (["rps"], {"INGRESS_PODS": "edge/app=edge"},
+                                       "INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external (KUBECONFIG)"),
+    "backends without their ingress": (["rps"], {"PLATFORM": "external", "BACKEND_PODS": "shop/app=web"},
+                                       "BACKEND_PODS names the backends of the ingress of INGRESS_PODS: set INGRESS_PODS too"),
+    "an ingress you run, without its address": (["rps"], {"PLATFORM": "external", "INGRESS_PODS": "edge/app=edge"},
+                                                "INGRESS_PODS: TARGET must be the address of the ingress they serve"),
+    "an ingress's pods without their namespace": (["rps"], {"PLATFORM": "external", "INGRESS_PODS": "app=edge", "TARGET": "http://edge.edge.svc"},
+                                                  "INGRESS_PODS must be NAMESPACE/SELECTOR or NAMESPACE/service/NAME, got 'app=edge'"),
+    "a target beside the overlay deployed": (["rps"], {"PLATFORM": "external", "TARGET": "http://edge.edge.svc"},
+                                             "PLATFORM=external measures the overlay it deploys: unset TARGET, or name the pods of an ingress you run"),
 }
 
 

@@ -12,7 +12,7 @@ import urllib.parse
 import pytest
 import yaml
 
-from conftest import KUBECONFIG, PINS, kubectl, query_gaps, sh, urlopen, within
+from conftest import KUBECONFIG, PINS, ROOT, VALIDITY_UNJUDGED, kubectl, query_gaps, sh, urlopen, within
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 
@@ -226,3 +226,75 @@ def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
     assert labelled.proc.returncode == 0, labelled.proc.stderr
     assert "has not loaded" not in labelled.proc.stderr
     assert not labelled.segments[0]["correlation"].get("missing"), labelled.segments[0]["correlation"]
+
+
+# An ingress the user runs (ci/tests/fixtures/existing/ingress.yaml, applied as they would), and
+# what the suite is told of it: its address, its pods, its backends, their Prometheus (the chart's).
+EXISTING = {"TARGET": "http://edge.edge.svc", "INGRESS_PODS": "edge/app=edge", "BACKEND_PODS": "shop/service/web",
+            "SEGMENTS": "1"}
+
+
+@pytest.fixture(scope="module")
+def user_ingress(stack, tmp_path_factory):
+    manifest = tmp_path_factory.mktemp("existing") / "ingress.yaml"
+    manifest.write_text((ROOT / "ci/tests/fixtures/existing/ingress.yaml").read_text()
+                        .replace("@NGINX_IMAGE@", f"{PINS['NGINX_IMAGE_NAME']}:{PINS['NGINX_IMAGE_TAG']}")
+                        .replace("@EXPORTER_IMAGE@", PINS["NGINX_EXPORTER_IMAGE"]))
+    r = kubectl("apply", "-f", str(manifest))
+    assert r.returncode == 0, r.stderr
+    for ns, name in (("shop", "web"), ("edge", "edge")):
+        r = kubectl("-n", ns, "rollout", "status", f"deploy/{name}", "--timeout=120s")
+        assert r.returncode == 0, r.stdout + r.stderr
+    # As a user's ingress that has run a while: its Prometheus has its pods' cAdvisor series
+    # and its exporter's counter (a new pod's come a few scrapes after it starts).
+    for series in ('container_cpu_usage_seconds_total{namespace="edge", container="nginx"}',
+                   'nginx_http_requests_total{namespace="edge"}', 'container_cpu_usage_seconds_total{namespace="shop"}'):
+        if not poll(120, lambda: q(stack["url"], f"count_over_time({series}[1m]) >= 3")):
+            print(json.dumps(config_story(stack["url"]), indent=1))  # the whole story: a message is cut short
+            pytest.fail(f"{series} is not scraped")
+    yield
+    assert kubectl("delete", "namespace", "edge", "shop", "--wait", "--timeout=120s").returncode == 0
+
+
+def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_path):
+    """PLATFORM=external with INGRESS_PODS: nothing of the ingress deployed, a runner in the
+    namespace of ours loads its address; the pods of its selector and the backends of a
+    Service's are found and said, the scrape interval is measured on their cAdvisor series,
+    and the runner's correlation comes from the chart's Prometheus as one query (no rules of
+    ours there): every signal measured, the ingress's CPU limit its pod's quota, the window
+    at that interval, and the server's count its exporter's counter, which agrees with k6's."""
+    run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", **EXISTING, **VALIDITY_UNJUDGED)
+    said = run.proc.stdout + run.proc.stderr
+    assert run.proc.returncode == 0, said[-3000:]
+    pod = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    assert f"existing      ingress edge/app=edge: {pod} on ibench-node-1 (the replicas summed)" in said, said
+    assert "existing      backends shop/service/web: 1 pods" in said, said
+    s = run.summary
+    (seg,) = run.segments
+    corr = seg["correlation"]
+    # The interval measured on the pods' cAdvisor series (the kubelet's collections as cAdvisor
+    # stamps them: 2-3 s apart here) is the one the runner's correlation evaluated at.
+    i = corr["window"]["interval_s"]
+    assert f"existing      scraped every {i} s: the rules evaluated every {i} s over {3 * i} s" in said, said
+    assert corr["missing"] == {} and corr["window"]["rule_window_s"] == 3 * i, corr
+    assert s["platform"] == "external" and s["variant"] == "existing" and s["errors"] == 0 and s["requests"] > 0, s
+    # exact: the requests in flight at the end, and the exporter's own stub_status reads (one
+    # a scrape, every 2 s)
+    assert within(s["requests"], s["server"]["requests"], 0.01), (s["requests"], s["server"])
+    assert corr["signals"]["ingress_cpu_limit_cores"] == 0.25, corr["signals"]
+    assert seg["verdict"]["limit"] != "unknown", seg["verdict"]
+    assert kubectl("-n", "edge", "get", "all", "-l", "app.kubernetes.io/part-of=ingress-bench", "-o", "name").stdout == ""
+    print(f"\n{s['rps']:.0f} req/s; {seg['verdict']['text']}")
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"INGRESS_PODS": "edge/app=nothing"}, "INGRESS_PODS=edge/app=nothing: no running pod in namespace edge matches app=nothing"),
+    ({"BACKEND_PODS": "shop/service/none"}, "BACKEND_PODS=shop/service/none: no Service none in namespace shop"),
+    ({"MONITORING": "0"}, "INGRESS_PODS: an existing ingress is judged from your Prometheus: set PROMETHEUS_URL"),
+])
+def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user_ingress, tmp_path, env, message):
+    jobs = kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout
+    run = External(tmp_path, "rps", DURATION="12s", **{**EXISTING, **env})
+    errors = [l for l in run.proc.stderr.splitlines() if l.startswith("error: ")]
+    assert run.proc.returncode == 1 and len(errors) == 1 and message in errors[0], run.proc.stderr[-2000:]
+    assert run.dir is None and kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout == jobs

@@ -231,8 +231,8 @@ def test_a_pod_replaced_during_the_run_has_no_cpu_figure(tmp_path):
 BAD = {
     "no summary": (lambda d: (d / "summary.json").unlink(), [], "summary.json is not readable JSON"),
     "k6 wrote no result": (lambda d: (d / "summary.json").write_text("{}"), [], "has no .result"),
-    "bad reading": (None, ["--stub-before", "accepts"], "a server reading is 'ACCEPTS REQUESTS [nginx|envoy]', got 'accepts'"),
-    "unknown source": (None, ["--stub-before", "1 2 haproxy"], "a server reading is 'ACCEPTS REQUESTS [nginx|envoy]', got '1 2 haproxy'"),
+    "bad reading": (None, ["--stub-before", "accepts"], "a server reading is 'ACCEPTS REQUESTS [nginx|envoy|prometheus]', got 'accepts'"),
+    "unknown source": (None, ["--stub-before", "1 2 haproxy"], "a server reading is 'ACCEPTS REQUESTS [nginx|envoy|prometheus]', got '1 2 haproxy'"),
     "no times": (None, ["--times", "1"], "argument --times: expected 3 arguments"),
     "bad usage reading": (None, ["--usage-before", "ingress lots"], "a CPU usage reading is 'ROLE NS'"),
 }
@@ -295,6 +295,16 @@ def test_segments_are_summed_and_checked_against_the_server(seg_dir):
     assert r.stdout.splitlines() == [
         "k6 2 segments → 4101 req/s in all (2000 + 2101), 41000 requests, errors 2",
         "server        41000 requests counted by nginx (client/server 1)"]
+
+
+def test_an_existing_ingresss_count_is_its_counter_in_its_prometheus(seg_dir):
+    """An ingress the suite did not deploy: two reads of its own counter in its Prometheus
+    around the load (bench/lib/existing.sh existing_count), no read of their own among them."""
+    segment(seg_dir, 0, 20000, 2000.0)
+    r = segments(seg_dir, before="0 123456 prometheus", after="0 143456 prometheus")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((seg_dir / "summary.json").read_text())["server"] == {"requests": 20000, "client_over_server": 1}
+    assert r.stdout.splitlines()[-1] == "server        20000 requests counted by the ingress (its counter in its Prometheus) (client/server 1)"
 
 
 def test_segments_in_index_order_past_ten(seg_dir):

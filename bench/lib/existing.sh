@@ -1,0 +1,91 @@
+# An ingress the suite did not deploy, where it runs (PLATFORM=external with INGRESS_PODS): its
+# pods found by the user's selector, its signals read from the user's Prometheus as the signal
+# contract's platform "existing" computes them (monitoring/signals.yaml). Nothing of it is
+# applied; only reads here. Sourced by bench/lib.sh; no side effects beyond variables.
+
+# existing_pods SETTING: the running pods (not terminating) of SETTING's value, NAMESPACE/SELECTOR
+# or NAMESPACE/service/NAME (that Service's selector), one "NAMESPACE POD NODE HOSTNETWORK" line
+# each; one line and exit 1 when it names none.
+existing_pods() {
+  local spec=${!1} ns sel json svc
+  ns=${spec%%/*} sel=${spec#*/}
+  if [[ $sel == service/* ]]; then
+    svc=${sel#service/}
+    json=$(kubectl -n "$ns" get service "$svc" -o json 2>/dev/null) || die "$1=$spec: no Service $svc in namespace $ns"
+    sel=$(jq -r '.spec.selector // {} | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"$json")
+    [ -n "$sel" ] || die "$1=$spec: Service $svc selects no pods (its endpoints are set by hand): name the pods by a label selector"
+  fi
+  json=$(kubectl -n "$ns" get pods -l "$sel" -o json 2>&1) || die "$1=$spec: $(head -n1 <<<"$json")"
+  jq -er '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running")
+    | "\(.metadata.namespace) \(.metadata.name) \(.spec.nodeName) \(.spec.hostNetwork // false)"] | if length == 0 then null else .[] end' \
+    <<<"$json" 2>/dev/null || die "$1=$spec: no running pod in namespace $ns matches $sel"
+}
+
+# existing_matcher: existing_pods' lines -> the PromQL label matchers of those pods.
+existing_matcher() {
+  awk 'NR == 1 {ns = $1} {pods = pods (NR > 1 ? "|" : "") $2} END {printf "namespace=\"%s\", pod=~\"%s\"", ns, pods}'
+}
+
+# existing_interval URL MATCHER: the seconds between the scrapes of those pods' cAdvisor CPU
+# counters over the last 5 minutes (the median gap), which the rules' window and interval
+# follow; nothing when Prometheus has none of them.
+existing_interval() {
+  local q="container_cpu_usage_seconds_total{$2, container!~\"|POD\"}[5m]"
+  prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg q "$q" '$q | @uri')" 2>/dev/null |
+    jq -r '[.data.result[].values | map(.[0]) as $t | range(1; $t | length) | $t[.] - $t[. - 1]] | sort
+      | if length == 0 then empty else .[length / 2 | floor] | round | tostring end'
+}
+
+# existing_up: the pods of INGRESS_PODS (and BACKEND_PODS) and the Prometheus that judges them,
+# said and checked before anything is applied; exports IB_EXISTING (k6/lib/config.js) for the
+# runners in the namespace of ours, and, with DURATION unset, one that holds a steady window at
+# this Prometheus's scrape interval.
+existing_up() {
+  local ingress backend='namespace="", pod=""' pods interval bits hostnet steady
+  [ -n "${PROMETHEUS_URL:-}" ] && [ "$(setting MONITORING)" = 1 ] ||
+    die "INGRESS_PODS: an existing ingress is judged from your Prometheus: set PROMETHEUS_URL (an address the runners reach, such as http://prometheus-operated.monitoring.svc:9090)"
+  prometheus_api "$PROMETHEUS_URL" /api/v1/status/buildinfo >/dev/null 2>&1 ||
+    die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL does not answer (through the API server's service proxy for a Service name)"
+  pods=$(existing_pods INGRESS_PODS) || exit 1
+  ingress=$(existing_matcher <<<"$pods")
+  say existing "ingress $INGRESS_PODS: $(awk '{printf "%s%s on %s", (NR > 1 ? ", " : ""), $2, $3}' <<<"$pods") (the replicas summed)"
+  hostnet=$(awk '$4 == "true"' <<<"$pods" | wc -l)
+  [ "$hostnet" = 0 ] || say existing "$hostnet of its pods use the node's network: cAdvisor has no network counters of their own, so the NIC is not read (the node's NIC is shared with everything on it)"
+  if [ -n "${BACKEND_PODS:-}" ]; then
+    pods=$(existing_pods BACKEND_PODS) || exit 1
+    backend=$(existing_matcher <<<"$pods")
+    say existing "backends $BACKEND_PODS: $(wc -l <<<"$pods") pods"
+  else
+    say existing "backends: none named (BACKEND_PODS): their CPU is not in the verdict"
+  fi
+  interval=$(existing_interval "$PROMETHEUS_URL" "$ingress")
+  [ -n "$interval" ] && [ "$interval" -ge 1 ] ||
+    die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no cAdvisor CPU series of the ingress's pods (container_cpu_usage_seconds_total{$ingress}): it does not scrape the kubelets' cAdvisor, as kube-prometheus-stack's kubelet ServiceMonitor does"
+  steady=$((1 + interval * 5)) # RAMP_S + a scrape of lag + three scrapes + one evaluation (k6/lib/correlation.js)
+  if [ -z "${DURATION:-}" ]; then
+    DURATION=$(( (steady + 2 * interval + 9) / 10 * 10 ))s
+    export DURATION
+    say existing "scraped every $interval s: the rules evaluated every $interval s over $((3 * interval)) s, the first steady evaluation $steady s into the load; DURATION $DURATION"
+  else
+    say existing "scraped every $interval s: the rules evaluated every $interval s over $((3 * interval)) s, the first steady evaluation $steady s into the load"
+  fi
+  bits=$(link_capacity_bits "${LINK_CAPACITY:-10G}")
+  IB_EXISTING=$(jq -cn --argjson i "$interval" --arg in "$ingress" --arg b "$backend" --argjson l "$bits" \
+    '{interval: $i, ingress: $in, backend: $b, loadgen: "namespace=\"ingress-bench\"", link: $l}')
+  export IB_EXISTING
+  # The server's count, client = server: its controller's own counter (the contract's list).
+  [ -n "$(existing_count "$(date +%s)")" ] ||
+    die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no request counter of the ingress's pods that the signal contract knows (ingress-nginx, NGINX Ingress Controller, nginx-prometheus-exporter, Envoy, Traefik, HAProxy: monitoring/README.md): scrape its metrics, or its requests cannot be counted"
+}
+
+# existing_count AT: the ingress's own request counter (the signal contract's server count on an
+# existing ingress, summed over its pods) as its Prometheus read it last at AT (unix seconds);
+# nothing when its controller exports none. Two reads around a load count the load (and
+# anything else the ingress served meanwhile: the summary's client/server says how much).
+existing_count() {
+  local ingress q
+  ingress=$(jq -r .ingress <<<"$IB_EXISTING")
+  q=$("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" server-count "$ingress") || exit 1
+  prometheus_api "$PROMETHEUS_URL" "/api/v1/query?query=$(jq -rn --arg q "$q" '$q | @uri')&time=$1" 2>/dev/null |
+    jq -r '.data.result[0].value[1] // empty | tonumber | round'
+}
