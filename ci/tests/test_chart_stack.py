@@ -4,7 +4,8 @@ rules; monitoring/kube-prometheus-stack-local.yaml says what this machine change
 PLATFORM=external as a user runs it: k6 in-cluster as an Indexed Job of two segments, streaming
 to the chart's Prometheus by its Service name, the correlation and verdict computed from it
 through the chart's scrape configs. Two verdicts, the chart's default selectors, every
-dashboard query; uninstalled after, the machine as found (local_cluster)."""
+dashboard query, and an ingress the user runs (INGRESS_PODS) judged from the chart's Prometheus
+as it is; uninstalled after, the machine as found (local_cluster)."""
 import json
 import time
 import urllib.parse
@@ -214,8 +215,9 @@ def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
     """With the chart's own selectors (only its release's monitors and rules) the monitoring
     component's objects are dropped until deploy labels them (PROMETHEUS_RELEASE): then a run
     is correlated with nothing missing. (The warning a run without them gives, once its wait
-    for the rules is over: test_monitoring.py, on the lab.) The module's last test: the release
-    keeps these selectors until the module's chart down."""
+    for the rules is over: test_monitoring.py, on the lab.) The release keeps these selectors until
+    the module's chart down: the tests after it run with them (an ingress you run: its
+    PodMonitor labelled with the release, as the chart's selectors want)."""
     r = chart_sh(stack["chart"], "up", "--set", CHART_SELECTORS)
     assert r.returncode == 0, r.stderr
     # The operator and the config reloader take their time: until the new selectors
@@ -245,14 +247,26 @@ def user_ingress(stack, tmp_path_factory):
     for ns, name in (("shop", "web"), ("edge", "edge")):
         r = kubectl("-n", ns, "rollout", "status", f"deploy/{name}", "--timeout=120s")
         assert r.returncode == 0, r.stdout + r.stderr
-    # As a user's ingress that has run a while: its Prometheus has its pods' cAdvisor series
-    # and its exporter's counter (a new pod's come a few scrapes after it starts).
+    # As a user's ingress that has run a while: its Prometheus scrapes its exporter. A new
+    # PodMonitor's job reaches a running Prometheus only when its config reloader next reads the
+    # config (after its first change it misses the kubelet's atomic swap of the config secret,
+    # and polls every 3 minutes: thanos' reloader, which the operator's wraps); a Prometheus
+    # that starts reads it at once.
+    prometheus = f"prometheus-{RELEASE}-prometheus-0"
+    uid = kubectl("-n", "monitoring", "get", "pod", prometheus, "-o", "jsonpath={.metadata.uid}").stdout
+    assert kubectl("-n", "monitoring", "delete", "pod", prometheus, "--wait").returncode == 0
+
+    def restarted():
+        got = kubectl("-n", "monitoring", "get", "pod", prometheus, "-o",
+                      "jsonpath={.metadata.uid} {.status.containerStatuses[*].ready}").stdout.split()
+        return got[:1] != [uid] and got[1:] == ["true", "true"]
+    assert poll(120, restarted), "Prometheus did not come back"
     for series in ('container_cpu_usage_seconds_total{namespace="edge", container="nginx"}',
                    'nginx_http_requests_total{namespace="edge"}', 'container_cpu_usage_seconds_total{namespace="shop"}'):
         if not poll(120, lambda: q(stack["url"], f"count_over_time({series}[1m]) >= 3")):
             print(json.dumps(config_story(stack["url"]), indent=1))  # the whole story: a message is cut short
             pytest.fail(f"{series} is not scraped")
-    yield
+    yield stack
     assert kubectl("delete", "namespace", "edge", "shop", "--wait", "--timeout=120s").returncode == 0
 
 
