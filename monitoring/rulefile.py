@@ -14,6 +14,9 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
                                     the counter an existing ingress's server rate is the rate
                                     of, summed over its pods: read before and after a load, the
                                     requests it counted
+  monitoring/rulefile.py server-counters INGRESS
+                                    the same counters one a line, "NAME QUERY", in the order
+                                    the contract prefers them
 """
 import re
 import sys
@@ -64,6 +67,11 @@ def server_count(ingress):
     return contract.fill(raw, ingress=ingress)
 
 
+def server_counters(ingress):
+    """[(name, query)]: server_count's alternatives one by one, to say which one the ingress has."""
+    return [(re.match(r"sum\((\w+)", q).group(1), q) for q in server_count(ingress).split(" or ")]
+
+
 def records(groups):
     return {r["record"] for g in groups for r in g["rules"]}
 
@@ -78,6 +86,9 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["server-count"] and len(sys.argv) == 3:
         print(server_count(sys.argv[2]))
         sys.exit(0)
+    elif sys.argv[1:2] == ["server-counters"] and len(sys.argv) == 3:
+        print("\n".join(f"{n} {q}" for n, q in server_counters(sys.argv[2])))
+        sys.exit(0)
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-count INGRESS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-count[ers] INGRESS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

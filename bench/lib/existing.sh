@@ -73,9 +73,16 @@ existing_up() {
   IB_EXISTING=$(jq -cn --argjson i "$interval" --arg in "$ingress" --arg b "$backend" --argjson l "$bits" \
     '{interval: $i, ingress: $in, backend: $b, loadgen: "namespace=\"ingress-bench\"", link: $l}')
   export IB_EXISTING
-  # The server's count, client = server: its controller's own counter (the contract's list).
-  [ -n "$(existing_count "$(date +%s)")" ] ||
+  # The server's count, client = server: its controller's own counter, the first of the
+  # contract's list its pods export.
+  local name q counter=''
+  while read -r name q; do
+    prometheus_api "$PROMETHEUS_URL" "/api/v1/query?query=$(jq -rn --arg q "$q" '$q | @uri')" 2>/dev/null |
+      jq -e '.data.result | length > 0' >/dev/null 2>&1 && { counter=$name; break; }
+  done < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" server-counters "$ingress")
+  [ -n "$counter" ] ||
     die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no request counter of the ingress's pods that the signal contract knows (ingress-nginx, NGINX Ingress Controller, nginx-prometheus-exporter, Envoy, Traefik, HAProxy: monitoring/README.md): scrape its metrics, or its requests cannot be counted"
+  say existing "server count: its pods' $counter, read before and after the load (whatever else the ingress serves meanwhile counts too)"
 }
 
 # existing_count AT: the ingress's own request counter (the signal contract's server count on an

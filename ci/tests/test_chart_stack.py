@@ -283,6 +283,7 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_pat
     pod = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[0].metadata.name}").stdout
     assert f"existing      ingress edge/app=edge: {pod} on ibench-node-1 (the replicas summed)" in said, said
     assert "existing      backends shop/service/web: 1 pods" in said, said
+    assert "existing      server count: its pods' nginx_http_requests_total, read before and after the load" in said, said
     s = run.summary
     (seg,) = run.segments
     corr = seg["correlation"]
