@@ -267,7 +267,9 @@ def user_ingress(stack, tmp_path_factory):
             print(json.dumps(config_story(stack["url"]), indent=1))  # the whole story: a message is cut short
             pytest.fail(f"{series} is not scraped")
     yield stack
-    assert kubectl("delete", "namespace", "edge", "shop", "--wait", "--timeout=120s").returncode == 0
+    # Not waited for (its pods' ends took 22-27 s of the cluster stream): nothing after reads
+    # them, and the cluster's down removes what is left.
+    assert kubectl("delete", "namespace", "edge", "shop", "--wait=false").returncode == 0
 
 
 def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_path):
