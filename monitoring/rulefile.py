@@ -10,13 +10,11 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
                                     an existing ingress's, rendered for one run: evaluated
                                     every INTERVAL seconds (the scrape interval), over three
                                     scrapes, on the pods the label matchers name
-  monitoring/rulefile.py server-count INGRESS
-                                    the counter an existing ingress's server rate is the rate
-                                    of, summed over its pods: read before and after a load, the
-                                    requests it counted
   monitoring/rulefile.py server-counters INGRESS
-                                    the same counters one a line, "NAME QUERY", in the order
-                                    the contract prefers them
+                                    the counters an existing ingress's server rate is the rate
+                                    of, each summed over its pods, one a line, "NAME QUERY", in
+                                    the order the contract prefers them: read before and after a
+                                    load, the requests it counted
 """
 import re
 import sys
@@ -58,18 +56,13 @@ def existing(interval, ingress, backend, loadgen, bits):
             for g in c["groups"]]
 
 
-def server_count(ingress):
-    """bench:server_requests:rate on an existing ingress with each rate(COUNTER[$window]) read as
-    COUNTER: the same counters, in the same order of preference."""
+def server_counters(ingress):
+    """[(name, query)]: bench:server_requests:rate on an existing ingress, alternative by
+    alternative, with each rate(COUNTER[$window]) read as COUNTER."""
     expr = contract.per_platform(next(s for s in contract.load()["signals"]
                                       if s["record"] == "bench:server_requests:rate")["expr"])["existing"]
-    raw = re.sub(r"rate\((\w+\{[^}]*\})\[\$window\]\)", r"\1", " ".join(expr.split()))
-    return contract.fill(raw, ingress=ingress)
-
-
-def server_counters(ingress):
-    """[(name, query)]: server_count's alternatives one by one, to say which one the ingress has."""
-    return [(re.match(r"sum\((\w+)", q).group(1), q) for q in server_count(ingress).split(" or ")]
+    raw = contract.fill(re.sub(r"rate\((\w+\{[^}]*\})\[\$window\]\)", r"\1", " ".join(expr.split())), ingress=ingress)
+    return [(re.match(r"sum\((\w+)", q).group(1), q) for q in raw.split(" or ")]
 
 
 def records(groups):
@@ -83,12 +76,9 @@ if __name__ == "__main__":
         groups = lab(sys.argv[2])
     elif sys.argv[1:2] == ["existing"] and len(sys.argv) == 7:
         groups = existing(*sys.argv[2:])
-    elif sys.argv[1:2] == ["server-count"] and len(sys.argv) == 3:
-        print(server_count(sys.argv[2]))
-        sys.exit(0)
     elif sys.argv[1:2] == ["server-counters"] and len(sys.argv) == 3:
         print("\n".join(f"{n} {q}" for n, q in server_counters(sys.argv[2])))
         sys.exit(0)
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-count[ers] INGRESS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-counters INGRESS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

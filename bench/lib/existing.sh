@@ -30,8 +30,7 @@ existing_matcher() {
 # counters over the last 5 minutes (the median gap), which the rules' window and interval
 # follow; nothing when Prometheus has none of them.
 existing_interval() {
-  local q="container_cpu_usage_seconds_total{$2, container!~\"|POD\"}[5m]"
-  prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg q "$q" '$q | @uri')" 2>/dev/null |
+  prometheus_query "$1" "container_cpu_usage_seconds_total{$2, container!~\"|POD\"}[5m]" 2>/dev/null |
     jq -r '[.data.result[].values | map(.[0]) as $t | range(1; $t | length) | $t[.] - $t[. - 1]] | sort
       | if length == 0 then empty else .[length / 2 | floor] | round | tostring end'
 }
@@ -39,9 +38,9 @@ existing_interval() {
 # existing_up: the pods of INGRESS_PODS (and BACKEND_PODS) and the Prometheus that judges them,
 # said and checked before anything is applied; exports IB_EXISTING (k6/lib/config.js) for the
 # runners in the namespace of ours, and, with DURATION unset, one that holds a steady window at
-# this Prometheus's scrape interval.
+# this Prometheus's scrape interval; sets EXISTING_COUNTER, the query existing_count reads.
 existing_up() {
-  local ingress backend='namespace="", pod=""' pods interval bits hostnet steady
+  local ingress backend='namespace="", pod=""' pods interval bits hostnet steady duration_said name q
   [ -n "${PROMETHEUS_URL:-}" ] && [ "$(setting MONITORING)" = 1 ] ||
     die "INGRESS_PODS: an existing ingress is judged from your Prometheus: set PROMETHEUS_URL (an address the runners reach, such as http://prometheus-operated.monitoring.svc:9090)"
   prometheus_api "$PROMETHEUS_URL" /api/v1/status/buildinfo >/dev/null 2>&1 ||
@@ -62,37 +61,27 @@ existing_up() {
   [ -n "$interval" ] && [ "$interval" -ge 1 ] ||
     die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no cAdvisor CPU series of the ingress's pods (container_cpu_usage_seconds_total{$ingress}): it does not scrape the kubelets' cAdvisor, as kube-prometheus-stack's kubelet ServiceMonitor does"
   steady=$((1 + interval * 5)) # RAMP_S + a scrape of lag + three scrapes + one evaluation (k6/lib/correlation.js)
-  if [ -z "${DURATION:-}" ]; then
-    DURATION=$(( (steady + 2 * interval + 9) / 10 * 10 ))s
-    export DURATION
-    say existing "scraped every $interval s: the rules evaluated every $interval s over $((3 * interval)) s, the first steady evaluation $steady s into the load; DURATION $DURATION"
-  else
-    say existing "scraped every $interval s: the rules evaluated every $interval s over $((3 * interval)) s, the first steady evaluation $steady s into the load"
-  fi
+  [ -n "${DURATION:-}" ] || { DURATION=$(( (steady + 2 * interval + 9) / 10 * 10 ))s; export DURATION; duration_said="; DURATION $DURATION"; }
+  say existing "scraped every $interval s: the rules evaluated every $interval s over $((3 * interval)) s, the first steady evaluation $steady s into the load${duration_said:-}"
   bits=$(link_capacity_bits "${LINK_CAPACITY:-10G}")
   IB_EXISTING=$(jq -cn --argjson i "$interval" --arg in "$ingress" --arg b "$backend" --argjson l "$bits" \
     '{interval: $i, ingress: $in, backend: $b, loadgen: "namespace=\"ingress-bench\"", link: $l}')
   export IB_EXISTING
   # The server's count, client = server: its controller's own counter, the first of the
   # contract's list its pods export.
-  local name q counter=''
+  EXISTING_COUNTER=''
   while read -r name q; do
-    prometheus_api "$PROMETHEUS_URL" "/api/v1/query?query=$(jq -rn --arg q "$q" '$q | @uri')" 2>/dev/null |
-      jq -e '.data.result | length > 0' >/dev/null 2>&1 && { counter=$name; break; }
+    prometheus_query "$PROMETHEUS_URL" "$q" 2>/dev/null | jq -e '.data.result | length > 0' >/dev/null 2>&1 &&
+      { EXISTING_COUNTER=$q; break; }
   done < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" server-counters "$ingress")
-  [ -n "$counter" ] ||
+  [ -n "$EXISTING_COUNTER" ] ||
     die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no request counter of the ingress's pods that the signal contract knows (ingress-nginx, NGINX Ingress Controller, nginx-prometheus-exporter, Envoy, Traefik, HAProxy: monitoring/README.md): scrape its metrics, or its requests cannot be counted"
-  say existing "server count: its pods' $counter, read before and after the load (whatever else the ingress serves meanwhile counts too)"
+  say existing "server count: its pods' $name, read before and after the load (whatever else the ingress serves meanwhile counts too)"
 }
 
-# existing_count AT: the ingress's own request counter (the signal contract's server count on an
-# existing ingress, summed over its pods) as its Prometheus read it last at AT (unix seconds);
-# nothing when its controller exports none. Two reads around a load count the load (and
+# existing_count AT: the counter existing_up chose, summed over the ingress's pods, as its
+# Prometheus read it last at AT (unix seconds). Two reads around a load count the load (and
 # anything else the ingress served meanwhile: the summary's client/server says how much).
 existing_count() {
-  local ingress q
-  ingress=$(jq -r .ingress <<<"$IB_EXISTING")
-  q=$("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" server-count "$ingress") || exit 1
-  prometheus_api "$PROMETHEUS_URL" "/api/v1/query?query=$(jq -rn --arg q "$q" '$q | @uri')&time=$1" 2>/dev/null |
-    jq -r '.data.result[0].value[1] // empty | tonumber | round'
+  prometheus_query "$PROMETHEUS_URL" "$EXISTING_COUNTER" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty | tonumber | round'
 }

@@ -21,6 +21,10 @@ prometheus_api() {
     curl -fsS --max-time 2 "${1%/}$2"
   fi
 }
+# prometheus_query BASE_URL EXPR [TIME]: an instant query's JSON answer (prometheus_api).
+prometheus_query() {
+  prometheus_api "$1" "/api/v1/query?query=$(jq -rn --arg q "$2" '$q | @uri')${3:+&time=$3}"
+}
 # prometheus_wait_loaded URL [SECONDS] [ROLE] [NAMESPACE]: until Prometheus has the bench rules
 # and scrapes the deploy's pods of ROLE (ingress; backend for a NodePort straight to the
 # backends), those of kubectl's NAMESPACE when given: the operator and the kubelet take seconds
