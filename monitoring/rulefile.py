@@ -15,6 +15,10 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
                                     of, each summed over its pods, one a line, "NAME QUERY", in
                                     the order the contract prefers them: read before and after a
                                     load, the requests it counted
+  monitoring/rulefile.py ingress-cpu INGRESS
+                                    the ingress's CPU seconds used (a counter, summed over its
+                                    pods) and the CPUs it may use, "NAME QUERY" a line: read
+                                    before and after a load, the CPU it took
 """
 import re
 import sys
@@ -65,6 +69,17 @@ def server_counters(ingress):
     return [(re.match(r"sum\((\w+)", q).group(1), q) for q in raw.split(" or ")]
 
 
+def ingress_cpu(ingress):
+    """[(name, query)]: the ingress's CPU on an existing ingress as bench:ingress_cpu_cores:rate
+    and bench:ingress_cpu_limit:cores count it, summed over its pods: "seconds", the CPU
+    seconds it has used (each deriv(COUNTER[$window]) read as COUNTER: read before and after a
+    load, what the load took), and "cores", the CPUs it may use."""
+    exprs = {s["record"]: " ".join(contract.per_platform(s["expr"])["existing"].split()) for s in contract.load()["signals"]
+             if s["record"] in ("bench:ingress_cpu_cores:rate", "bench:ingress_cpu_limit:cores")}
+    used = re.sub(r"deriv\((\w+\{[^}]*\})\[\$window\]\)", r"\1", exprs["bench:ingress_cpu_cores:rate"])
+    return [(n, contract.fill(f"sum({e})", ingress=ingress)) for n, e in (("seconds", used), ("cores", exprs["bench:ingress_cpu_limit:cores"]))]
+
+
 def records(groups):
     return {r["record"] for g in groups for r in g["rules"]}
 
@@ -79,6 +94,9 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["server-counters"] and len(sys.argv) == 3:
         print("\n".join(f"{n} {q}" for n, q in server_counters(sys.argv[2])))
         sys.exit(0)
+    elif sys.argv[1:2] == ["ingress-cpu"] and len(sys.argv) == 3:
+        print("\n".join(f"{n} {q}" for n, q in ingress_cpu(sys.argv[2])))
+        sys.exit(0)
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-counters INGRESS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS | server-counters INGRESS | ingress-cpu INGRESS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

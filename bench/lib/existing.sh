@@ -3,6 +3,11 @@
 # contract's platform "existing" computes them (monitoring/signals.yaml). Nothing of it is
 # applied; only reads here. Sourced by bench/lib.sh; no side effects beyond variables.
 
+# existing_platform: an ingress you run is measured on the user's cluster only.
+existing_platform() {
+  [ "$(pf_trait cluster)" = user ] || die "INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external (KUBECONFIG): set PLATFORM=external"
+}
+
 # existing_pods SETTING: the running pods (not terminating) of SETTING's value, NAMESPACE/SELECTOR
 # or NAMESPACE/service/NAME (that Service's selector), one "NAMESPACE POD NODE HOSTNETWORK" line
 # each; one line and exit 1 when it names none.
@@ -77,6 +82,11 @@ existing_up() {
   [ -n "$EXISTING_COUNTER" ] ||
     die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no request counter of the ingress's pods that the signal contract knows (ingress-nginx, NGINX Ingress Controller, nginx-prometheus-exporter, Envoy, Traefik, HAProxy: monitoring/README.md): scrape its metrics, or its requests cannot be counted"
   say existing "server count: its pods' $name, read before and after the load (whatever else the ingress serves meanwhile counts too)"
+  # Its CPU as the contract counts it: the seconds used, read around the load as the count is.
+  { read -r _ EXISTING_CPU; read -r _ q; } < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" ingress-cpu "$ingress")
+  EXISTING_CORES=$(prometheus_query "$PROMETHEUS_URL" "$q" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
+  [ -n "$EXISTING_CORES" ] || EXISTING_CORES=-
+  say existing "ingress CPU: ${EXISTING_CORES/#-/unknown} CPUs it may use; the seconds it used read before and after the load, the rate per ingress CPU-second from them"
 }
 
 # existing_count AT: the counter existing_up chose, summed over the ingress's pods, as its
@@ -84,4 +94,28 @@ existing_up() {
 # anything else the ingress served meanwhile: the summary's client/server says how much).
 existing_count() {
   prometheus_query "$PROMETHEUS_URL" "$EXISTING_COUNTER" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty | tonumber | round'
+}
+
+# existing_cpu AT: the CPU seconds the ingress's counted containers have used, summed over its
+# pods, as its Prometheus read them last at AT; "-" when it has none.
+existing_cpu() {
+  local v
+  v=$(prometheus_query "$PROMETHEUS_URL" "$EXISTING_CPU" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
+  echo "${v:--}"
+}
+
+# existing_scraped_since T: until every series of that counter and of the ingress's CPU has a
+# sample taken at T (unix seconds) or later, so that a count read then holds all a load that
+# ended before T served (at most 4 scrapes and 5 s: then the count is what was read by then).
+existing_scraped_since() {
+  local q i
+  for ((i = 0; i < 4 * $(jq -r .interval <<<"$IB_EXISTING") + 5; i += 1)); do
+    ((i == 0)) || sleep 1
+    q=${EXISTING_COUNTER#sum(}
+    for q in "${q%)}" "container_cpu_usage_seconds_total{$(jq -r .ingress <<<"$IB_EXISTING"), container!~\"|POD\"}"; do
+      prometheus_query "$PROMETHEUS_URL" "min(timestamp($q))" 2>/dev/null |
+        jq -e --argjson t "$1" '.data.result[0].value[1] | tonumber >= $t' >/dev/null 2>&1 || continue 2
+    done
+    return 0
+  done
 }

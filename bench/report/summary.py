@@ -342,7 +342,19 @@ def run_verdict(verdicts):
     return {**worst, "segments": [v.get("limit") if isinstance(v, dict) else None for v in verdicts]}
 
 
-def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None):
+def prometheus_cpu(reading, result, served_requests):
+    """An ingress you run: its CPU seconds before and after the load and the CPUs it may use,
+    as its Prometheus read them (READING, "-" for none): the summary's cpu, with the headline
+    per CPU-second of the ingress's own (requests: its count; throughput: the bits k6 received)."""
+    before, after, cpus = (None if v == "-" else float(v) for v in reading)
+    used = after - before if before is not None and after is not None else None
+    unit = profile(result["scenario"])["headline"]["unit"]
+    served_ = result["gbit_per_s"] * result["seconds"] if unit == "Gbit/s" else served_requests
+    return {"source": "prometheus", "ingress_cpu_seconds": used, "ingress_cpus": cpus,
+            "per_ingress_cpu": {"value": per(served_, used), "unit": unit}}
+
+
+def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None, ingress_cpu=None):
     # A segment's own verdict stands, except on latency when the merged percentiles judge it.
     def segment_ok(r):
         return r["passed"] or bool(merged) and all(
@@ -379,6 +391,9 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
     if verdict:
         s["verdict"] = verdict
     s["server"]["client_over_server"] = per(s["requests"], requests)
+    if ingress_cpu:
+        gbit = sum(r.get("gbit_per_s") or 0 for r in results)
+        s["cpu"] = prometheus_cpu(ingress_cpu, dict(results[0], gbit_per_s=gbit), requests)
     if aborted is not None:
         s["aborted"], s["passed"] = True, False
         s["interrupted"] = {"signal": signal or "a signal", "after_seconds": aborted}
@@ -395,5 +410,11 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
         lines.append(f"{'result':<14}ABORTED (interrupted after {aborted} s by {s['interrupted']['signal']})")
     if verdict:
         lines.append(f"verdict       {verdict['text']} (segments: {', '.join(map(str, verdict['segments']))})")
+    if s.get("cpu"):
+        c, f = s["cpu"], s["cpu"]["per_ingress_cpu"]
+        lines.append(f"{'cpu':<14}ingress {'n/a' if c['ingress_cpu_seconds'] is None else format(c['ingress_cpu_seconds'], '.2f')} CPU-seconds"
+                     f" of {'n/a' if c['ingress_cpus'] is None else format(c['ingress_cpus'], 'g')} CPUs: "
+                     f"{'n/a' if f['value'] is None else format(f['value'], ',.0f' if f['unit'] != 'Gbit/s' else '.2f')} {f['unit']} per ingress CPU"
+                     " (its Prometheus's counters)")
     return lines + [f"server        {requests} requests counted by {SOURCES[after[2]][2]} "
                     f"(client/server {agreement(s['server']['client_over_server'])})"]

@@ -21,7 +21,7 @@ load_platform
 # registry's "pods" settings: anything else given would be checked here and lost there.
 existing=0
 if [ -n "${INGRESS_PODS:-}" ]; then
-  [ "$(pf_trait cluster)" = user ] || die "INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external (KUBECONFIG): set PLATFORM=external"
+  existing_platform
   existing=1
 else
   [ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
@@ -102,7 +102,7 @@ stub() {
 # graceful stop: the pod still prints the summary of what it measured), the pods are waited
 # for, and the run is recorded as measured, marked aborted; exit 130 or 143. Before the Job
 # exists nothing was measured: the run just ends.
-job_started='' interrupted='' signal_rc=0
+job_started='' interrupted='' signal_rc=0 waiter=''
 on_signal() { # NAME CODE
   signal_rc=$2
   [ -n "$job_started" ] || exit "$2"
@@ -116,15 +116,23 @@ pods() { kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{ran
 
 load_lock # the Job's load and the counts around it: never beside another run's load
 before=$(stub)
+# An ingress you run: its CPU seconds around the load, and the CPUs it may use (existing_up).
+[ "$existing" = 0 ] || cpu_before=$(existing_cpu "$(date +%s)")
 kubectl apply -f "$dir/job.yaml" >/dev/null
 job_started=$SECONDS
 say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
 duration=$(setting DURATION)
 secs=$(( $(k6_duration_seconds "$duration") + 90 ))
-# In the background, so that a signal is acted on at once (wait returns to run the trap).
-kubectl -n ingress-bench wait --for=condition=complete "job/$name" --timeout="${secs}s" >/dev/null 2>&1 &
-waiter=$!
-wait_rc=0; wait "$waiter" || wait_rc=$?
+# Until each pod has Succeeded, as the kubelet reports it (the Job's complete condition came
+# about 3 s later), once the Job has made them all. In the background, so that a signal is
+# acted on at once (wait returns to run the trap).
+for _ in $(seq 100); do [ -n "$interrupted" ] || [ "$(pods | grep -c .)" -ge "$SEGMENTS" ] && break; sleep 0.2; done
+waiter=''; wait_rc=0
+if [ -z "$interrupted" ]; then
+  kubectl -n ingress-bench wait --for=jsonpath='{.status.phase}'=Succeeded pod -l "job-name=$name" --timeout="${secs}s" >/dev/null 2>&1 &
+  waiter=$!
+  wait "$waiter" || wait_rc=$?
+fi
 if [ -n "$interrupted" ]; then
   # Each pod's k6 gets its SIGINT once it runs: a pod still Pending, or not even created, at
   # the interrupt (a busy node; the Job controller creates them one by one) would otherwise
@@ -148,8 +156,9 @@ if [ -n "$interrupted" ]; then
 elif [ "$wait_rc" != 0 ]; then
   die "job $name did not complete: $(pods | awk '{print $2}' | paste -sd' ')"
 fi
-[ "$existing" = 0 ] || sleep $(($(jq -r .interval <<<"$IB_EXISTING") + 1))
+[ "$existing" = 0 ] || existing_scraped_since $(($(date +%s) - $(jq -r .interval <<<"$IB_EXISTING")))
 after=$(stub)
+ingress_cpu=(); [ "$existing" = 0 ] || ingress_cpu=(--ingress-cpu "$cpu_before" "$(existing_cpu "$(date +%s)")" "$EXISTING_CORES")
 load_unlock
 
 for i in $(seq 0 $((SEGMENTS - 1))); do
@@ -170,7 +179,7 @@ done
 # summary.json: the segments summed, with nginx's count (bench/report/summary.py).
 aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")
 "$IB_VENV/bin/python" "$IB_ROOT/bench/report" segments "$dir" --testid "$testid" --variant "$VARIANT" --platform "$PLATFORM" \
-  --stub-before "$before" --stub-after "$after" "${aborted[@]}" || exit 1
+  --stub-before "$before" --stub-after "$after" "${aborted[@]}" "${ingress_cpu[@]}" || exit 1
 say results "$dir/"
 [ "$signal_rc" = 0 ] || exit "$signal_rc" # 130 SIGINT, 143 SIGTERM: never a pass
 # A crossed threshold in any segment: k6's own code for it (the pods end 0 then, job.yaml).

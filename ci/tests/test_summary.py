@@ -270,10 +270,10 @@ def segment(d, i, requests, rps, passed=True, errors=0, connections=25):
     (d / f"segment-{i}.json").write_text(json.dumps(s, indent=1))
 
 
-def segments(d, before="3 500", after=None, served=None):
+def segments(d, before="3 500", after=None, served=None, *more):
     after = after if after is not None else f"9 {500 + served + 1}"
     return report("segments", d, "--testid", "t-x2", "--variant", "nginx-lb-default", "--platform", "local",
-                  "--stub-before", before, "--stub-after", after)
+                  "--stub-before", before, "--stub-after", after, *more)
 
 
 def test_segments_are_summed_and_checked_against_the_server(seg_dir):
@@ -305,6 +305,20 @@ def test_an_existing_ingresss_count_is_its_counter_in_its_prometheus(seg_dir):
     assert r.returncode == 0, r.stderr
     assert json.loads((seg_dir / "summary.json").read_text())["server"] == {"requests": 20000, "client_over_server": 1}
     assert r.stdout.splitlines()[-1] == "server        20000 requests counted by the ingress (its counter in its Prometheus) (client/server 1)"
+
+
+def test_an_existing_ingresss_cpu_is_its_cpu_seconds_around_the_load(seg_dir):
+    """Its CPU seconds read before and after the load and the CPUs it may use (bench/lib/existing.sh
+    existing_cpu): the rate per ingress CPU-second is its count over the seconds used; a reading
+    it had none of ("-") leaves the figure unknown, not zero."""
+    segment(seg_dir, 0, 20000, 2000.0)
+    r = segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, "--ingress-cpu", "100.5", "102.5", "0.25")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((seg_dir / "summary.json").read_text())["cpu"] == {
+        "source": "prometheus", "ingress_cpu_seconds": 2.0, "ingress_cpus": 0.25, "per_ingress_cpu": {"value": 10000, "unit": "req/s"}}
+    assert "cpu           ingress 2.00 CPU-seconds of 0.25 CPUs: 10,000 req/s per ingress CPU (its Prometheus's counters)" in r.stdout
+    r = segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, "--ingress-cpu", "-", "102.5", "-")
+    assert json.loads((seg_dir / "summary.json").read_text())["cpu"]["per_ingress_cpu"]["value"] is None, r.stderr
 
 
 def test_segments_in_index_order_past_ten(seg_dir):
