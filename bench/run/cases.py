@@ -232,6 +232,21 @@ def settings_of(value, where, reg):
     return out
 
 
+def side_settings(env, side, reg):
+    """The settings given for one side of a comparison only, SIDE_NAME=value (BASE_TARGET,
+    FROM_INGRESS_PODS, ...) for NAME a setting a run reads: {NAME: value}, checked as a case's."""
+    given = {k[len(side) + 1:]: v for k, v in env.items() if k.startswith(side + "_") and v}
+    return settings_of({k: v for k, v in given.items() if k in reg}, side, reg)
+
+
+def existing_checked(env):
+    """An ingress you run (INGRESS_PODS), checked as its run checks it before the load: its
+    pods, its backends', its Prometheus, its counter (bench/lib/existing.sh), its lines said."""
+    r = shell('set -euo pipefail; load_platform; existing_platform; pf_check rps; need_external_cluster "loads an ingress you run on"; existing_up', env=env)
+    sys.stderr.write("".join(l + "\n" for l in r.stderr.splitlines() if l.startswith("existing ")))
+    return r
+
+
 def load(path, env, reg):
     where = os.path.relpath(path, ROOT) if path.is_relative_to(ROOT) else str(path)
     try:
@@ -436,6 +451,8 @@ def resolve(m, env, reg):
              'load_platform\n'
              '[ -z "$2" ] || [[ " $2 " == *" $PLATFORM "* ]] || die "$3 \'$PLATFORM\'"\n'
              'pf_check "$1"\n'
+             # as the pods see it where k6 runs in pods (distributed.sh): a Service name is theirs
+             '[ "$(pf_trait k6)" != pods ] || export KUBERNETES_SERVICE_HOST=${KUBERNETES_SERVICE_HOST:-kubernetes.default.svc}\n'
              'k6_validate "$1"\n'
              'echo "$PLATFORM $VARIANT"')
     for c in m["cases"]:

@@ -261,10 +261,18 @@ def main(argv):
     saved = load_baseline(env, baseline, scenario) if baseline else None
     mts = metrics(scenario)
     sides = ([("base", base)] if base else []) + [("head", head)]
+    # A side's own settings (BASE_TARGET=...); one with INGRESS_PODS is an ingress you run, which
+    # BASE or HEAD names: its variant is then the platform's (external: existing).
+    own = {s: mx.side_settings(env, s.upper(), mx.registry()) for s, _ in sides}
+    ran = {s: bool(own[s].get("INGRESS_PODS") or env.get("INGRESS_PODS")) for s, _ in sides}
+    for s, _ in sides:  # before its TARGET is checked as the lab's
+        if ran[s] and (r := mx.shell("load_platform; existing_platform", env=dict(env, **own[s]))).returncode != 0:
+            raise mx.Bad(f"{s.upper()}: {mx.error_line(r.stderr)}")
     doc = {"title": f"compare: {scenario}, " + (f"base {base}" if base else f"baseline '{baseline}' ({saved['variant']})" if saved else "HEAD alone")
                     + f" vs head {head}",
            "rounds": rounds,
-           "cases": [{"name": s, "scenario": scenario, "variant": v} for s, v in sides],
+           "cases": [{"name": s, "scenario": scenario, **({} if ran[s] else {"variant": v}), **({"settings": own[s]} if own[s] else {})}
+                     for s, v in sides],
            "columns": [{"title": "variant", "field": "variant"}]
            + [{"key": mt["key"], "title": mt["title"], "value": mt["value"], "format": mt["format"], "spread": True} for mt in mts]}
     if not env.get("BUDGET"):
@@ -276,6 +284,9 @@ def main(argv):
             m["min_rounds"], m["margins_of"] = MIN_ROUNDS, "the rate's tolerance"
             m["margins"] = {"rate": number_setting(env, "GATE_RATE_DROP", reg) / 100}
         mx.resolve(m, env, reg)
+        for c in m["cases"]:
+            if ran[c["name"]] and (r := mx.existing_checked(c["env"])).returncode != 0:
+                raise mx.Bad(f"{c['name'].upper()}: {mx.error_line(r.stderr)}")
     except mx.Bad as e:  # a side's error in the user's words: BASE or HEAD, not the case's name
         raise mx.Bad(re.sub(r"^bench:compare: case '(base|head)': ", lambda x: f"{x[1].upper()}: ", str(e)))
     notes = []

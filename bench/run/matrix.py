@@ -47,7 +47,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 # The runners built on this one (compare, sweep, throttle, capacity, change) reach the case
 # list's checks and the tables through it, as mx.NAME: one import for "what a run is".
 from cases import (CPUS, Bad, check_values, default_of, duration_s, traits, error_line, load, number, only_relations,  # noqa: E402,F401
-                   parse, platforms, registry, resolve, say, shell, enter_client_side)
+                   parse, platforms, registry, resolve, say, shell, side_settings, existing_checked, enter_client_side)
 from report.relations import relations_page  # noqa: E402
 import publish  # noqa: E402  (PUBLISH=1: the set in docs/results/)
 from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, shared with the index)
@@ -77,7 +77,11 @@ def read_run(run, m):
     d = Path(run["dir"])
     try:
         summary = json.loads((d / "summary.json").read_text())
-        meta = json.loads((d / "meta.json").read_text())
+        # An in-cluster run's (bench/run/distributed.sh): its figures at the top, and no meta.json
+        # (the machine is the pods' nodes).
+        distributed = "per_segment" in summary
+        summary = dict(summary, result=summary) if distributed else summary
+        meta = {} if distributed else json.loads((d / "meta.json").read_text())
     except (OSError, ValueError) as e:
         run.update(status="failed", reason=f"no readable summary.json/meta.json in {d} ({e.__class__.__name__})")
         return

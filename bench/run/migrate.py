@@ -23,10 +23,8 @@ straddles the tolerance: more ROUNDS or a quieter machine). A variant against it
 migrate.json, and each comparison's and change's own directory.
 Exit: 0 both sides measured; 1 bad input (one line, nothing started) or a part that failed.
 """
-import http.client
 import json
 import os
-import ssl
 import subprocess
 import sys
 import time
@@ -34,92 +32,62 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402
+import probes as pr  # noqa: E402
 from compare import checked_rounds  # noqa: E402
 from report.doc import Doc, Link, write_doc  # noqa: E402
 
 ROOT = mx.ROOT
-# The requests both sides answer (Host: the scenarios' host unless a probe gives its own):
-# scheme, method, path, extra headers. The scenarios' payloads, a miss, a method the
-# backends do not serve, another host, and a query string.
-PROBES = [
-    ("http", "GET", "/1kb.bin", {}),
-    ("http", "GET", "/0kb.bin", {}),
-    ("http", "GET", "/1mb.bin", {}),
-    ("http", "HEAD", "/1kb.bin", {}),
-    ("http", "GET", "/1kb.bin?q=1&r=%20", {}),
-    ("http", "GET", "/does-not-exist", {}),
-    ("http", "POST", "/1kb.bin", {"Content-Length": "0"}),
-    ("http", "GET", "/1kb.bin", {"Host": "other.example"}),
-    ("https", "GET", "/1kb.bin", {}),
-    ("https", "GET", "/0kb.bin", {}),
-]
 # Headers whose value is the response's own (a time, a counter, an id): compared by presence.
 PER_RESPONSE = {"date", "x-envoy-upstream-service-time", "x-request-id", "last-modified", "etag", "age", "expires"}
-TIMEOUT_S = 5
 # The change under load: a rps run this long, the backends scaled 1 -> SCALE_TO at SCALE_AT[0]
 # s into it, back to 1 SCALE_AT[1] s after they are ready.
 SCALE_RUN, SCALE_TO, SCALE_AT = "20s", 3, (4, 3)
 
 
-def probe(addr, host):
-    """Each of PROBES against ADDR (IP or IP:PORT): [{status, headers, body}] in order."""
-    out = []
-    for scheme, method, path, extra in PROBES:
-        headers = {"Host": host, **extra}
-        if scheme == "https":
-            ctx = ssl.create_default_context()
-            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # the platform's own, generated
-            conn = http.client.HTTPSConnection(addr.split(":")[0], 443, timeout=TIMEOUT_S, context=ctx)
-        else:
-            conn = http.client.HTTPConnection(addr, timeout=TIMEOUT_S)
-        try:
-            conn.request(method, path, headers=headers)
-            resp = conn.getresponse()
-            body = resp.read()
-            out.append({"status": resp.status, "body": len(body),
-                        "headers": {k.lower(): v for k, v in resp.getheaders()}})
-        except OSError as e:
-            out.append({"status": None, "error": f"{type(e).__name__}: {e}", "body": None, "headers": {}})
-        finally:
-            conn.close()
-    return out
-
-
-def label(p):
-    scheme, method, path, extra = p
-    return f"{method} {scheme}://…{path}" + "".join(f" ({k}: {v})" for k, v in extra.items() if k != "Content-Length")
-
-
-def differences(a, b):
+def differences(probes, a, b):
     """The differences between two sides' answers to PROBES: [(probe, what, FROM's, TO's)]."""
     diffs = []
-    for p, x, y in zip(PROBES, a, b):
+    for p, x, y in zip(probes, a, b):
         if x["status"] != y["status"]:
-            diffs.append((label(p), "status", x["status"] or x.get("error"), y["status"] or y.get("error")))
+            diffs.append((pr.label(p), "status", x["status"] or x.get("error"), y["status"] or y.get("error")))
         if x["body"] != y["body"]:
-            diffs.append((label(p), "body bytes", x["body"], y["body"]))
+            diffs.append((pr.label(p), "body bytes", x["body"], y["body"]))
         for h in sorted(x["headers"].keys() | y["headers"].keys()):
             hx, hy = x["headers"].get(h), y["headers"].get(h)
             if hx is None or hy is None:
-                diffs.append((label(p), f"header {h}", hx if hx is not None else "—", hy if hy is not None else "—"))
+                diffs.append((pr.label(p), f"header {h}", hx if hx is not None else "—", hy if hy is not None else "—"))
             elif h not in PER_RESPONSE and hx != hy:
-                diffs.append((label(p), f"header {h}", hx, hy))
+                diffs.append((pr.label(p), f"header {h}", hx, hy))
     return diffs
 
 
-def behaviour(variant, env):
-    """VARIANT deployed (bench/platforms/deploy.sh), then PROBES from where k6 runs."""
-    up = mx.shell('load_platform && pf_check rps && pf_cluster_up >/dev/null && bash "$IB_ROOT/bench/platforms/deploy.sh"',
-                  env=dict(env, VARIANT=variant))
+def behaviour(side, env, probes):
+    """PROBES sent to SIDE (FROM or TO) from where its k6 runs: an overlay deployed first
+    (bench/platforms/deploy.sh), an ingress you run (its INGRESS_PODS) at its TARGET as it is."""
+    senv = dict(env, **own_settings(env, side))
+    host = senv.get("HOST") or mx.default_of("HOST")
+    if running(env, side):
+        return pr.sent(pr.requests(probes, senv["TARGET"], host), senv, "cluster")
+    senv["VARIANT"] = env[side]
+    pods = mx.shell("load_platform && pf_trait k6", env=senv).stdout.strip() == "pods"
+    up = mx.shell('load_platform && pf_check rps && pf_cluster_up >/dev/null && bash "$IB_ROOT/bench/platforms/deploy.sh" "$1"',
+                  "--for-pods" if pods else "", env=senv)
     if up.returncode != 0:
-        raise mx.Bad(f"{variant}: {mx.error_line(up.stderr + up.stdout)}")
-    addr = up.stdout.strip().splitlines()[-1]
-    ns = mx.shell("load_platform && pf_client_netns", env=env).stdout.strip()
-    cmd = [sys.executable, __file__, "--probe", addr, env.get("HOST") or mx.default_of("HOST")]
-    r = subprocess.run((["nsenter", f"--net={ns}"] if ns else []) + cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        raise mx.Bad(f"{variant}: the probes failed: {mx.error_line(r.stderr)}")
-    return json.loads(r.stdout)
+        raise mx.Bad(f"{env[side]}: {mx.error_line(up.stderr + up.stdout)}")
+    reqs = pr.requests(probes, up.stdout.strip().splitlines()[-1], host)
+    if pods:
+        return pr.sent(reqs, senv, "cluster")
+    return pr.sent(reqs, senv, "host", mx.shell("load_platform && pf_client_netns", env=senv).stdout.strip() or None)
+
+
+def own_settings(env, side):
+    """SIDE's own settings (FROM_TARGET=...), as bench:compare takes them (BASE_TARGET=...)."""
+    return mx.side_settings(env, side, mx.registry())
+
+
+def running(env, side):
+    """SIDE is an ingress you run (its INGRESS_PODS, or one for both): FROM or TO names it."""
+    return bool(own_settings(env, side).get("INGRESS_PODS") or env.get("INGRESS_PODS"))
 
 
 def logged(args, path, env):
@@ -132,8 +100,9 @@ def logged(args, path, env):
 
 def compare(scenario, env, out):
     """bench:compare BASE=FROM HEAD=TO for SCENARIO: its compare.json, and its directory."""
+    sides = {f"{to}_{k}": v for side, to in (("FROM", "BASE"), ("TO", "HEAD")) for k, v in own_settings(env, side).items()}
     rc, log = logged([sys.executable, str(ROOT / "bench/run/compare.py")], out / f"compare-{scenario}.log", env=dict(
-        env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, DECIDE="change", RESULTS_ROOT=str(out),
+        env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, DECIDE="change", RESULTS_ROOT=str(out), **sides,
         **({} if env.get("BUDGET") else {"ROUNDS": env.get("ROUNDS") or "3"})))
     found = sorted(out.glob("compare-*/compare.json"), key=lambda p: p.stat().st_mtime)
     if rc not in (0, 98, 99) or not found:
@@ -229,7 +198,7 @@ def fmt(v, f):
     return "—" if v is None else format(v, f)
 
 
-def page(out, env, rows, diffs, changes, verdict, notes):
+def page(out, env, rows, diffs, changes, verdict, notes, probes_said, no_changes="CHANGES is empty"):
     doc = Doc(f"migrate: {env['FROM']} → {env['TO']}", f"{verdict}; " + "; ".join(notes), wide=True)
     doc.add("h2", "Speed: TO/FROM per scenario (alternated rounds, t 95 % interval)")
     doc.add("table", ["scenario", "metric", env["FROM"], env["TO"], "TO/FROM", "95 % interval", "CV FROM / TO", "says"],
@@ -239,8 +208,8 @@ def page(out, env, rows, diffs, changes, verdict, notes):
               " / ".join("—" if c is None else f"{c:.1f} %" for c in r["cv"]), r["says"]] for r in rows])
     doc.add("h2", f"Change under load: the backends scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} rps run (scale); a route added and the load's edited "
                   "(route: bench:change CHANGE=route)")
-    doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["—"] * 4])
-    doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {len(PROBES)} requests")
+    doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["none", "", "", no_changes]])
+    doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {probes_said}")
     doc.add("table", ["request", "what", env["FROM"], env["TO"]], [list(map(str, d)) for d in diffs] or [["none", "", "", ""]])
     doc.add("p", Link("migrate.json: every value", "migrate.json"))
     write_doc(doc, out)
@@ -285,12 +254,17 @@ def main(argv):
         checked_rounds(int(env["ROUNDS"]))
     if not env.get("FROM") or not env.get("TO"):
         raise mx.Bad("FROM and TO are both needed: ./task bench:migrate FROM=<variant you run> TO=<its replacement>")
+    ran = [s for s in ("FROM", "TO") if running(env, s)]
+    if ran and env.get("CHANGES"):
+        raise mx.Bad(f"CHANGES: {' and '.join(ran)} {'is an ingress' if len(ran) == 1 else 'are ingresses'} you run, which the suite does not change: unset CHANGES")
     for side in ("FROM", "TO"):
-        r = mx.shell('need_overlay "$1"', env[side], env=env)
+        r = mx.existing_checked(dict(env, **own_settings(env, side))) if side in ran else mx.shell('need_overlay "$1"', env[side], env=env)
         if r.returncode != 0:
             raise mx.Bad(f"{side}: {mx.error_line(r.stderr)}")
     scenarios = (env.get("SCENARIOS") or mx.default_of("SCENARIOS")).split()
-    changes = (env.get("CHANGES") if env.get("CHANGES") is not None else "scale").split()
+    changes = [] if ran else (env.get("CHANGES") if env.get("CHANGES") is not None else "scale").split()
+    probes, probes_said = pr.chosen(env, mx.shell('echo "${KUBECONFIG:-$IB_CLUSTER_KUBECONFIG}"', env=env).stdout.strip())
+    probes = pr.for_sides(probes, ran)
     tol = float(env.get("GATE_RATE_DROP") or mx.default_of("GATE_RATE_DROP")) / 100
     out = Path(env.get("RESULTS_ROOT") or ROOT / "results").resolve() / f"migrate-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     out.mkdir(parents=True)
@@ -298,9 +272,12 @@ def main(argv):
 
     # TO first: FROM is then deployed when the comparisons' first round starts with it (one
     # switch of variant fewer; Envoy Gateway's deploy takes 34 s).
-    mx.say("migrate", f"behaviour: {len(PROBES)} requests to {env['TO']}, then to {env['FROM']}")
-    answers = {s: behaviour(env[s], env) for s in ("TO", "FROM")}
-    diffs = differences(answers["FROM"], answers["TO"])
+    mx.say("migrate", f"behaviour: {probes_said}, to {env['TO']} and to {env['FROM']}")
+    if ran == ["FROM", "TO"]:  # nothing deployed: both at once, each a pod's start
+        answers = pr.both({s: (lambda s=s: behaviour(s, env, probes)) for s in ("TO", "FROM")})
+    else:
+        answers = {s: behaviour(s, env, probes) for s in ("TO", "FROM")}
+    diffs = differences(probes, answers["FROM"], answers["TO"])
 
     rows, compares, compares_rounds = [], {}, {}
     for s in scenarios:
@@ -329,10 +306,11 @@ def main(argv):
                  + (f" until its rate decided (within ±{tol * 100:g} % or outside it), within BUDGET {env['BUDGET']}" if env.get("BUDGET") else "")
                  + ": " + ", ".join(f"{s} {n}" for s, n in compares_rounds.items()))
     notes += [f"failed: {f}" for f in failed]
-    page(out, env, rows, diffs, change_rows, verdict, notes)
+    page(out, env, rows, diffs, change_rows, verdict, notes, probes_said,
+         *([f"{' and '.join(env[s] for s in ran)}: an ingress you run, which the suite does not change"] if ran else []))
     (out / "migrate.json").write_text(json.dumps({
         "from": env["FROM"], "to": env["TO"], "verdict": verdict, "tolerance": tol, "speed": rows,
-        "behaviour": {"probes": [label(p) for p in PROBES], "answers": answers, "differences": diffs},
+        "behaviour": {"probes": [pr.label(p) for p in probes], "probes_from": probes_said, "answers": answers, "differences": diffs},
         "changes": changed_under_load, "compares": compares, "failed": failed}, indent=1) + "\n")
     print((out / "report.md").read_text(), end="")
     mx.say("migrate", f"verdict: {verdict}")
@@ -341,7 +319,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--probe"]:
-        print(json.dumps(probe(sys.argv[2], sys.argv[3])))
-    else:
-        mx.entry(main, sys.argv)
+    mx.entry(main, sys.argv)

@@ -81,14 +81,17 @@ setting_closest() {
 # an unknown name, with the nearest one. go-task itself would drop a variable its Taskfile
 # does not name, silently: the wrapper hands settings over as the environment instead.
 settings_from_args() {
-  local a name rest=0
+  local a name value rest=0
   TASK_ARGS=()
   for a in "$@"; do
     if [ $rest = 0 ] && [[ $a =~ ^([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]]; then
-      name=${BASH_REMATCH[1]}
+      name=${BASH_REMATCH[1]} value=${BASH_REMATCH[2]}
+      # A side's own (bench:compare's BASE_TARGET, bench:migrate's FROM_INGRESS_PODS, ...):
+      # checked by the setting it names, by bench/run/cases.py side_settings.
+      [[ $name =~ ^(BASE|HEAD|FROM|TO)_(.+)$ ]] && setting_names | grep -qx -- "${BASH_REMATCH[2]}" ||
       setting_names | grep -qx -- "$name" ||
         die "unknown setting '$name' (did you mean $(setting_closest "$name")? every setting: docs/reference/settings.md)"
-      export "$name=${BASH_REMATCH[2]}"
+      export "$name=$value"
     else
       [ "$a" != -- ] || rest=1
       TASK_ARGS+=("$a")

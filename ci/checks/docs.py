@@ -212,6 +212,9 @@ def check_settings(root, mentions):
     known = set(settings) | environment | SYSTEM_VARIABLES
     found, judged = [], []
     for rel, line, name, value in mentions:
+        # a side's own (BASE_TARGET=...): the setting it names (bench/settings/settings.sh settings_from_args)
+        side = re.match(r"^(BASE|HEAD|FROM|TO)_(.+)$", name)
+        name = side.group(2) if side and side.group(2) in settings else name
         if name not in known and not name.startswith(SYSTEM_PREFIXES):
             found.append((rel, line, f"unknown setting '{name}'{closest(name, known)}"))
         elif name in settings and value is not None:

@@ -244,7 +244,7 @@ def user_ingress(stack, tmp_path_factory):
                         .replace("@EXPORTER_IMAGE@", PINS["NGINX_EXPORTER_IMAGE"]))
     r = kubectl("apply", "-f", str(manifest))
     assert r.returncode == 0, r.stderr
-    for ns, name in (("shop", "web"), ("edge", "edge")):
+    for ns, name in (("shop", "web"), ("edge", "edge"), ("gate", "gate")):
         r = kubectl("-n", ns, "rollout", "status", f"deploy/{name}", "--timeout=120s")
         assert r.returncode == 0, r.stdout + r.stderr
     # As a user's ingress that has run a while: its Prometheus scrapes its exporter. A new
@@ -261,15 +261,15 @@ def user_ingress(stack, tmp_path_factory):
                       "jsonpath={.metadata.uid} {.status.containerStatuses[*].ready}").stdout.split()
         return got[:1] != [uid] and got[1:] == ["true", "true"]
     assert poll(120, restarted), "Prometheus did not come back"
-    for series in ('container_cpu_usage_seconds_total{namespace="edge", container="nginx"}',
-                   'nginx_http_requests_total{namespace="edge"}', 'container_cpu_usage_seconds_total{namespace="shop"}'):
+    for series in ('container_cpu_usage_seconds_total{namespace="edge", container="nginx"}', 'nginx_http_requests_total{namespace="edge"}',
+                   'nginx_http_requests_total{namespace="gate"}', 'container_cpu_usage_seconds_total{namespace="shop"}'):
         if not poll(120, lambda: q(stack["url"], f"count_over_time({series}[1m]) >= 3")):
             print(json.dumps(config_story(stack["url"]), indent=1))  # the whole story: a message is cut short
             pytest.fail(f"{series} is not scraped")
     yield stack
     # Not waited for (its pods' ends took 22-27 s of the cluster stream): nothing after reads
     # them, and the cluster's down removes what is left.
-    assert kubectl("delete", "namespace", "edge", "shop", "--wait=false").returncode == 0
+    assert kubectl("delete", "namespace", "edge", "gate", "shop", "--wait=false").returncode == 0
 
 
 def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_path):
@@ -304,6 +304,38 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_pat
     print(f"\n{s['rps']:.0f} req/s; {seg['verdict']['text']}")
 
 
+def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviour_diff(user_ingress, tmp_path):
+    """bench:migrate between two ingresses on the cluster, each side named by settings of its
+    own (edge, and its candidate gate with the routes moved so far): nothing deployed, the
+    routes of the Ingress objects of class edge sent to both from a pod, the runs alternated,
+    each side's rate and rate per ingress CPU-second (its counters in the chart's Prometheus)
+    in one table with intervals and the gates' verdict; the route gate does not serve is a
+    difference."""
+    migrate = {"FROM": "edge", "TO": "gate", "FROM_TARGET": "http://edge.edge.svc", "FROM_INGRESS_PODS": "edge/app=edge",
+               "TO_TARGET": "http://gate.gate.svc", "TO_INGRESS_PODS": "gate/app=gate", "BACKEND_PODS": "shop/service/web",
+               "PROBES": "ingress/edge", "SCENARIOS": "rps", "ROUNDS": "3", "DURATION": "1s", "SEGMENTS": "1"}
+    r = sh("./task", "bench:migrate", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG,
+                                           "IMAGE_SET": "local", "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path),
+                                           **VALIDITY_UNJUDGED, **migrate}, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    (d,) = tmp_path.glob("migrate-*")
+    doc = json.loads((d / "migrate.json").read_text())
+    said = {(p, what): (x, y) for p, what, x, y in doc["behaviour"]["differences"]}
+    # exact: the two routes of the Ingress, and gate's 404 for the one it has not moved
+    assert doc["behaviour"]["probes"] == ["GET /100kb.bin", "GET /1kb.bin"], doc["behaviour"]
+    assert said[("GET /100kb.bin", "status")] == (200, 404) and not [k for k in said if k[0] == "GET /1kb.bin"], said
+    (cmp,) = d.glob("compare-*/compare.json")
+    c = json.loads(cmp.read_text())
+    # the compare's gates' verdict, and the ingress CPU each side's runs read (0.25: edge's and gate's limits)
+    assert c["verdict"] in ("pass", "regression", "unstable") and c["rounds"] == 3 and c["ingress_cpus"] == {"base": [0.25], "head": [0.25]}, c
+    rows = {x["metric"]: x for x in doc["speed"]}
+    for metric in ("req/s", "req/s per ingress CPU"):
+        assert rows[metric]["from"] > 0 and rows[metric]["to"] > 0 and rows[metric]["low"] < rows[metric]["high"], rows
+    assert doc["changes"] == {} and "GET /100kb.bin | status | 200 | 404" in (d / "report.md").read_text()
+    # the probes' pods and the runners' Jobs: none left running
+    assert kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/component=probe", "-o", "name").stdout == ""
+
+
 @pytest.mark.parametrize("env, message", [
     ({"INGRESS_PODS": "edge/app=nothing"}, "INGRESS_PODS=edge/app=nothing: no running pod in namespace edge matches app=nothing"),
     ({"BACKEND_PODS": "shop/service/none"}, "BACKEND_PODS=shop/service/none: no Service none in namespace shop"),
@@ -315,3 +347,4 @@ def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user
     errors = [l for l in run.proc.stderr.splitlines() if l.startswith("error: ")]
     assert run.proc.returncode == 1 and len(errors) == 1 and message in errors[0], run.proc.stderr[-2000:]
     assert run.dir is None and kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout == jobs
+

@@ -190,6 +190,9 @@ def test_a_saved_baseline_is_compared_and_its_machine_checked(lab_taken_down, tm
     (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "BUDGET=soon"], "BUDGET must look like 30s"),
     (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "BUDGET=5m", "ROUNDS=4"], "give ROUNDS (that many rounds) or BUDGET"),
     (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "GATE_CV_MAX=lots"], "GATE_CV_MAX must be a number"),
+    (["BASE=nginx-lb-default", "HEAD=nginx-lb-full", "HEAD_CONNECTIONS=many"], "CONNECTIONS must be"),
+    (["BASE=edge", "HEAD=nginx-lb-full", "BASE_INGRESS_PODS=edge/app=edge", "BASE_TARGET=http://edge.edge.svc"],
+     "BASE: INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external"),
 ])
 def test_bad_input_to_compare_is_one_line(args, message, lab_down, tmp_path):
     r = task("bench:compare", "PLATFORM=lab", f"RESULTS_ROOT={tmp_path / 'r'}", *args)

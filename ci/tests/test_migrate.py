@@ -1,27 +1,13 @@
-"""bench:migrate on the local cluster: the default LB against the tuned one.
+"""bench:migrate on the local cluster: an overlay's behaviour probed.
 Its verdicts (a variant against itself says "no change" once its interval decides, undecided
 before) are proved on recorded rounds (test_recorded.py). Bad input is one line before anything
 is deployed."""
-import json
+import os
 import sys
 
 import pytest
 
 from conftest import ROOT, UNMONITORED, one_error, task
-
-# Short: the table's shape and its intervals are the subject, not the figures (the
-# migration's own figures come from a run with the defaults). Unmonitored: the rates per CPU come from the
-# cgroups, the behaviour from the probes.
-SHORT = {"SCENARIOS": "rps", "DURATION": "3s", "CHANGES": "", **UNMONITORED}
-
-
-def migrate(tmp_path, **settings):
-    results = tmp_path / "results"
-    r = task("bench:migrate", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in {**SHORT, **settings}.items()), timeout=900)
-    runs = sorted(results.glob("migrate-*"))
-    assert len(runs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
-    return r, json.loads((runs[0] / "migrate.json").read_text()), runs[0]
-
 
 def migrate_module():
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
@@ -29,38 +15,21 @@ def migrate_module():
     return m
 
 
-def says(row, tol):
-    """The migration table's word for a rate: its interval wholly within ±TOL of 1, or past it."""
-    lo, hi = row["low"], row["high"]
-    return "no change" if lo >= 1 - tol and hi <= 1 + tol else "faster" if lo > 1 + tol else "slower" if hi < 1 - tol else "undecided"
-
-
-@pytest.mark.takes_monitoring_down  # its comparison's matrix, unmonitored
+@pytest.mark.takes_monitoring_down  # deployed unmonitored
 @pytest.mark.usefixtures("local_cluster")
-def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
-    """The default LB to the tuned one: the comparison's alternated rounds (each a deploy of its
-    side) in one table, every probe answered by both sides and diffed. (The LB to Envoy Gateway,
-    its 404 for a host no route takes, on recorded answers and rounds: test_recorded.py; Envoy
-    Gateway deployed, run and left: test_gateway.py.)"""
-    r, doc, d = migrate(tmp_path, FROM="nginx-lb-default", TO="nginx-lb-full", ROUNDS="3")
-    assert r.returncode == 0, r.stderr[-3000:]
-    per_cpu = next(x for x in doc["speed"] if x["scenario"] == "rps" and "per ingress CPU" in x["metric"])
-    for row in (next(x for x in doc["speed"] if (x["scenario"], x["metric"]) == ("rps", "req/s")), per_cpu):
-        # three rounds (a comparison's fewest): a spread, so an interval; what the row says is where it lies against ±tolerance
-        assert row["from"] > 0 and row["to"] > 0 and row["low"] < row["high"], row
-        assert row["says"] == (says(row, doc["tolerance"]) if row["judged"] else "shown"), (row, doc["tolerance"])
-    assert doc["verdict"] == migrate_module().verdict_of(doc["speed"], doc["behaviour"]["differences"], doc["tolerance"], doc["failed"])
-    # The same requests, answered by both: every probe answered on both sides, and the
-    # differences are those of their answers.
-    a = doc["behaviour"]["answers"]
-    assert [len(a["FROM"]), len(a["TO"])] == [len(doc["behaviour"]["probes"])] * 2, a
-    both = a["FROM"] + a["TO"]
-    assert both and all(x["status"] for x in both), a
-    assert doc["behaviour"]["differences"] == [list(x) for x in migrate_module().differences(a["FROM"], a["TO"])]
-    # One page: the table and the behaviour section in it.
-    page = (d / "report.md").read_text()
-    assert "| rps | req/s |" in page and "95 % interval" in page, page
-    assert (d / "report.html").exists()
+def test_an_overlays_behaviour_is_probed_from_where_k6_runs():
+    """bench:migrate's behaviour part on a side it deploys: the overlay up, then every request of
+    the built-in list sent by k6/probe/probe.js from the client's network namespace, each on a
+    connection of its own, the TLS ones to its 443. (The whole migration, its alternated rounds
+    and its table, between two ingresses on the cluster: test_chart_stack.py; the LB against
+    Envoy Gateway on recorded answers and rounds: test_recorded.py.)"""
+    m = migrate_module()
+    import probes
+    answers = m.behaviour("FROM", dict(os.environ, FROM="nginx-lb-default", **UNMONITORED), probes.BUILT_IN)
+    assert [a["status"] for a in answers] == [200, 200, 200, 200, 200, 404, 405, 200, 200, 200], answers
+    # the bodies' sizes: the payloads (HEAD none), nginx's error pages
+    assert [a["body"] for a in answers][:5] == [1024, 0, 1048576, 0, 1024], answers
+    assert m.differences(probes.BUILT_IN, answers, answers) == []
 
 
 @pytest.mark.parametrize("settings,error", [
@@ -69,9 +38,49 @@ def test_a_migration_is_one_table_with_intervals_and_a_behaviour_diff(tmp_path):
     ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "CHANGES": "explode"}, "CHANGES"),
     ({"FROM": "nginx-lb-default", "TO": "envoy-gateway-default", "ROUNDS": "3", "BUDGET": "4m"}, "not both"),
     ({"FROM": "nginx-lb-default", "TO": "nginx-lb-full", "ROUNDS": "2"}, "ROUNDS must be at least 3 for a comparison"),
+    ({"FROM": "edge", "TO": "nginx-lb-full", "FROM_INGRESS_PODS": "edge/app=edge", "FROM_TARGET": "http://edge.edge.svc"},
+     "FROM: INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external (KUBECONFIG): set PLATFORM=external"),
+    ({"FROM": "edge", "TO": "gate", "FROM_INGRESS_PODS": "edge/app=edge", "TO_INGRESS_PODS": "gate/app=gate", "CHANGES": "scale"},
+     "CHANGES: FROM and TO are ingresses you run, which the suite does not change: unset CHANGES"),
+    ({"FROM": "nginx-lb-default", "TO": "nginx-lb-full", "PROBES": "/nonexistent/requests.txt"},
+     "PROBES=/nonexistent/requests.txt: cannot read it (No such file or directory)"),
+    ({"FROM": "nginx-lb-default", "TO": "nginx-lb-full", "PROBES": "gateway/eg"}, "PROBES=gateway/eg: give ingress/CLASS or gateway/NAMESPACE/NAME"),
+    ({"FROM": "nginx-lb-default", "TO": "nginx-lb-full", "FROM_TARGT": "http://x"}, "unknown setting 'FROM_TARGT'"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(tmp_path, settings, error):
     results = tmp_path / "results"
     r = task("bench:migrate", f"RESULTS_ROOT={results}", *(f"{k}={v}" for k, v in settings.items()))
     assert r.returncode == 1 and error in one_error(r), r.stderr
     assert not results.exists()
+
+
+def test_the_requests_a_file_or_the_clusters_routes_give():
+    """PROBES: a file's lines, an IngressClass's rules, a Gateway's HTTPRoutes (recorded
+    objects), each a request with its own Host where it names one; a line of another shape is
+    refused with its number."""
+    sys.path[:0] = [str(ROOT / "bench/run")]
+    import probes
+    from cases import Bad
+    ingresses = {"items": [
+        {"metadata": {"name": "shop", "namespace": "shop"}, "spec": {"ingressClassName": "nginx", "rules": [
+            {"host": "shop.example", "http": {"paths": [{"path": "/cart", "pathType": "Prefix"}, {"path": "/", "pathType": "Prefix"}]}},
+            {"http": {"paths": [{"path": "/health", "pathType": "Exact"}]}}]}},
+        {"metadata": {"name": "old", "namespace": "a", "annotations": {"kubernetes.io/ingress.class": "nginx"}},
+         "spec": {"rules": [{"http": {"paths": [{"pathType": "ImplementationSpecific"}]}}]}},
+        {"metadata": {"name": "other", "namespace": "b"}, "spec": {"ingressClassName": "traefik", "rules": [{"http": {"paths": [{"path": "/t"}]}}]}}]}
+    assert [probes.label(p) for p in probes.ingress_routes(ingresses, "nginx")] == [
+        "GET /cart (Host: shop.example)", "GET / (Host: shop.example)", "GET /health", "GET /"]
+    routes = {"items": [
+        {"metadata": {"name": "r", "namespace": "shop"}, "spec": {"parentRefs": [{"name": "eg", "namespace": "gw"}],
+                                                                   "hostnames": ["a.example", "b.example"],
+                                                                   "rules": [{"matches": [{"path": {"value": "/api"}, "method": "POST"}]}, {}]}},
+        {"metadata": {"name": "same-ns", "namespace": "gw"}, "spec": {"parentRefs": [{"name": "eg"}], "rules": [{}]}},
+        {"metadata": {"name": "elsewhere", "namespace": "shop"}, "spec": {"parentRefs": [{"name": "eg"}], "rules": [{}]}}]}
+    assert [probes.label(p) for p in probes.gateway_routes(routes, "gw", "eg")] == [
+        "POST /api (Host: a.example)", "GET / (Host: a.example)", "POST /api (Host: b.example)", "GET / (Host: b.example)", "GET /"]
+    f = ROOT / "ci/tests/fixtures/existing/requests.txt"
+    assert [probes.label(p) for p in probes.from_file(f)] == ["GET /1kb.bin", "HEAD /1kb.bin (Host: shop.example)", "POST /api"]
+    bad = f.parent / "bad-requests.txt"
+    with pytest.raises(Bad) as e:
+        probes.from_file(bad)
+    assert str(e.value) == f"PROBES={bad}: line 2 is not '[METHOD] [HOST]/PATH' (METHOD one of GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH): FETCH /x"

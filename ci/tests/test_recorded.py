@@ -192,8 +192,9 @@ def test_migrate_nginx_to_envoy_gateway_on_recorded_answers_and_rounds():
     both."""
     migrate = migrate_module()
     fx = recorded("migrate-envoy")
-    assert [len(fx["answers"][s]) for s in ("FROM", "TO")] == [len(migrate.PROBES)] * 2
-    diffs = migrate.differences(fx["answers"]["FROM"], fx["answers"]["TO"])
+    import probes
+    assert [len(fx["answers"][s]) for s in ("FROM", "TO")] == [len(probes.BUILT_IN)] * 2
+    diffs = migrate.differences(probes.BUILT_IN, fx["answers"]["FROM"], fx["answers"]["TO"])
     said = {(p, what): (x, y) for p, what, x, y in diffs}
     assert said[("GET http://…/1kb.bin (Host: other.example)", "status")] == (200, 404), said
     assert [k for k in said if k[0] in ("GET http://…/1kb.bin", "GET https://…/1kb.bin") and k[1] in ("status", "body bytes")] == []
