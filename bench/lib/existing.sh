@@ -119,3 +119,33 @@ existing_scraped_since() {
     return 0
   done
 }
+
+# probe_pod JSON: the requests of JSON ([{method, url, headers}]) sent by k6/probe/probe.js from
+# a pod of the runners' image in namespace ingress-bench (made if it is not there; the pod is
+# removed when it ends): its "@@probes" line, the answers in order.
+probe_pod() {
+  kubectl get namespace ingress-bench >/dev/null 2>&1 || kubectl create namespace ingress-bench >/dev/null ||
+    die "could not create namespace ingress-bench on the cluster of KUBECONFIG=$KUBECONFIG"
+  # A second after the answers: the runtime copies a pod's output after it ends.
+  kubectl -n ingress-bench run "probe-$RANDOM$RANDOM" --image="$(k6_image)" --restart=Never --rm -i --quiet \
+    --labels=app.kubernetes.io/part-of=ingress-bench,app.kubernetes.io/component=probe --env="IB_PROBES=$1" \
+    --command -- sh -c 'k6 run --quiet --no-color --log-output=none - && sleep 1' <"$IB_ROOT/k6/probe/probe.js" 2>&1 |
+    grep -m1 '^@@probes ' || die "the probes' pod failed on the cluster of KUBECONFIG=$KUBECONFIG"
+}
+
+existing_probes=20 # the requests existing_target sends
+
+# existing_target: TARGET is the ingress INGRESS_PODS names, before any load: requests sent to
+# it from a pod move its pods' counter by at least as many (others' requests only add), once its
+# Prometheus holds a scrape after them; one line and exit 1 otherwise.
+existing_target() {
+  local n=$existing_probes before after reqs
+  before=$(existing_count "$(date +%s)")
+  reqs=$(jq -cn --argjson n "$n" --arg u "${TARGET%/}/" --arg h "$(setting HOST)" '[range($n) | {method: "GET", url: $u, headers: {Host: $h}}]')
+  probe_pod "$reqs" >/dev/null || exit 1
+  existing_scraped_since "$(date +%s)"
+  after=$(existing_count "$(date +%s)")
+  [ -n "$before" ] && [ -n "$after" ] && [ $((after - before)) -ge "$n" ] ||
+    die "TARGET $TARGET is not the ingress INGRESS_PODS=$INGRESS_PODS names: $n requests sent to it moved its pods' counter by $((${after:-0} - ${before:-0}))"
+  say existing "target: $n requests sent to $TARGET, counted by its pods ($((after - before)) in all meanwhile)"
+}

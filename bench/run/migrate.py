@@ -98,11 +98,12 @@ def logged(args, path, env):
     return rc, path.read_text()
 
 
-def compare(scenario, env, out):
+def compare(scenario, env, out, ran=()):
     """bench:compare BASE=FROM HEAD=TO for SCENARIO: its compare.json, and its directory."""
     sides = {f"{to}_{k}": v for side, to in (("FROM", "BASE"), ("TO", "HEAD")) for k, v in own_settings(env, side).items()}
     rc, log = logged([sys.executable, str(ROOT / "bench/run/compare.py")], out / f"compare-{scenario}.log", env=dict(
         env, BASE=env["FROM"], HEAD=env["TO"], SCENARIO=scenario, DECIDE="change", RESULTS_ROOT=str(out), **sides,
+        **({"IB_TARGET_CHECKED": "1"} if ran else {}),  # checked before the behaviour's probes
         **({} if env.get("BUDGET") else {"ROUNDS": env.get("ROUNDS") or "3"})))
     found = sorted(out.glob("compare-*/compare.json"), key=lambda p: p.stat().st_mtime)
     if rc not in (0, 98, 99) or not found:
@@ -257,10 +258,12 @@ def main(argv):
     ran = [s for s in ("FROM", "TO") if running(env, s)]
     if ran and env.get("CHANGES"):
         raise mx.Bad(f"CHANGES: {' and '.join(ran)} {'is an ingress' if len(ran) == 1 else 'are ingresses'} you run, which the suite does not change: unset CHANGES")
+    # Each side checked before anything (an ingress you run: its target's requests counted, both at once)
+    checks = pr.both({side: (lambda side=side: mx.existing_checked(dict(env, **own_settings(env, side))) if side in ran
+                             else mx.shell('need_overlay "$1"', env[side], env=env)) for side in ("FROM", "TO")})
     for side in ("FROM", "TO"):
-        r = mx.existing_checked(dict(env, **own_settings(env, side))) if side in ran else mx.shell('need_overlay "$1"', env[side], env=env)
-        if r.returncode != 0:
-            raise mx.Bad(f"{side}: {mx.error_line(r.stderr)}")
+        if checks[side].returncode != 0:
+            raise mx.Bad(f"{side}: {mx.error_line(checks[side].stderr)}")
     scenarios = (env.get("SCENARIOS") or mx.default_of("SCENARIOS")).split()
     changes = [] if ran else (env.get("CHANGES") if env.get("CHANGES") is not None else "scale").split()
     probes, probes_said = pr.chosen(env, mx.shell('echo "${KUBECONFIG:-$IB_CLUSTER_KUBECONFIG}"', env=env).stdout.strip())
@@ -283,7 +286,7 @@ def main(argv):
     for s in scenarios:
         mx.say("migrate", f"speed: {s}, {env['FROM']} against {env['TO']} in alternated rounds")
         try:
-            doc, d = compare(s, env, out)
+            doc, d = compare(s, env, out, ran)
             compares[s], compares_rounds[s] = str(d), doc["rounds"]
             rows += speed_rows(s, doc, tol)
         except mx.Bad as e:

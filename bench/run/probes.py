@@ -19,10 +19,9 @@ import json
 import re
 import subprocess
 import threading
-import uuid
 from pathlib import Path
 
-from cases import Bad, ROOT, shell
+from cases import Bad, ROOT, error_line, shell
 
 # scheme (None: the side's own), method, path, extra headers.
 BUILT_IN = [
@@ -160,27 +159,18 @@ def requests(probes, base, host):
 def sent(reqs, env, where, ns=None):
     """REQS sent by k6/probe/probe.js: WHERE "host" (in network namespace NS when given) or
     "cluster" (a pod in namespace ingress-bench of the cluster of env's KUBECONFIG, of the
-    image the runners use): the answers, in order."""
+    image the runners use: bench/lib/existing.sh probe_pod): the answers, in order."""
     script = ROOT / "k6/probe/probe.js"
     payload = json.dumps(reqs)
     if where == "cluster":
-        image = shell("k6_image", env=env).stdout.strip()
-        ensure = 'kubectl get namespace ingress-bench >/dev/null 2>&1 || kubectl create namespace ingress-bench >/dev/null'
-        if subprocess.run(["bash", "-c", ensure], env=env).returncode != 0:
-            raise Bad("could not create namespace ingress-bench for the probes' pod")
-        cmd = ["kubectl", "-n", "ingress-bench", "run", f"probe-{uuid.uuid4().hex[:8]}", f"--image={image}", "--restart=Never",
-               "--rm", "-i", "--quiet", "--labels=app.kubernetes.io/part-of=ingress-bench,app.kubernetes.io/component=probe",
-               f"--env=IB_PROBES={payload}", "--command", "--",
-               # a second after the answers: the runtime copies a pod's output after it ends
-               "sh", "-c", "k6 run --quiet --no-color --log-output=none - && sleep 1"]
-        r = subprocess.run(cmd, input=script.read_text(), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        r = shell('probe_pod "$1"', payload, env=env)
     else:
         k6 = shell("command -v k6", env=env).stdout.strip() or "k6"  # the pinned one (bench/lib.sh)
         cmd = (["nsenter", f"--net={ns}"] if ns else []) + [k6, "run", "--quiet", "--no-color", "--log-output=none", str(script)]
         r = subprocess.run(cmd, env=dict(env, IB_PROBES=payload), capture_output=True, text=True, timeout=TIMEOUT_S)
     line = next((l for l in r.stdout.splitlines() if l.startswith("@@probes ")), None)
     if r.returncode != 0 or line is None:
-        raise Bad(f"the probes failed: {(r.stderr.strip().splitlines() or r.stdout.strip().splitlines() or [''])[-1]}")
+        raise Bad(f"the probes failed: {error_line(r.stderr + r.stdout)}")
     return json.loads(line[len("@@probes "):])
 
 

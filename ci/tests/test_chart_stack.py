@@ -286,6 +286,7 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_pat
     assert f"existing      ingress edge/app=edge: {pod} on ibench-node-1 (the replicas summed)" in said, said
     assert "existing      backends shop/service/web: 1 pods" in said, said
     assert "existing      server count: its pods' nginx_http_requests_total, read before and after the load" in said, said
+    assert "existing      target: 20 requests sent to http://edge.edge.svc, counted by its pods" in said, said
     s = run.summary
     (seg,) = run.segments
     corr = seg["correlation"]
@@ -340,6 +341,9 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     ({"INGRESS_PODS": "edge/app=nothing"}, "INGRESS_PODS=edge/app=nothing: no running pod in namespace edge matches app=nothing"),
     ({"BACKEND_PODS": "shop/service/none"}, "BACKEND_PODS=shop/service/none: no Service none in namespace shop"),
     ({"MONITORING": "0"}, "INGRESS_PODS: an existing ingress is judged from your Prometheus: set PROMETHEUS_URL"),
+    # another ingress's address: its requests are not counted by edge's pods (its exporter's own reads are)
+    ({"TARGET": "http://gate.gate.svc"},
+     "TARGET http://gate.gate.svc is not the ingress INGRESS_PODS=edge/app=edge names: 20 requests sent to it moved its pods' counter by "),
 ])
 def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user_ingress, tmp_path, env, message):
     jobs = kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout
