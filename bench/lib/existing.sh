@@ -108,11 +108,11 @@ existing_cpu() {
 # sample taken at T (unix seconds) or later, so that a count read then holds all a load that
 # ended before T served (at most 4 scrapes and 5 s: then the count is what was read by then).
 existing_scraped_since() {
-  local q i
-  for ((i = 0; i < 4 * $(jq -r .interval <<<"$IB_EXISTING") + 5; i += 1)); do
+  local counter=${EXISTING_COUNTER#sum(} ingress tries q i
+  ingress=$(jq -r .ingress <<<"$IB_EXISTING") tries=$((4 * $(jq -r .interval <<<"$IB_EXISTING") + 5))
+  for ((i = 0; i < tries; i += 1)); do
     ((i == 0)) || sleep 1
-    q=${EXISTING_COUNTER#sum(}
-    for q in "${q%)}" "container_cpu_usage_seconds_total{$(jq -r .ingress <<<"$IB_EXISTING"), container!~\"|POD\"}"; do
+    for q in "${counter%)}" "container_cpu_usage_seconds_total{$ingress, container!~\"|POD\"}"; do
       prometheus_query "$PROMETHEUS_URL" "min(timestamp($q))" 2>/dev/null |
         jq -e --argjson t "$1" '.data.result[0].value[1] | tonumber >= $t' >/dev/null 2>&1 || continue 2
     done

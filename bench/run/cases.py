@@ -55,6 +55,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import yaml
@@ -237,6 +238,27 @@ def side_settings(env, side, reg):
     FROM_INGRESS_PODS, ...) for NAME a setting a run reads: {NAME: value}, checked as a case's."""
     given = {k[len(side) + 1:]: v for k, v in env.items() if k.startswith(side + "_") and v}
     return settings_of({k: v for k, v in given.items() if k in reg}, side, reg)
+
+
+def at_once(jobs):
+    """Each of JOBS ({name: callable}) in a thread of its own (each waits on a cluster): their
+    results by name; the first Bad raised again, with its name."""
+    out, errors = {}, {}
+
+    def run(k, f):
+        try:
+            out[k] = f()
+        except Bad as e:
+            errors[k] = e
+    threads = [threading.Thread(target=run, args=kv) for kv in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in jobs:
+        if k in errors:
+            raise Bad(f"{k}: {errors[k]}")
+    return out
 
 
 def existing_checked(env):

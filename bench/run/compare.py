@@ -265,8 +265,10 @@ def main(argv):
     # BASE or HEAD names: its variant is then the platform's (external: existing).
     own = {s: mx.side_settings(env, s.upper(), mx.registry()) for s, _ in sides}
     ran = {s: bool(own[s].get("INGRESS_PODS") or env.get("INGRESS_PODS")) for s, _ in sides}
-    for s, _ in sides:  # before its TARGET is checked as the lab's
-        if ran[s] and (r := mx.shell("load_platform; existing_platform", env=dict(env, **own[s]))).returncode != 0:
+    # Checked before anything, as their runs would be (both at once), and not again in each run.
+    checks = mx.at_once({s: (lambda s=s: mx.existing_checked(dict(env, **own[s]))) for s, _ in sides if ran[s]})
+    for s, r in checks.items():
+        if r.returncode != 0:
             raise mx.Bad(f"{s.upper()}: {mx.error_line(r.stderr)}")
     doc = {"title": f"compare: {scenario}, " + (f"base {base}" if base else f"baseline '{baseline}' ({saved['variant']})" if saved else "HEAD alone")
                     + f" vs head {head}",
@@ -286,9 +288,7 @@ def main(argv):
         mx.resolve(m, env, reg)
         for c in m["cases"]:
             if ran[c["name"]]:
-                if (r := mx.existing_checked(c["env"])).returncode != 0:
-                    raise mx.Bad(f"{c['name'].upper()}: {mx.error_line(r.stderr)}")
-                c["env"]["IB_TARGET_CHECKED"] = "1"  # once, not before every run
+                c["env"]["IB_TARGET_CHECKED"] = "1"
     except mx.Bad as e:  # a side's error in the user's words: BASE or HEAD, not the case's name
         raise mx.Bad(re.sub(r"^bench:compare: case '(base|head)': ", lambda x: f"{x[1].upper()}: ", str(e)))
     notes = []

@@ -259,7 +259,7 @@ def main(argv):
     if ran and env.get("CHANGES"):
         raise mx.Bad(f"CHANGES: {' and '.join(ran)} {'is an ingress' if len(ran) == 1 else 'are ingresses'} you run, which the suite does not change: unset CHANGES")
     # Each side checked before anything (an ingress you run: its target's requests counted, both at once)
-    checks = pr.both({side: (lambda side=side: mx.existing_checked(dict(env, **own_settings(env, side))) if side in ran
+    checks = mx.at_once({side: (lambda side=side: mx.existing_checked(dict(env, **own_settings(env, side))) if side in ran
                              else mx.shell('need_overlay "$1"', env[side], env=env)) for side in ("FROM", "TO")})
     for side in ("FROM", "TO"):
         if checks[side].returncode != 0:
@@ -277,7 +277,7 @@ def main(argv):
     # switch of variant fewer; Envoy Gateway's deploy takes 34 s).
     mx.say("migrate", f"behaviour: {probes_said}, to {env['TO']} and to {env['FROM']}")
     if ran == ["FROM", "TO"]:  # nothing deployed: both at once, each a pod's start
-        answers = pr.both({s: (lambda s=s: behaviour(s, env, probes)) for s in ("TO", "FROM")})
+        answers = mx.at_once({s: (lambda s=s: behaviour(s, env, probes)) for s in ("TO", "FROM")})
     else:
         answers = {s: behaviour(s, env, probes) for s in ("TO", "FROM")}
     diffs = differences(probes, answers["FROM"], answers["TO"])

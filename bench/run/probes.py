@@ -18,7 +18,6 @@ request: the built-in list's TLS requests are then left out, they would repeat t
 import json
 import re
 import subprocess
-import threading
 from pathlib import Path
 
 from cases import Bad, ROOT, error_line, shell
@@ -173,23 +172,3 @@ def sent(reqs, env, where, ns=None):
         raise Bad(f"the probes failed: {error_line(r.stderr + r.stdout)}")
     return json.loads(line[len("@@probes "):])
 
-
-def both(jobs):
-    """Each of JOBS ({name: callable}) at once (each side's probes wait on a pod's start): their
-    results by name; the first Bad raised again."""
-    out, errors = {}, {}
-
-    def run(k, f):
-        try:
-            out[k] = f()
-        except Bad as e:
-            errors[k] = e
-    threads = [threading.Thread(target=run, args=kv) for kv in jobs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for k in jobs:
-        if k in errors:
-            raise Bad(f"{k}: {errors[k]}")
-    return out

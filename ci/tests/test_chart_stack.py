@@ -7,6 +7,7 @@ through the chart's scrape configs. Two verdicts, the chart's default selectors,
 dashboard query, and an ingress the user runs (INGRESS_PODS) judged from the chart's Prometheus
 as it is; uninstalled after, the machine as found (local_cluster)."""
 import json
+import sys
 import time
 import urllib.parse
 
@@ -305,6 +306,12 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_pat
     print(f"\n{s['rps']:.0f} req/s; {seg['verdict']['text']}")
 
 
+def migrate_module():
+    sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
+    import migrate
+    return migrate
+
+
 def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviour_diff(user_ingress, tmp_path):
     """bench:migrate between two ingresses on the cluster, each side named by settings of its
     own (edge, and its candidate gate with the routes moved so far): nothing deployed, the
@@ -327,8 +334,15 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     assert said[("GET /100kb.bin", "status")] == (200, 404) and not [k for k in said if k[0] == "GET /1kb.bin"], said
     (cmp,) = d.glob("compare-*/compare.json")
     c = json.loads(cmp.read_text())
-    # the compare's gates' verdict, and the ingress CPU each side's runs read (0.25: edge's and gate's limits)
-    assert c["verdict"] in ("pass", "regression", "unstable") and c["rounds"] == 3 and c["ingress_cpus"] == {"base": [0.25], "head": [0.25]}, c
+    # the compare's gates' verdict as its rows say it (GATE_CV_MAX's default 15 %), and the
+    # ingress CPU each side's runs read (0.25: edge's and gate's quotas)
+    rate = next(x for x in c["metrics"] if x["key"] == "rate")
+    assert c["verdict"] == ("unstable" if max(rate["base"]["cv_percent"], rate["head"]["cv_percent"]) > 15 else
+                            "regression" if any(x["says"] == "REGRESSION" for x in c["metrics"]) else "pass"), c
+    assert c["rounds"] == 3 and c["ingress_cpus"] == {"base": [0.25], "head": [0.25]}, c
+    # and the migration's one line, from its own table and differences (gate's 404: "changed")
+    assert doc["verdict"] == migrate_module().verdict_of(doc["speed"], doc["behaviour"]["differences"], doc["tolerance"], doc["failed"])
+    assert doc["verdict"].startswith("changed: ") and doc["failed"] == [], doc["verdict"]
     rows = {x["metric"]: x for x in doc["speed"]}
     for metric in ("req/s", "req/s per ingress CPU"):
         assert rows[metric]["from"] > 0 and rows[metric]["to"] > 0 and rows[metric]["low"] < rows[metric]["high"], rows
