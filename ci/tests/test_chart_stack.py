@@ -334,9 +334,10 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     assert said[("GET /100kb.bin", "status")] == (200, 404) and not [k for k in said if k[0] == "GET /1kb.bin"], said
     (cmp,) = d.glob("compare-*/compare.json")
     c = json.loads(cmp.read_text())
-    # the compare's gates' verdict as its rows say it (GATE_CV_MAX's default 15 %), and the
-    # ingress CPU each side's runs read (0.25: edge's and gate's quotas)
+    # the compare's gates' verdict as its rows say it, and the ingress CPU each side's runs read
+    # (0.25: edge's and gate's quotas)
     rate = next(x for x in c["metrics"] if x["key"] == "rate")
+    # exact: GATE_CV_MAX's default (15 %), the gate compare.py judges the rows' spread by
     assert c["verdict"] == ("unstable" if max(rate["base"]["cv_percent"], rate["head"]["cv_percent"]) > 15 else
                             "regression" if any(x["says"] == "REGRESSION" for x in c["metrics"]) else "pass"), c
     assert c["rounds"] == 3 and c["ingress_cpus"] == {"base": [0.25], "head": [0.25]}, c
