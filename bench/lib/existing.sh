@@ -121,9 +121,10 @@ existing_scraped_since() {
 }
 
 # probe_pod JSON: the requests of JSON ([{method, url, headers}]) sent by k6/probe/probe.js from
-# a pod of the runners' image in namespace ingress-bench (made if it is not there; the pod is
-# removed when it ends): its "@@probes" line, the answers in order.
+# a pod of the runners' image (in REGISTRY first, when given) in namespace ingress-bench (made if
+# it is not there; the pod is removed when it ends): its "@@probes" line, the answers in order.
 probe_pod() {
+  registry_push quiet
   kubectl get namespace ingress-bench >/dev/null 2>&1 || kubectl create namespace ingress-bench >/dev/null ||
     die "could not create namespace ingress-bench on the cluster of KUBECONFIG=$KUBECONFIG"
   # A second after the answers: the runtime copies a pod's output after it ends.

@@ -53,7 +53,45 @@ image_set() {
   [ -n "$s" ] || s=$([ "$(pf_trait cluster)" = own ] && echo local || echo upstream)
   echo "$s"
 }
-k6_image() { if [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"; else echo "$K6_IMAGE_UPSTREAM"; fi; }
+# The runners' k6: with REGISTRY, this machine's build (the project's engine) as pushed there
+# (registry_push); else by IMAGE_SET.
+k6_image() {
+  if [ -n "${REGISTRY:-}" ]; then echo "${REGISTRY#http://}/ingress-bench-k6:$K6_LOCAL_TAG"
+  elif [ "$(image_set)" = local ]; then echo "$K6_IMAGE_NAME:$K6_LOCAL_TAG"
+  else echo "$K6_IMAGE_UPSTREAM"; fi
+}
+# k6_is_upstream: the runners run Grafana's stock k6 (no native engine in it).
+k6_is_upstream() { [ -z "${REGISTRY:-}" ] && [ "$(image_set)" = upstream ]; }
+# registry_platform: REGISTRY is for a user's cluster (the local cluster's nodes hold our builds).
+registry_platform() {
+  setting REGISTRY >/dev/null || exit 1
+  [ -z "${REGISTRY:-}" ] || [ "$(pf_trait cluster)" = user ] ||
+    die "REGISTRY puts the project's k6 image where a cluster of yours pulls from (PLATFORM=external): PLATFORM=$PLATFORM's runners have it already; unset it"
+}
+# registry_push [quiet]: with REGISTRY, the runners' image there before anything runs on the
+# cluster: this machine's k6 image (bench/platforms/local/images.sh k6) copied by skopeo with
+# the user's own credentials and configuration (skopeo login, registries.conf), once per build
+# (its tag is its sources' hash: an image already there is not sent again, nor said when
+# quiet); one line and exit 1 when the registry refuses it. An http:// REGISTRY is sent without
+# TLS, as the nodes of a cluster configured for such a registry pull from it.
+registry_push() {
+  [ -n "${REGISTRY:-}" ] || return 0
+  need_external_cluster "runs the runners' image from REGISTRY on"
+  local ref tls=true out t
+  ref=$(k6_image)
+  [[ $REGISTRY != http://* ]] || tls=false
+  for t in skopeo umoci busybox; do
+    command -v "$t" >/dev/null || die "REGISTRY: building the project's k6 image needs $t: run 'ci/tools/tools.sh apt skopeo umoci busybox-static'"
+  done
+  if timeout 60 skopeo inspect --raw --tls-verify=$tls "docker://$ref" >/dev/null 2>&1; then
+    [ "${1:-}" = quiet ] || say image "runners' k6: $ref (the project's engine), in your registry already"
+    return 0
+  fi
+  bash "$IB_ROOT/bench/platforms/local/images.sh" k6 || exit 1
+  out=$(timeout 300 skopeo copy -q --dest-tls-verify=$tls "docker-archive:$IB_CACHE/images/${K6_IMAGE_NAME##*/}-$K6_LOCAL_TAG.tar" "docker://$ref" 2>&1) ||
+    die "REGISTRY=$REGISTRY: could not push $ref: $(tail -n1 <<<"$out" | sed 's/^time="[^"]*" level=[a-z]* msg=//')"
+  say image "runners' k6: $ref (the project's engine), pushed to your registry"
+}
 # Image references the local cluster's nodes hold (each has its own containerd, each given the
 # same images: node 1's say).
 local_images() {

@@ -26,6 +26,7 @@ if [ -n "${INGRESS_PODS:-}" ]; then
 else
   [ -z "${TARGET:-}" ] || die "in-cluster runs measure the overlay they deploy: unset TARGET"
 fi
+registry_platform
 pf_check "$SCENARIO"
 settings_must_reach "the in-cluster k6 pods" pods distributed
 # Checked as the pods will see them: in a pod a Service DNS name is a cluster address
@@ -33,9 +34,9 @@ settings_must_reach "the in-cluster k6 pods" pods distributed
 KUBERNETES_SERVICE_HOST=${KUBERNETES_SERVICE_HOST:-kubernetes.default.svc} k6_validate "$SCENARIO"
 # Grafana's image is stock k6: the native engine, the default, is this project's build
 # (bench/platforms/local/images.sh); there the default is k6/http, passed on to the pods.
-if [ "$(image_set)" = upstream ]; then
+if k6_is_upstream; then
   [ "${ENGINE:-}" != native ] ||
-    die "ENGINE=native needs k6 built with k6/x/ingressbench, which $K6_IMAGE_UPSTREAM is not: use IMAGE_SET=local (the project's k6 image) or ENGINE=js"
+    die "ENGINE=native needs k6 built with k6/x/ingressbench, which $K6_IMAGE_UPSTREAM is not: use REGISTRY (the project's k6 image pushed where your cluster pulls from), IMAGE_SET=local (your nodes hold it) or ENGINE=js"
   export ENGINE=js
 fi
 testid=${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$SCENARIO-${VARIANT}-x$SEGMENTS}
@@ -47,6 +48,7 @@ pf_cluster_up
 if [ "$existing" = 1 ]; then
   need_external_cluster "loads an ingress you run on"
   existing_up
+  registry_push
   target=$TARGET
   # Ours on the user's cluster: this namespace and what the run puts in it, removed with it.
   say existing "on your cluster: namespace ingress-bench (created if it is not there),$([ "${IB_TARGET_CHECKED:-}" = 1 ] || echo " a pod that sends TARGET $existing_probes requests (removed when it ends),") ConfigMaps k6-scenarios and k6-lib, Job $(distributed_name "$testid") of $SEGMENTS pods for $(setting DURATION) (k6's graceful stop and 90 s at most after it); nothing of the ingress is changed"
@@ -54,6 +56,7 @@ if [ "$existing" = 1 ]; then
     die "could not create namespace ingress-bench on the cluster of KUBECONFIG=$KUBECONFIG"
   [ "${IB_TARGET_CHECKED:-}" = 1 ] || existing_target
 else
+  registry_push
   addr=$(bash "$IB_ROOT/bench/platforms/deploy.sh" --for-pods) || exit 1
   [[ $addr != *:* ]] || die "distributed runs measure an ingress: overlay $VARIANT exposes a NodePort only"
   target=$(scenario_scheme "$SCENARIO")://$addr

@@ -7,9 +7,14 @@ through the chart's scrape configs. Two verdicts, the chart's default selectors,
 dashboard query, and an ingress the user runs (INGRESS_PODS) judged from the chart's Prometheus
 as it is; uninstalled after, the machine as found (local_cluster)."""
 import json
+import re
+import shutil
+import socket
+import subprocess
 import sys
 import time
 import urllib.parse
+from pathlib import Path
 
 import pytest
 import yaml
@@ -233,6 +238,36 @@ def test_the_charts_default_selectors_need_the_release_label(stack, tmp_path):
 
 # An ingress the user runs (ci/tests/fixtures/existing/ingress.yaml, applied as they would), and
 # what the suite is told of it: its address, its pods, its backends, their Prometheus (the chart's).
+NODES_HOST = "198.18.63.1"  # the host's address on the nodes' bridge (bench/platforms/local/nodes.sh)
+
+
+@pytest.fixture(scope="module")
+def user_registry(local_cluster, tmp_path_factory):
+    """A registry of the user's, as a cluster's admin runs one without TLS: Debian's
+    docker-registry on the host's address on the nodes' network, each node's containerd told
+    by a hosts.toml that it speaks plain HTTP (containerd.toml's config_path)."""
+    binary = sh("bash", "ci/tools/tools.sh", "registry").stdout.strip()
+    d = tmp_path_factory.mktemp("registry")
+    with socket.socket() as s:
+        s.bind((NODES_HOST, 0))
+        port = s.getsockname()[1]
+    host = f"{NODES_HOST}:{port}"
+    (d / "config.yml").write_text(yaml.safe_dump({"version": 0.1, "log": {"level": "info", "accesslog": {"disabled": False}},
+                                                  "storage": {"filesystem": {"rootdirectory": str(d / "data")}}, "http": {"addr": host}}))
+    hosts = [c / "certs.d" / host for c in Path(KUBECONFIG).parents[1].glob("nodes/*/containerd")]
+    for h in hosts:
+        h.mkdir(parents=True)
+        (h / "hosts.toml").write_text(f'server = "http://{host}"\n[host."http://{host}"]\n  capabilities = ["pull", "resolve"]\n')
+    with open(d / "log", "w") as log:
+        proc = subprocess.Popen([binary, "serve", str(d / "config.yml")], stdout=log, stderr=subprocess.STDOUT)
+    assert poll(10, lambda: sh("curl", "-sf", f"http://{host}/v2/").returncode == 0), (d / "log").read_text()
+    yield {"host": host, "log": d / "log"}
+    proc.terminate()
+    proc.wait(timeout=10)
+    for h in hosts:
+        shutil.rmtree(h.parent)
+
+
 EXISTING = {"TARGET": "http://edge.edge.svc", "INGRESS_PODS": "edge/app=edge", "BACKEND_PODS": "shop/service/web",
             "SEGMENTS": "1"}
 
@@ -273,16 +308,24 @@ def user_ingress(stack, tmp_path_factory):
     assert kubectl("delete", "namespace", "edge", "gate", "shop", "--wait=false").returncode == 0
 
 
-def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, tmp_path):
+def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_registry, tmp_path):
     """PLATFORM=external with INGRESS_PODS: nothing of the ingress deployed, a runner in the
-    namespace of ours loads its address; the pods of its selector and the backends of a
-    Service's are found and said, the scrape interval is measured on their cAdvisor series,
-    and the runner's correlation comes from the chart's Prometheus as one query (no rules of
-    ours there): every signal measured, the ingress's CPU limit its pod's quota, the window
-    at that interval, and the server's count its exporter's counter, which agrees with k6's."""
-    run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", **EXISTING, **VALIDITY_UNJUDGED)
+    namespace of ours loads its address, its image the project's k6 pushed to the user's
+    registry (REGISTRY) and pulled from there by the node; the pods of its selector and the
+    backends of a Service's are found and said, the scrape interval is measured on their
+    cAdvisor series, and the runner's correlation comes from the chart's Prometheus as one
+    query (no rules of ours there): every signal measured, the ingress's CPU limit its pod's
+    quota, the window at that interval, and the server's count its exporter's counter, which
+    agrees with k6's."""
+    host = user_registry["host"]
+    run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", REGISTRY=f"http://{host}/user", **EXISTING, **VALIDITY_UNJUDGED)
     said = run.proc.stdout + run.proc.stderr
     assert run.proc.returncode == 0, said[-3000:]
+    image = f"{host}/user/ingress-bench-k6:{PINS['K6_VERSION']}-xk6-"
+    assert f"image         runners' k6: {image}" in said and "(the project's engine), pushed to your registry" in said, said
+    # and pulled from it by a node (the registry's access log: a node's address, .11 and up)
+    pullers = re.findall(r'^198\.18\.63\.(\d+) .*"GET /v2/user/ingress-bench-k6/manifests/', user_registry["log"].read_text(), re.M)
+    assert [a for a in pullers if int(a) >= 11], user_registry["log"].read_text()[-2000:]
     pod = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[0].metadata.name}").stdout
     assert f"existing      ingress edge/app=edge: {pod} on ibench-node-1 (the replicas summed)" in said, said
     assert "existing      backends shop/service/web: 1 pods" in said, said
@@ -359,6 +402,9 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     # another ingress's address: its requests are not counted by edge's pods (its exporter's own reads are)
     ({"TARGET": "http://gate.gate.svc"},
      "TARGET http://gate.gate.svc is not the ingress INGRESS_PODS=edge/app=edge names: 20 requests sent to it moved its pods' counter by "),
+
+    # a registry that does not answer (nothing listens on port 1)
+    ({"REGISTRY": f"http://{NODES_HOST}:1/user"}, f"REGISTRY=http://{NODES_HOST}:1/user: could not push {NODES_HOST}:1/user/ingress-bench-k6:"),
 ])
 def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user_ingress, tmp_path, env, message):
     jobs = kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout

@@ -6,6 +6,8 @@
 #   ci/tools/tools.sh versions   the distribution's versions the suite runs with (name=version lines)
 #   ci/tools/tools.sh apt PKG... install Debian packages the suite's way (no service started or
 #                                enabled at boot); the tests use it
+#   ci/tools/tools.sh registry   the tests' image registry (a user's, to which the project's k6
+#                                image is pushed): its binary's path
 set -euo pipefail
 . "$(dirname "$0")/../../bench/lib.sh"
 
@@ -74,6 +76,19 @@ k6_build() {
     die "building k6 $K6_VERSION with the xk6/ extension failed (last lines above)"
   fi
   mkdir -p "$IB_K6_DIR" && mv "$src/k6" "$IB_K6_DIR/k6" && rm -rf "$src" "$src.log"
+}
+
+# Debian's docker-registry (the distribution project's registry), unpacked into the cache:
+# installing it would start a service and add a user.
+registry_from_debian() {
+  local dir=$IB_CACHE/docker-registry tmp
+  if [ ! -x "$dir/docker-registry" ]; then
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -qq docker-registry >/dev/null 2>&1) || { rm -rf "$tmp"; die "apt-get download docker-registry failed"; }
+    dpkg-deb -x "$tmp"/docker-registry_*.deb "$tmp/root"
+    mkdir -p "$dir" && cp "$tmp/root/usr/bin/docker-registry" "$dir/" && rm -rf "$tmp"
+  fi
+  echo "$dir/docker-registry"
 }
 
 # The policy-rc.d we wrote, while an install runs: removed on any exit of this script, so an
@@ -162,8 +177,9 @@ case ${1:-all} in
     printf 'os=%s\nnginx=%s\nnginx_min=%s\nwrk=%s\nwrk_min=%s\n' \
       "$(. /etc/os-release && echo "$PRETTY_NAME")" "$(nginx_version)" "$NGINX_MIN" "$(wrk_version)" "$WRK_MIN"
     exit 0 ;;
+  registry) mkdir -p "$IB_CACHE"; registry_from_debian; exit 0 ;;
   apt) [ $# -gt 1 ] || die "tools.sh apt needs package names"; mkdir -p "$IB_CACHE"; shift; apt_tools "$@"; exit 0 ;;
-  *) die "unknown mode '$1': tools.sh [task|cluster|versions|apt PACKAGE...]" ;;
+  *) die "unknown mode '$1': tools.sh [task|cluster|versions|registry|apt PACKAGE...]" ;;
 esac
 mkdir -p "$IB_CACHE"
 # One build at a time per cache: two (a test suite's and a benchmark's, say) would build into

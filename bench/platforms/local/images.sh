@@ -168,6 +168,7 @@ envoy_image() {
 case ${1:-} in
   gateway) envoy_gateway_image; envoy_image; exit 0 ;;
   nginx) nginx_image; exit 0 ;; # ci/tools/tools.sh: from the start of a cluster build
+  k6) k6_image; exit 0 ;; # a user's registry (bench/lib/kube.sh registry_push)
 esac
 pause_image
 nginx_image
