@@ -87,6 +87,7 @@ existing_up() {
   EXISTING_CORES=$(prometheus_query "$PROMETHEUS_URL" "$q" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
   [ -n "$EXISTING_CORES" ] || EXISTING_CORES=-
   say existing "ingress CPU: ${EXISTING_CORES/#-/unknown} CPUs it may use; the seconds it used read before and after the load, the rate per ingress CPU-second from them"
+  existing_rules_check
 }
 
 # existing_count AT: the counter existing_up chose, summed over the ingress's pods, as its
@@ -149,4 +150,68 @@ existing_target() {
   [ -n "$before" ] && [ -n "$after" ] && [ $((after - before)) -ge "$n" ] ||
     die "TARGET $TARGET is not the ingress INGRESS_PODS=$INGRESS_PODS names: $n requests sent to it moved its pods' counter by $((${after:-0} - ${before:-0}))"
   say existing "target: $n requests sent to $TARGET, counted by its pods ($((after - before)) in all meanwhile)"
+}
+
+# existing_rules_check: with EXISTING_RULES=install (the user's opt-in to rules of ours in
+# their Prometheus), that Prometheus can take them from namespace ingress-bench: the Prometheus
+# object in the namespace of PROMETHEUS_URL's Service (or the cluster's only one) selects rules
+# by labels, from other namespaces than its own; sets EXISTING_RULES_LABELS (the rule's
+# labels), EXISTING_RULES_NS (the labels our namespace needs) and EXISTING_RULES_BY (which
+# Prometheus). One line and exit 1 otherwise; nothing is made here.
+existing_rules_check() {
+  local json where n nsel
+  EXISTING_RULES_LABELS=''
+  [ "$(setting EXISTING_RULES)" = install ] || return 0
+  kubectl get crd prometheusrules.monitoring.coreos.com >/dev/null 2>&1 ||
+    die "EXISTING_RULES=install: the cluster has no PrometheusRule kind (the Prometheus Operator's, as kube-prometheus-stack installs it): set EXISTING_RULES=query"
+  if [[ $PROMETHEUS_URL =~ ^https?://[a-z0-9-]+\.([a-z0-9-]+)\.svc ]]; then
+    where="in namespace ${BASH_REMATCH[1]}"
+    json=$(kubectl -n "${BASH_REMATCH[1]}" get prometheus -o json 2>/dev/null) || json='{"items": []}'
+  else
+    where="on the cluster"
+    json=$(kubectl get prometheus -A -o json 2>/dev/null) || json='{"items": []}'
+  fi
+  n=$(jq '.items | length' <<<"$json")
+  [ "$n" = 1 ] || die "EXISTING_RULES=install: $n Prometheus objects $where, where one must take the rules: name its Service in PROMETHEUS_URL (http://SERVICE.NAMESPACE.svc:9090), the only Prometheus of its namespace"
+  json=$(jq '.items[0]' <<<"$json")
+  EXISTING_RULES_BY="Prometheus $(jq -r '.metadata.namespace + "/" + .metadata.name' <<<"$json")"
+  jq -e '.spec.ruleSelector != null and (.spec.ruleSelector.matchExpressions // [] | length == 0)' <<<"$json" >/dev/null ||
+    die "EXISTING_RULES=install: $EXISTING_RULES_BY selects no PrometheusRule by labels alone (its ruleSelector is unset or has expressions): set EXISTING_RULES=query"
+  nsel=$(jq -c '.spec.ruleNamespaceSelector' <<<"$json")
+  [ "$nsel" != null ] ||
+    die "EXISTING_RULES=install: $EXISTING_RULES_BY reads PrometheusRules from its own namespace only (ruleNamespaceSelector unset), and the suite makes its objects in namespace ingress-bench only: set EXISTING_RULES=query"
+  jq -e '.matchExpressions // [] | length == 0' <<<"$nsel" >/dev/null ||
+    die "EXISTING_RULES=install: $EXISTING_RULES_BY selects the namespaces of its rules by expressions: set EXISTING_RULES=query"
+  EXISTING_RULES_NS=$(jq -r '.matchLabels // {} | to_entries[] | "\(.key)=\(.value)"' <<<"$nsel")
+  EXISTING_RULES_LABELS=$(jq -c '.spec.ruleSelector.matchLabels // {} | . + {"app.kubernetes.io/part-of": "ingress-bench"}' <<<"$json")
+}
+
+# existing_rules NAME: after existing_rules_check found where, the bench:* rules rendered for
+# this ingress (monitoring/rulefile.py existing, each labelled bench_rules=NAME) as the
+# PrometheusRule NAME in namespace ingress-bench, until its Prometheus has loaded them;
+# IB_EXISTING.rules then names them and the runners read their recorded series. The caller
+# removes them when the run ends (existing_rules_remove), and on any exit from here.
+existing_rules() {
+  local name=$1 secs t0=$SECONDS
+  [ -n "$EXISTING_RULES_LABELS" ] || return 0
+  # shellcheck disable=SC2086 # one label a word
+  [ -z "$EXISTING_RULES_NS" ] || kubectl label namespace ingress-bench --overwrite $EXISTING_RULES_NS >/dev/null
+  EXISTING_RULES_NAME=$name
+  jq -r '.interval, .ingress, .backend, .loadgen, .link' <<<"$IB_EXISTING" | {
+    mapfile -t v
+    "$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" existing "${v[@]}" "$name"
+  } | { printf 'apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: %s\n  namespace: ingress-bench\n  labels: %s\nspec:\n' "$name" "$EXISTING_RULES_LABELS"
+        sed 's/^/  /'; } | kubectl apply -f - >/dev/null || die "EXISTING_RULES=install: could not create PrometheusRule ingress-bench/$name"
+  secs=$(setting DEPLOY_TIMEOUT)
+  loaded() { prometheus_api "$PROMETHEUS_URL" /api/v1/rules | jq -e --arg n "$1" 'any(.data.groups[].rules[]; .labels.bench_rules == $n)'; }
+  poll "$secs" loaded "$name" ||
+    die "EXISTING_RULES=install: $EXISTING_RULES_BY had not loaded PrometheusRule ingress-bench/$name after $secs s (DEPLOY_TIMEOUT: its operator and config reloader hand rules over), removed: set EXISTING_RULES=query"
+  IB_EXISTING=$(jq -c --arg n "$name" '. + {rules: $n}' <<<"$IB_EXISTING")
+  say existing "rules: PrometheusRule ingress-bench/$name, loaded by $EXISTING_RULES_BY in $((SECONDS - t0)) s: the runners read its recorded series; removed when the run ends"
+}
+
+# existing_rules_remove: the PrometheusRule existing_rules made, if any.
+existing_rules_remove() {
+  [ -n "${EXISTING_RULES_NAME:-}" ] || return 0
+  kubectl -n ingress-bench delete prometheusrule "$EXISTING_RULES_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }

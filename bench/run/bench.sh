@@ -20,6 +20,8 @@ cluster=$(pf_trait cluster "$PLATFORM")
 [ -z "${INGRESS_PODS:-}${BACKEND_PODS:-}" ] || [ "$cluster" = user ] ||
   die "INGRESS_PODS names an ingress you run on the cluster of PLATFORM=external (KUBECONFIG): set PLATFORM=external"
 registry_platform
+[ "$(setting EXISTING_RULES)" = query ] || [ -n "${INGRESS_PODS:-}" ] ||
+  die "EXISTING_RULES=install installs the rules of an ingress you run in your Prometheus: set INGRESS_PODS too"
 [ -z "${BACKEND_PODS:-}" ] || [ -n "${INGRESS_PODS:-}" ] || die "BACKEND_PODS names the backends of the ingress of INGRESS_PODS: set INGRESS_PODS too"
 command -v k6 >/dev/null || die "k6 $K6_VERSION is not installed: run './task tools'"
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}

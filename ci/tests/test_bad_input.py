@@ -56,6 +56,8 @@ CASES = {
                                                 "INGRESS_PODS: TARGET must be the address of the ingress they serve"),
     "an ingress's pods without their namespace": (["rps"], {"PLATFORM": "external", "INGRESS_PODS": "app=edge", "TARGET": "http://edge.edge.svc"},
                                                   "INGRESS_PODS must be NAMESPACE/SELECTOR or NAMESPACE/service/NAME, got 'app=edge'"),
+    "rules installed without an ingress you run": (["rps"], {"PLATFORM": "external", "EXISTING_RULES": "install"},
+                                                   "EXISTING_RULES=install installs the rules of an ingress you run in your Prometheus: set INGRESS_PODS too"),
     "a registry for the lab's k6": (["rps"], {"REGISTRY": "registry.example.com/platform"},
                                     "REGISTRY puts the project's k6 image where a cluster of yours pulls from (PLATFORM=external): PLATFORM=lab's runners have it already"),
     "a registry with a scheme other than http": (["rps"], {"PLATFORM": "external", "REGISTRY": "https://registry.example.com"},

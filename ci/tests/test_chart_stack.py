@@ -313,12 +313,14 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     namespace of ours loads its address, its image the project's k6 pushed to the user's
     registry (REGISTRY) and pulled from there by the node; the pods of its selector and the
     backends of a Service's are found and said, the scrape interval is measured on their
-    cAdvisor series, and the runner's correlation comes from the chart's Prometheus as one
-    query (no rules of ours there): every signal measured, the ingress's CPU limit its pod's
-    quota, the window at that interval, and the server's count its exporter's counter, which
-    agrees with k6's."""
+    cAdvisor series, and the runner's correlation reads the series of the rules installed in
+    the chart's Prometheus for the run (EXISTING_RULES=install; removed after): every signal
+    measured, the ingress's CPU limit its pod's quota, the window at that interval, and the
+    server's count its exporter's counter, which agrees with k6's. (The rules evaluated as one
+    query, the default, are the migration's.)"""
     host = user_registry["host"]
-    run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", REGISTRY=f"http://{host}/user", **EXISTING, **VALIDITY_UNJUDGED)
+    run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", REGISTRY=f"http://{host}/user", EXISTING_RULES="install",
+                   **EXISTING, **VALIDITY_UNJUDGED)
     said = run.proc.stdout + run.proc.stderr
     assert run.proc.returncode == 0, said[-3000:]
     image = f"{host}/user/ingress-bench-k6:{PINS['K6_VERSION']}-xk6-"
@@ -338,7 +340,10 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     # stamps them: 2-3 s apart here) is the one the runner's correlation evaluated at.
     i = corr["window"]["interval_s"]
     assert f"existing      scraped every {i} s: the rules evaluated every {i} s over {3 * i} s" in said, said
-    assert corr["missing"] == {} and corr["window"]["rule_window_s"] == 3 * i, corr
+    assert corr["missing"] == {} and corr["window"]["rule_window_s"] == 3 * i and corr["evaluated"] == "rules", corr
+    rule = "k6-" + re.sub("[^a-z0-9]", "-", run.dir.name.lower())[:48].rstrip("-")  # the Job's name (render_distributed.sh)
+    assert f"existing      rules: PrometheusRule ingress-bench/{rule}, loaded by Prometheus monitoring/{RELEASE}-prometheus in " in said, said
+    assert "NotFound" in kubectl("-n", "ingress-bench", "get", "prometheusrule", rule).stderr
     assert s["platform"] == "external" and s["variant"] == "existing" and s["errors"] == 0 and s["requests"] > 0, s
     # exact: the requests in flight at the end, and the exporter's own stub_status reads (one
     # a scrape, every 2 s)
@@ -346,7 +351,8 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     assert corr["signals"]["ingress_cpu_limit_cores"] == 0.25, corr["signals"]
     assert seg["verdict"]["limit"] != "unknown", seg["verdict"]
     assert kubectl("-n", "edge", "get", "all", "-l", "app.kubernetes.io/part-of=ingress-bench", "-o", "name").stdout == ""
-    print(f"\n{s['rps']:.0f} req/s; {seg['verdict']['text']}")
+    print("\n" + "\n".join(l for l in said.splitlines() if l.startswith(("existing", "image"))))
+    print(f"{s['rps']:.0f} req/s; {seg['verdict']['text']}")
 
 
 def migrate_module():

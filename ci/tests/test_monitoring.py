@@ -54,6 +54,28 @@ def test_rules_pass_promtool_check_and_unit_tests(tmp_path):
         assert r.returncode == 0 and "SUCCESS" in r.stdout, platform + ": " + r.stdout + r.stderr
 
 
+def test_an_existing_ingress_rules_installed_for_a_run_read_only_their_own_series(tmp_path):
+    """EXISTING_RULES=install: the rules rendered with a run's label (monitoring/rulefile.py
+    existing ... LABEL) record, each under that label, what the unlabelled rules record
+    (monitoring/tests/existing.test.yaml's first test), though the same Prometheus holds
+    another run's bench:* series, far off: its ratios read only the run's own."""
+    assert sh("bash", "bench/platforms/monitoring/build.sh", "prometheus", timeout=1200).returncode == 0
+    fixture = yaml.safe_load((ROOT / "monitoring/tests/existing.test.yaml").read_text())
+    rules = rule_file(tmp_path, "existing", *fixture.pop("rulefile_args"), "run-1")
+    first = fixture["tests"][0]
+    others = {r: 99 for r in ("bench:ingress_cpu_cores:rate", "bench:ingress_cpu_limit:cores", "bench:server_requests:rate",
+                              "bench:backend_cpu_cores:rate", "bench:link_capacity:bits")}
+    first["input_series"] += [{"series": f'{r}{{bench_rules="run-0"}}', "values": f"{v}x30"} for r, v in others.items()]
+    for e in first["promql_expr_test"]:
+        e["expr"] = contract.RECORD.sub(lambda m: m.group(0) + '{bench_rules="run-1"}', e["expr"])
+        for x in e["exp_samples"]:
+            x["labels"] = "{" + ",".join(filter(None, ['bench_rules="run-1"', x.get("labels", "{}")[1:-1]])) + "}"
+    fixture.update(tests=[first], rule_files=[str(rules)])
+    (tmp_path / "installed.test.yaml").write_text(yaml.safe_dump(fixture))
+    r = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "installed.test.yaml")], capture_output=True, text=True)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
 def test_an_existing_ingress_reads_as_one_query_what_its_rules_record(tmp_path):
     """Without the rules in the user's Prometheus, k6's correlation asks one query
     (k6/lib/correlation.js existingQuery: every rule written out, evaluated every scrape,

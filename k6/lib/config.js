@@ -99,6 +99,9 @@ function existingOf(env) {
     if (!e || typeof e[k] !== type) fail(`IB_EXISTING.${k} must be a ${type}, got ${JSON.stringify(e && e[k])}`);
   }
   if (!(e.interval >= 1)) fail(`IB_EXISTING.interval must be at least 1 (seconds), got ${e.interval}`);
+  // rules: the PrometheusRule installed for the run (EXISTING_RULES=install), whose series carry
+  // bench_rules=<it>; absent: the rules are evaluated as one query.
+  if (e.rules !== undefined && !/^[a-z0-9][-a-z0-9]*$/.test(e.rules)) fail(`IB_EXISTING.rules must be a PrometheusRule's name, got ${JSON.stringify(e.rules)}`);
   return e;
 }
 

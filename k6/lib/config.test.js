@@ -100,6 +100,7 @@ test('an existing ingress: the values its rules take, checked, and its Prometheu
   bad({ IB_EXISTING: '{' }, 'rps', /IB_EXISTING is not JSON/);
   bad({ IB_EXISTING: JSON.stringify({ ...e, ingress: undefined }) }, 'rps', /IB_EXISTING\.ingress must be a string, got undefined/);
   bad({ IB_EXISTING: JSON.stringify({ ...e, interval: 0 }) }, 'rps', /IB_EXISTING\.interval must be at least 1/);
+  bad({ IB_EXISTING: JSON.stringify({ ...e, rules: 'Run 1' }) }, 'rps', /IB_EXISTING\.rules must be a PrometheusRule's name, got "Run 1"/);
 });
 
 test('NO_REUSE turns keep-alive off (ab without -k); tps never reuses', () => {

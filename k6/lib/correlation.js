@@ -41,9 +41,10 @@ export function existingTiming(interval) {
 // One instant query for every signal's recorded samples over the window, read at its end: the
 // samples themselves, stamped with their evaluation times (parseSignals keeps those from
 // `from` on), not a subquery's 1 s steps, which repeat an evaluation from before `from`.
-export function correlationQuery(w) {
+// RULES: an existing ingress's rules installed for the run, the value of their bench_rules label.
+export function correlationQuery(w, rules) {
   const names = Object.values(SIGNALS).join('|');
-  return `{__name__=~"${names}"}[${Math.ceil(w.to - w.from) + 1}s]`;
+  return `{__name__=~"${names}"${rules ? `, bench_rules="${rules}"` : ''}}[${Math.ceil(w.to - w.from) + 1}s]`;
 }
 
 // The same answer without the rules loaded (an existing ingress's Prometheus, which the suite

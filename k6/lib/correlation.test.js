@@ -54,6 +54,8 @@ test('one query reads every rule\'s samples over the window', () => {
   const q = correlationQuery({ from: 108, to: 120 });
   for (const rule of Object.values(SIGNALS)) assert.ok(q.includes(rule), rule);
   assert.match(q, /\}\[13s\]$/);
+  // an existing ingress's rules installed for its run: their series only
+  assert.equal(correlationQuery({ from: 108, to: 120 }, 'run-1'), q.replace('"}[13s]', '", bench_rules="run-1"}[13s]'));
 });
 
 test('Prometheus samples -> per-evaluation sums, averaged from the window\'s start; NaN and unknown names dropped', () => {

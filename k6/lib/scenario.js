@@ -58,7 +58,8 @@ export function scenario(name, profile) {
       // The load ran from setup's end for DURATION; the signals are read over its steady part.
       const w = steadyWindow(data.start, Math.min(Date.now() / 1000, data.start + cfg.durationMs / 1000), cfg.timing);
       const { interval } = cfg.timing;
-      const q = cfg.existing ? existingQuery(w, { ...cfg.existing, window: `${cfg.timing.window}s` }, interval) : correlationQuery(w);
+      const q = cfg.existing && !cfg.existing.rules ? existingQuery(w, { ...cfg.existing, window: `${cfg.timing.window}s` }, interval)
+        : correlationQuery(w, cfg.existing && cfg.existing.rules);
       // An existing ingress's inputs: the scrape at or before the window's end is in one interval after it.
       if (cfg.existing) sleep(Math.max(0, w.to + interval + 1 - Date.now() / 1000));
       let res;

@@ -77,6 +77,9 @@ export function correlation(data, cfg, now) {
   }
   return {
     source: 'prometheus', url: cfg.prometheusUrl || null,
+    // Recorded by rules (the platform's, or those installed for an existing ingress's run) or
+    // evaluated as one query (an existing ingress's, without them).
+    evaluated: cfg.existing && !cfg.existing.rules ? 'query' : 'rules',
     window, signals, missing: missingReasons(signals, cfg, answered),
   };
 }
