@@ -160,7 +160,7 @@ existing_target() {
 # Prometheus). One line and exit 1 otherwise; nothing is made here.
 existing_rules_check() {
   local json where n nsel
-  EXISTING_RULES_LABELS=''
+  EXISTING_RULES_LABELS='' EXISTING_RULES_NAME=''
   [ "$(setting EXISTING_RULES)" = install ] || return 0
   kubectl get crd prometheusrules.monitoring.coreos.com >/dev/null 2>&1 ||
     die "EXISTING_RULES=install: the cluster has no PrometheusRule kind (the Prometheus Operator's, as kube-prometheus-stack installs it): set EXISTING_RULES=query"
@@ -212,6 +212,6 @@ existing_rules() {
 
 # existing_rules_remove: the PrometheusRule existing_rules made, if any.
 existing_rules_remove() {
-  [ -n "${EXISTING_RULES_NAME:-}" ] || return 0
+  [ -n "$EXISTING_RULES_NAME" ] || return 0
   kubectl -n ingress-bench delete prometheusrule "$EXISTING_RULES_NAME" --ignore-not-found --wait=false >/dev/null 2>&1 || true
 }

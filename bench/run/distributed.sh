@@ -51,7 +51,7 @@ if [ "$existing" = 1 ]; then
   registry_push
   target=$TARGET
   # Ours on the user's cluster: this namespace and what the run puts in it, removed with it.
-  say existing "on your cluster: namespace ingress-bench (created if it is not there),$([ "${IB_TARGET_CHECKED:-}" = 1 ] || echo " a pod that sends TARGET $existing_probes requests (removed when it ends),") ConfigMaps k6-scenarios and k6-lib,${EXISTING_RULES_LABELS:+ PrometheusRule $(distributed_name "$testid") for $EXISTING_RULES_BY (removed when the run ends),} Job $(distributed_name "$testid") of $SEGMENTS pods for $(setting DURATION) (k6's graceful stop and 90 s at most after it); nothing of the ingress is changed"
+  say existing "on your cluster: namespace ingress-bench (created if it is not there),$([ "${IB_TARGET_CHECKED:-}" = 1 ] || echo " a pod that sends TARGET $existing_probes requests (removed when it ends),") ConfigMaps k6-scenarios and k6-lib,$([ -z "$EXISTING_RULES_LABELS" ] || echo " PrometheusRule $(distributed_name "$testid") for $EXISTING_RULES_BY (removed when the run ends),") Job $(distributed_name "$testid") of $SEGMENTS pods for $(setting DURATION) (k6's graceful stop and 90 s at most after it); nothing of the ingress is changed"
   kubectl get namespace ingress-bench >/dev/null 2>&1 || kubectl create namespace ingress-bench >/dev/null ||
     die "could not create namespace ingress-bench on the cluster of KUBECONFIG=$KUBECONFIG"
   [ "${IB_TARGET_CHECKED:-}" = 1 ] || existing_target

@@ -24,7 +24,7 @@ NOT_COMPONENTS = {
 }
 PACKAGE_LISTS = ("APT_PACKAGES", "CLUSTER_APT_PACKAGES")
 # Debian packages installed outside the lists: node where it is missing, etcd's binary unpacked.
-EXTRA_PACKAGES = {"nodejs": "ci/tools/tools.sh", "etcd-server": "bench/platforms/local/build.sh"}
+EXTRA_PACKAGES = {"nodejs": "ci/tools/tools.sh", "etcd-server": "bench/platforms/local/build.sh", "docker-registry": "ci/tools/tools.sh"}
 PERMISSIVE = {"Apache-2.0", "MIT", "MIT-CMU", "BSD-2-Clause", "BSD-3-Clause", "ISC", "PSF-2.0", "curl"}
 RUN_ONLY = {"GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-or-later"}
 AGPL = {"go.k6.io/k6", "grafana/k6"}
