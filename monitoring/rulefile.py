@@ -11,11 +11,12 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
                                     every INTERVAL seconds (the scrape interval), over three
                                     scrapes, on the pods the label matchers name; each rule
                                     labelled bench_rules=LABEL when given
-  monitoring/rulefile.py server-counters INGRESS
+  monitoring/rulefile.py server-counters INGRESS BACKEND
                                     the counters an existing ingress's server rate is the rate
-                                    of, each summed over its pods, one a line, "NAME QUERY", in
-                                    the order the contract prefers them: read before and after a
-                                    load, the requests it counted
+                                    of, each summed over its pods (or its backends', "WHOSE"),
+                                    one a line, "WHOSE NAME QUERY", in the order the contract
+                                    prefers them: read before and after a load, the requests
+                                    it counted
   monitoring/rulefile.py ingress-cpu INGRESS
                                     the ingress's CPU seconds used (a counter, summed over its
                                     pods) and the CPUs it may use, "NAME QUERY" a line: read
@@ -67,13 +68,15 @@ def existing(interval, ingress, backend, loadgen, bits, label=None):
             for g in c["groups"]]
 
 
-def server_counters(ingress):
-    """[(name, query)]: bench:server_requests:rate on an existing ingress, alternative by
-    alternative, with each rate(COUNTER[$window]) read as COUNTER."""
+def server_counters(ingress, backend):
+    """[(whose, name, query)]: bench:server_requests:rate on an existing ingress, alternative
+    by alternative, with each rate(COUNTER[$window]) read as COUNTER; whose: "ingress" or
+    "backends", the pods it counts on."""
     expr = contract.per_platform(next(s for s in contract.load()["signals"]
                                       if s["record"] == "bench:server_requests:rate")["expr"])["existing"]
-    raw = contract.fill(re.sub(r"rate\((\w+\{[^}]*\})\[\$window\]\)", r"\1", " ".join(expr.split())), ingress=ingress)
-    return [(re.match(r"sum\((\w+)", q).group(1), q) for q in raw.split(" or ")]
+    alternatives = re.sub(r"rate\((\w+\{[^}]*\})\[\$window\]\)", r"\1", " ".join(expr.split())).split(" or ")
+    return [("backends" if "$backend" in q else "ingress", re.match(r"sum\((\w+)", q).group(1), contract.fill(q, ingress=ingress, backend=backend))
+            for q in alternatives]
 
 
 def ingress_cpu(ingress):
@@ -98,12 +101,12 @@ if __name__ == "__main__":
         groups = lab(sys.argv[2])
     elif sys.argv[1:2] == ["existing"] and len(sys.argv) in (7, 8):
         groups = existing(*sys.argv[2:])
-    elif sys.argv[1:2] == ["server-counters"] and len(sys.argv) == 3:
-        print("\n".join(f"{n} {q}" for n, q in server_counters(sys.argv[2])))
+    elif sys.argv[1:2] == ["server-counters"] and len(sys.argv) == 4:
+        print("\n".join(f"{w} {n} {q}" for w, n, q in server_counters(*sys.argv[2:])))
         sys.exit(0)
     elif sys.argv[1:2] == ["ingress-cpu"] and len(sys.argv) == 3:
         print("\n".join(f"{n} {q}" for n, q in ingress_cpu(sys.argv[2])))
         sys.exit(0)
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS [LABEL] | server-counters INGRESS | ingress-cpu INGRESS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS [LABEL] | server-counters INGRESS BACKEND | ingress-cpu INGRESS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

@@ -73,15 +73,19 @@ existing_up() {
     '{interval: $i, ingress: $in, backend: $b, loadgen: "namespace=\"ingress-bench\"", link: $l}')
   export IB_EXISTING
   # The server's count, client = server: its controller's own counter, the first of the
-  # contract's list its pods export.
+  # contract's list its pods export; else its backends' (the rules' order: the same choice).
   EXISTING_COUNTER=''
-  while read -r name q; do
+  while read -r whose name q; do
     prometheus_query "$PROMETHEUS_URL" "$q" 2>/dev/null | jq -e '.data.result | length > 0' >/dev/null 2>&1 &&
       { EXISTING_COUNTER=$q; break; }
-  done < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" server-counters "$ingress")
+  done < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" server-counters "$ingress" "$backend")
   [ -n "$EXISTING_COUNTER" ] ||
-    die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no request counter of the ingress's pods that the signal contract knows (ingress-nginx, NGINX Ingress Controller, nginx-prometheus-exporter, Envoy, Traefik, HAProxy: monitoring/README.md): scrape its metrics, or its requests cannot be counted"
-  say existing "server count: its pods' $name, read before and after the load (whatever else the ingress serves meanwhile counts too)"
+    die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no request counter of the ingress's pods that the signal contract knows (ingress-nginx, NGINX Ingress Controller, nginx-prometheus-exporter, Envoy, Traefik, HAProxy: monitoring/README.md), nor of its backends' (BACKEND_PODS: a stub_status exporter, Istio's sidecars): scrape its metrics, or its requests cannot be counted"
+  if [ "$whose" = ingress ]; then
+    say existing "server count: its pods' $name, read before and after the load (whatever else the ingress serves meanwhile counts too)"
+  else
+    say existing "server count: its backends' $name (the ingress's pods export no request counter the contract knows), read before and after the load: the requests it passed on, not those it answered itself"
+  fi
   # Its CPU as the contract counts it: the seconds used, read around the load as the count is.
   { read -r _ EXISTING_CPU; read -r _ q; } < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" ingress-cpu "$ingress")
   EXISTING_CORES=$(prometheus_query "$PROMETHEUS_URL" "$q" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true

@@ -51,11 +51,13 @@ if [ "$existing" = 1 ]; then
   registry_push
   target=$TARGET
   # Ours on the user's cluster: this namespace and what the run puts in it, removed with it.
-  say existing "on your cluster: namespace ingress-bench (created if it is not there),$([ "${IB_TARGET_CHECKED:-}" = 1 ] || echo " a pod that sends TARGET $existing_probes requests (removed when it ends),") ConfigMaps k6-scenarios and k6-lib,$([ -z "$EXISTING_RULES_LABELS" ] || echo " PrometheusRule $(distributed_name "$testid") for $EXISTING_RULES_BY (removed when the run ends),") Job $(distributed_name "$testid") of $SEGMENTS pods for $(setting DURATION) (k6's graceful stop and 90 s at most after it); nothing of the ingress is changed"
+  say existing "on your cluster: namespace ingress-bench (created if it is not there),$([ "${IB_TARGET_CHECKED:-}" = 1 ] || echo " a pod that sends TARGET $existing_probes requests (removed when it ends),") ConfigMaps k6-scenarios and k6-lib,$([ -z "$EXISTING_RULES_LABELS" ] || echo " PrometheusRule $(distributed_name "$testid") for $EXISTING_RULES_BY (removed when the run ends),") Job $(distributed_name "$testid") of $SEGMENTS pods for $(setting DURATION) (k6's graceful stop and 90 s at most after it; removed when the run ends); nothing of the ingress is changed"
   kubectl get namespace ingress-bench >/dev/null 2>&1 || kubectl create namespace ingress-bench >/dev/null ||
     die "could not create namespace ingress-bench on the cluster of KUBECONFIG=$KUBECONFIG"
   [ "${IB_TARGET_CHECKED:-}" = 1 ] || existing_target
-  trap existing_rules_remove EXIT
+  # What the run makes on the user's cluster goes when it ends, however it ends: its rules,
+  # and its Job with its pods once their summaries are read.
+  trap 'existing_rules_remove; kubectl -n ingress-bench delete job "$(distributed_name "$testid")" --ignore-not-found --wait=false >/dev/null 2>&1 || true' EXIT
   existing_rules "$(distributed_name "$testid")"
 else
   registry_push

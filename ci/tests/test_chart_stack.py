@@ -343,7 +343,9 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     assert corr["missing"] == {} and corr["window"]["rule_window_s"] == 3 * i and corr["evaluated"] == "rules", corr
     rule = "k6-" + re.sub("[^a-z0-9]", "-", run.dir.name.lower())[:48].rstrip("-")  # the Job's name (render_distributed.sh)
     assert f"existing      rules: PrometheusRule ingress-bench/{rule}, loaded by Prometheus monitoring/{RELEASE}-prometheus in " in said, said
+    # what the run made is gone: its rules, and its Job (the Job's name is the rule's)
     assert "NotFound" in kubectl("-n", "ingress-bench", "get", "prometheusrule", rule).stderr
+    assert "NotFound" in kubectl("-n", "ingress-bench", "get", "job", rule).stderr
     assert s["platform"] == "external" and s["variant"] == "existing" and s["errors"] == 0 and s["requests"] > 0, s
     # exact: the requests in flight at the end, and the exporter's own stub_status reads (one
     # a scrape, every 2 s)

@@ -76,6 +76,18 @@ def test_an_existing_ingress_rules_installed_for_a_run_read_only_their_own_serie
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
 
+def test_an_existing_ingress_is_counted_by_its_own_counters_then_its_backends():
+    """The counters read around a load (monitoring/rulefile.py server-counters), in the rules'
+    order: the ingress's pods' first, each filled with their matchers; the backends' after."""
+    r = sh(sys.executable, "monitoring/rulefile.py", "server-counters", 'namespace="ingress", pod=~"ctl-1"', 'namespace="shop", pod=~"web-1"')
+    assert r.returncode == 0, r.stderr
+    rows = [line.split(" ", 2) for line in r.stdout.splitlines()]
+    whose = [w for w, _, _ in rows]
+    assert whose == sorted(whose, key=lambda w: w == "backends") and {"ingress", "backends"} == set(whose), whose
+    assert ["ingress", "nginx_ingress_controller_requests", 'sum(nginx_ingress_controller_requests{namespace="ingress", pod=~"ctl-1"})'] == rows[0]
+    assert ["backends", "istio_requests_total", 'sum(istio_requests_total{namespace="shop", pod=~"web-1", reporter="destination"})'] == rows[-1]
+
+
 def test_an_existing_ingress_reads_as_one_query_what_its_rules_record(tmp_path):
     """Without the rules in the user's Prometheus, k6's correlation asks one query
     (k6/lib/correlation.js existingQuery: every rule written out, evaluated every scrape,
