@@ -118,8 +118,9 @@ existing_scraped_since() {
   for ((i = 0; i < tries; i += 1)); do
     ((i == 0)) || sleep 1
     for q in "${counter%)}" "container_cpu_usage_seconds_total{$ingress, container!~\"|POD\"}"; do
+      # (No series at all: the pods are gone, replaced under the load; there is nothing to wait for.)
       prometheus_query "$PROMETHEUS_URL" "min(timestamp($q))" 2>/dev/null |
-        jq -e --argjson t "$1" '.data.result[0].value[1] | tonumber >= $t' >/dev/null 2>&1 || continue 2
+        jq -e --argjson t "$1" '.data.result | length == 0 or (.[0].value[1] | tonumber >= $t)' >/dev/null 2>&1 || continue 2
     done
     return 0
   done

@@ -36,6 +36,26 @@ def merged(slots):
     return sorted(out.items())
 
 
+def merged_timeline(parts):
+    """The timelines of a distributed run's segments (each pod's own origin, its k6's start) as
+    one: each slot moved to the earliest origin's grid (to the nearest slot: within half a slot,
+    50 ms) and its counts, statuses and latency buckets added."""
+    origin, slot = min(t["origin_ms"] for t in parts), parts[0]["slot_ms"]
+    by = {}
+    for t in parts:
+        shift = round((t["origin_ms"] - origin) / slot)
+        for s in t["slots"]:
+            into = by.setdefault(s["i"] + shift, {"i": s["i"] + shift, "outcomes": {}, "statuses": {}, "others": {}, "latency": {}})
+            for key in ("outcomes", "statuses", "others"):
+                for k, n in (s.get(key) or {}).items():
+                    into[key][k] = into[key].get(k, 0) + n
+            for v, n in s["latency"]:
+                into["latency"][v] = into["latency"].get(v, 0) + n
+    slots = [dict(x, latency=[[v, n] for v, n in sorted(x["latency"].items())]) for _, x in sorted(by.items())]
+    return {"origin_ms": origin, "slot_ms": slot, "relative_error": max(t["relative_error"] for t in parts),
+            "beyond": sum(t["beyond"] for t in parts), "segments": len(parts), "slots": slots}
+
+
 def slots_of(tl):
     """Every slot from the first to the last, empty ones too, with its time (ms from origin)."""
     by = {s["i"]: s for s in tl["slots"]}

@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, runs)
-from change_actions import (INGRESS, WAIT_S, Cluster, Lab, built, changer, knobs_in, lab_knobs,  # noqa: E402
+from change_actions import (INGRESS, WAIT_S, Cluster, Lab, Yours, built, changer, knobs_in, lab_knobs,  # noqa: E402
                             restore, scale_down)
 from report.change import analyse  # noqa: E402
 
@@ -52,6 +52,9 @@ DURATION = mx.default_of("DURATION", "change")  # the registry's: the change nee
 PROBE = "5s"  # the capacity run's length
 STEADY_MIN_S = 3  # the load's seconds before the change, at least (its steady p99)
 LAB_KINDS = ("none", "reload", "kill-backend")  # what the lab's processes can do
+# What a change does to an ingress the user runs (INGRESS_PODS), with ALLOW_CHANGE=1.
+YOURS_KINDS = {"none": "changes nothing", "rollout": "restarts your ingress's workload (kubectl rollout restart)",
+               "kill-backend": "deletes one of your backends' pods"}
 KILL_NODE_AFTER_S = 25  # a lost node NotReady (12 s), its endpoints moved, the node Ready again
 EVENTS_SHOWN = 6  # Kubernetes events in change.md's row (all of them in change.json)
 
@@ -193,7 +196,8 @@ def markdown(doc):
             ("disruption window", "none" if not a["disruption"] else f"{a['disruption']['ms'] / 1000:.1f} s "
              f"({a['disruption']['from_ms'] / 1000:.1f}–{a['disruption']['to_ms'] / 1000:.1f} s from the load's start)"),
             ("p99 before → during", f"{p99(a['before'])} → {p99(d)}"),
-            ("server (Envoy's statistics, less the change's probes)" if "probes" in s else "server (access log)", f"{s['responses']:,} responses, {s['status_errors']} errors; client {s['client_responses']:,} and "
+            ("server (Envoy's statistics, less the change's probes)" if "probes" in s else
+             "server (its Prometheus counter)" if doc["variant"] == "existing" else "server (access log)", f"{s['responses']:,} responses, {s['status_errors']} errors; client {s['client_responses']:,} and "
              f"{s['client_status_errors']}: {'agree' if s['agree'] else 'DISAGREE'}" + (f"; {s['retried']} retried on another upstream"
                                                                                         if s["retried"] else "") if s["counted"] else s["why"]),
             ("verdict", doc["verdict"])]
@@ -221,11 +225,19 @@ def checked(env, reg):
     kind = env.get("CHANGE")
     if not kind:
         raise mx.Bad(f"CHANGE is not set: ./task bench:change CHANGE=<{'|'.join(reg['CHANGE']['values'])}>")
-    if env.get("TARGET"):
+    if env.get("INGRESS_PODS"):  # an ingress you run: what makes sense on someone else's
+        if kind not in YOURS_KINDS:
+            raise mx.Bad(f"CHANGE={kind} on an ingress you run: its kinds are {', '.join(YOURS_KINDS)} (the others change what the suite deploys)")
+        if kind == "kill-backend" and not env.get("BACKEND_PODS"):
+            raise mx.Bad("CHANGE=kill-backend deletes one of your backends' pods: name them (BACKEND_PODS)")
+        if kind != "none" and env.get("ALLOW_CHANGE") != "1":
+            raise mx.Bad(f"CHANGE={kind} {YOURS_KINDS[kind]} on your cluster under load: set ALLOW_CHANGE=1 to confirm")
+    elif env.get("TARGET"):
         raise mx.Bad("bench:change changes what it runs (the local cluster or the lab): unset TARGET")
-    ours = mx.platforms(cluster=("own", "none"))  # what it changes is ours to change
-    if env.get("PLATFORM", "local") not in ours:
-        raise mx.Bad(f"bench:change runs on the local cluster or the lab (PLATFORM={'|'.join(ours)}), got PLATFORM={env['PLATFORM']}")
+    else:
+        ours = mx.platforms(cluster=("own", "none"))  # what it changes is ours to change
+        if env.get("PLATFORM", "local") not in ours:
+            raise mx.Bad(f"bench:change runs on the local cluster or the lab (PLATFORM={'|'.join(ours)}), got PLATFORM={env['PLATFORM']}")
     if env.get("SCENARIO", "rps") != "rps":
         raise mx.Bad("bench:change runs the rps scenario (a steady keep-alive load): unset SCENARIO")
     after_s = 10
@@ -307,8 +319,9 @@ def load_rate(env, kind, c, m, mdir, share, backends, upstream):
         raise mx.Bad(f"the capacity run failed: {p['reason']} (log: {p['log']})")
     # The change's run keeps the ingress CPU its capacity was measured at: a probe of its own
     # could choose another and redeploy the ingress, its access log (the server's count) with it.
-    budget = json.loads((Path(p["dir"]) / "meta.json").read_text()).get("ingress_budget") or {}
-    run["env"].setdefault("INGRESS_CPU", budget.get("ingress_cpu") or "overlay")
+    if (meta := Path(p["dir"]) / "meta.json").is_file():  # (an in-cluster run has none: nothing of ours deployed)
+        budget = json.loads(meta.read_text()).get("ingress_budget") or {}
+        run["env"].setdefault("INGRESS_CPU", budget.get("ingress_cpu") or "overlay")
     return str(max(1, round(p["values"]["rps"] * share / 100))), \
         f"{share} % of {p['values']['rps']:,.0f} req/s measured" + (" with 1 backend pod" if smallest else "")
 
@@ -317,7 +330,9 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
     """The load at RATE with the change AT_S into it, then the restore: (the run, the marks,
     the access log before and after, the cluster's events since the change's start)."""
     run = m["cases"][1]
-    served = c.envoy_counts if getattr(c, "route", None) else c.access_log  # the server's count
+    # The server's count: the access log or Envoy's statistics; an ingress you run's is its
+    # Prometheus counter, which the run's summary holds.
+    served = (lambda: None) if isinstance(c, Yours) else c.envoy_counts if getattr(c, "route", None) else c.access_log
     log_before = served()
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {run['env']['DURATION']}, the change {at_s:g} s into it")
@@ -343,7 +358,8 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
 def run_change(env, reg):
     """One change under load with ENV's settings: (exit code, change.json's document)."""
     kind, at_s, share, reload_to = checked(env, reg)
-    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": mx.platforms(cluster=("own", "none")),
+    yours = bool(env.get("INGRESS_PODS"))
+    doc = {"title": f"change: {kind}", "rounds": 1, "platforms": mx.platforms(cluster=("user",) if yours else ("own", "none")),
            "cases": [{"name": "probe", "scenario": "rps", "settings": {"DURATION": PROBE}},
                      {"name": "change", "scenario": "rps", "settings": {"DURATION": env["DURATION"]}}],
            "columns": [{"key": "rps", "title": "req/s", "value": "result.rps", "format": ",.0f"}]}
@@ -352,41 +368,64 @@ def run_change(env, reg):
     run = m["cases"][1]
     variant, platform = run["variant"], run["platform"]
     lab = mx.traits(platform)["cluster"] == "none"  # the lab: host processes, no cluster
-    knobs, upstream, backends, route = subject(kind, variant, lab, reload_to)
-
-    if not lab:  # the cluster's addresses, which the changes read, from where they are reachable
+    if yours:
+        # Checked as its runs would check it, once, and what the change acts on found, before
+        # any load; its runners print their timelines (IB_TIMELINE).
+        r = mx.existing_checked(env)
+        if r.returncode != 0:
+            raise mx.Bad(mx.error_line(r.stderr))
+        c = Yours(env, env["INGRESS_PODS"], env.get("BACKEND_PODS"))
+        if kind != "none":
+            mx.say("change", f"{kind}: {YOURS_KINDS[kind]}, {c.said(kind)}; its controller brings it back, nothing is restored")
+        for case in m["cases"]:
+            case["env"]["IB_TARGET_CHECKED"] = "1"
+        m["cases"][1]["env"]["IB_TIMELINE"] = "1"
+        knobs, upstream, backends, route = {}, None, len(c.ready(c.sides["backend"])) if "backend" in c.sides else None, None
+    else:
+        knobs, upstream, backends, route = subject(kind, variant, lab, reload_to)
+    if not lab and not yours:  # the cluster's addresses, which the changes read, from where they are reachable
         mx.enter_client_side(run["env"])
     mdir = Path(env.get("RESULTS_ROOT") or mx.ROOT / "results").resolve() / f"change-{kind}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     mdir.mkdir(parents=True)
     (mdir / "logs").mkdir()
-    # The variant deployed (the cluster or lab up first), as bench.sh does: what the change acts
-    # on, and the access log counted from here.
-    up = mx.shell('load_platform && pf_check rps && pf_up rps >/dev/null', env=run["env"])
-    if up.returncode != 0:
-        raise mx.Bad(mx.error_line(up.stderr + up.stdout))
-    if lab:
-        c = Lab(run["env"])
-        backends = c.backends()
-    else:
-        c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs, route)
+    if not yours:
+        # The variant deployed (the cluster or lab up first), as bench.sh does: what the change
+        # acts on, and the access log counted from here.
+        up = mx.shell('load_platform && pf_check rps && pf_up rps >/dev/null', env=run["env"])
+        if up.returncode != 0:
+            raise mx.Bad(mx.error_line(up.stderr + up.stdout))
+        if lab:
+            c = Lab(run["env"])
+            backends = c.backends()
+        else:
+            c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs, route)
     rate, rate_from = load_rate(env, kind, c, m, mdir, share, backends, upstream)
     r, marks, log_before, log_after, events = under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream)
 
     run_dir = Path(r["dir"])
     tl = json.loads((run_dir / "timeline.json").read_text())
     a, _ = analyse(tl, marks)
-    summary = json.loads((run_dir / "summary.json").read_text())["result"]
+    whole = json.loads((run_dir / "summary.json").read_text())
+    summary = whole.get("result", whole)  # (an in-cluster run's: its segments summed)
+    connections = summary.get("connections") or sum(p["connections"] for p in summary.get("per_segment") or [])
     client_statuses = a["run"]["statuses"]
     answered = summary["requests"] - sum(a["run"]["by_kind"].get(k, 0) for k in ("reset", "refused", "timeout", "closed", "other"))
-    path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
-    # The access log is the server's count; a configuration without one (ACCESS_LOG off: the
-    # variant's, or RELOAD_TO's for part of the run) has no count to compare.
-    off = [v for v, k in ((variant, knobs[variant]), (reload_to, knobs.get(reload_to))) if k and "ACCESS_LOG=off\n" in k]
-    server = {"counted": False, "why": f"no server count: {off[0]}'s access log is off (ACCESS_LOG)"} if off else \
-        envoy_side(log_before, log_after, marks.get("probes") or {}, client_statuses, answered) if route else \
-        server_side(log_before, log_after, path, client_statuses, answered)
+    if yours:  # its Prometheus counter's total, not by status
+        counted = whole["server"]
+        server = {"counted": False, "why": "the ingress's pods were replaced during the run: the counters of those found before "
+                                           "the load do not hold it"} if kind == "rollout" else \
+            {"counted": False, "why": f"{counted['requests']:,} requests counted by its Prometheus counter over the run "
+                                      f"(client/server {counted['client_over_server']:.3f}); not by status"}
+    else:
+        path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
+        # The access log is the server's count; a configuration without one (ACCESS_LOG off: the
+        # variant's, or RELOAD_TO's for part of the run) has no count to compare.
+        off = [v for v, k in ((variant, knobs[variant]), (reload_to, knobs.get(reload_to))) if k and "ACCESS_LOG=off\n" in k]
+        server = {"counted": False, "why": f"no server count: {off[0]}'s access log is off (ACCESS_LOG)"} if off else \
+            envoy_side(log_before, log_after, marks.get("probes") or {}, client_statuses, answered) if route else \
+            server_side(log_before, log_after, path, client_statuses, answered)
     doc = {"change": kind, "variant": variant, "platform": platform, "reload_to": reload_to if kind == "reload" else None,
-           "rate": int(rate), "rate_from": rate_from, "connections": summary["connections"], "duration": env["DURATION"],
+           "rate": int(rate), "rate_from": rate_from, "connections": connections, "duration": env["DURATION"],
            "marks_unix_ms": marks, "events": events, "analysis": a, "server": server, "verdict": verdict(kind, a, server, backends, marks.get("notes") or {}, upstream, lab, events), "run": str(run_dir)}
     # The gate counts requests that failed (a status, a reset, a refusal, ...), not the open
     # model's sends never made while every connection waited (DROPPED_MAX, k6's threshold, judges

@@ -169,6 +169,8 @@ after=$(stub)
 ingress_cpu=(); [ "$existing" = 0 ] || ingress_cpu=(--ingress-cpu "$cpu_before" "$(existing_cpu "$(date +%s)")" "$EXISTING_CORES")
 load_unlock
 
+# section NAME: a pod's log's lines from its "@@NAME" line to the next "@@" one.
+section() { awk -v m="@@$1" '$0 == m {on = 1; next} /^@@/ {on = 0} on'; }
 for i in $(seq 0 $((SEGMENTS - 1))); do
   # (A pod that is gone leaves its segment empty, which `segments` names, rather than stop here.)
   pod=$(kubectl -n ingress-bench get pods -l "job-name=$name,batch.kubernetes.io/job-completion-index=$i" -o jsonpath='{.items[*].metadata.name}')
@@ -182,7 +184,8 @@ for i in $(seq 0 $((SEGMENTS - 1))); do
     [[ $log == *$'\n@@end'* ]] && break
     sleep 0.2
   done
-  sed -n '/^@@summary.json.gz.b64$/,/^@@end$/{//!p}' <<<"$log" | base64 -d 2>/dev/null | gunzip -c >"$dir/segment-$i.json" 2>/dev/null || true
+  section summary.json.gz.b64 <<<"$log" | base64 -d 2>/dev/null | gunzip -c >"$dir/segment-$i.json" 2>/dev/null || true
+  [ "${IB_TIMELINE:-}" != 1 ] || section timeline.json.gz.b64 <<<"$log" | base64 -d 2>/dev/null | gunzip -c >"$dir/timeline-$i.json" 2>/dev/null || true
 done
 # summary.json: the segments summed, with nginx's count (bench/report/summary.py).
 aborted=(); [ -z "$interrupted" ] || aborted=(--aborted "$interrupted_after" --signal "$interrupted")

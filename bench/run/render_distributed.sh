@@ -58,6 +58,8 @@ k6_settings_env() {
   # An existing ingress's values (bench/lib/existing.sh), PromQL matchers with quotes: escaped as
   # JSON escapes a string, which a YAML double-quoted scalar reads back.
   [ -z "${IB_EXISTING:-}" ] || entries+="IB_EXISTING=$(jq -c . <<<"$IB_EXISTING" | jq -Rr '@json | .[1:-1]')"$'\n'
+  # bench:change's load: the runners print their timelines (k6/distributed/job.yaml).
+  [ -z "${IB_TIMELINE:-}" ] || entries+="IB_TIMELINE=$IB_TIMELINE"$'\n'
   # (through the environment: awk's -v would read the escapes in a value)
   ENTRIES=$entries awk '
     /^ *@K6_SETTINGS@$/ {

@@ -28,6 +28,13 @@ from conftest import task
     (["CHANGE=reload", "TARGET=http://198.18.0.2/"], "bench:change changes what it runs (the local cluster or the lab): unset TARGET"),
     (["CHANGE=scale", "PLATFORM=lab"], "CHANGE=scale needs the local cluster (PLATFORM=local): the lab has none, reload, kill-backend"),
     (["CHANGE=reload", "PLATFORM=lab", "RELOAD_TO=workers-9"], "unknown variant 'workers-9'"),
+    # an ingress you run: what makes sense on someone else's, and only on the user's word
+    (["CHANGE=reload", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc"],
+     "CHANGE=reload on an ingress you run: its kinds are none, rollout, kill-backend"),
+    (["CHANGE=rollout", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc"],
+     "CHANGE=rollout restarts your ingress's workload (kubectl rollout restart) on your cluster under load: set ALLOW_CHANGE=1 to confirm"),
+    (["CHANGE=kill-backend", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc", "ALLOW_CHANGE=1"],
+     "CHANGE=kill-backend deletes one of your backends' pods: name them (BACKEND_PODS)"),
     (["CHANGE=reload", "PLATFORM=lab", "VARIANT=nginx-lb-basic-clusterip-10pods-graceful"], "uses component backend-replicas-10, which the bare-metal lab cannot reproduce"),
 ])
 def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path, lab_down):
@@ -92,3 +99,21 @@ def test_the_verdict_names_a_replacement_the_scheduler_could_not_place():
     assert "the new pod (Pod/nginx-lb-x) could not be scheduled for 5 s: 0/1 nodes are available: 1 Insufficient cpu (" in v, v
     calm = {"errors": 0, "by_kind": {}, "statuses": {}, "others": {}}
     assert "scheduled" not in verdict("kill-ingress", {"run": calm, "during": calm, "disruption": None}, {}, 1, {}, None, events=events)
+
+
+def test_a_distributed_runs_timelines_are_one_on_the_earliest_segments_grid():
+    """bench/report/change.py merged_timeline: each pod's slots moved to the earliest origin's
+    grid, to the nearest slot (230 ms later: two slots), and added outcome by outcome, status
+    by status and latency bucket by bucket."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from report.change import merged_timeline
+    a = {"origin_ms": 1000, "slot_ms": 100, "relative_error": 0.03, "beyond": 0, "slots": [
+        {"i": 0, "outcomes": {"ok": 5}, "statuses": {}, "others": {}, "latency": [[1.0, 5]]},
+        {"i": 2, "outcomes": {"ok": 3, "status": 1}, "statuses": {"502": 1}, "others": {}, "latency": [[1.0, 2], [2.0, 2]]}]}
+    b = {"origin_ms": 1230, "slot_ms": 100, "relative_error": 0.03, "beyond": 1, "slots": [
+        {"i": 0, "outcomes": {"ok": 4, "reset": 1}, "statuses": {}, "others": {}, "latency": [[2.0, 4], [4.0, 1]]}]}
+    assert merged_timeline([b, a]) == {"origin_ms": 1000, "slot_ms": 100, "relative_error": 0.03, "beyond": 1, "segments": 2, "slots": [
+        {"i": 0, "outcomes": {"ok": 5}, "statuses": {}, "others": {}, "latency": [[1.0, 5]]},
+        {"i": 2, "outcomes": {"ok": 7, "status": 1, "reset": 1}, "statuses": {"502": 1}, "others": {},
+         "latency": [[1.0, 2], [2.0, 6], [4.0, 1]]}]}

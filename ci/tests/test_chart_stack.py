@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import KUBECONFIG, PINS, ROOT, VALIDITY_UNJUDGED, kubectl, query_gaps, sh, urlopen, within
+from conftest import K6_UNJUDGED, KUBECONFIG, PINS, ROOT, VALIDITY_UNJUDGED, kubectl, query_gaps, sh, urlopen, within
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 
@@ -420,4 +420,39 @@ def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user
     errors = [l for l in run.proc.stderr.splitlines() if l.startswith("error: ")]
     assert run.proc.returncode == 1 and len(errors) == 1 and message in errors[0], run.proc.stderr[-2000:]
     assert run.dir is None and kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout == jobs
+
+
+
+def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress, tmp_path):
+    """bench:change on an ingress you run (last in the module: edge's pod is replaced): with
+    ALLOW_CHANGE=1 its Deployment, found from its pods, is restarted CHANGE_AT into an
+    in-cluster load at RATE; the runner's timeline (printed by its pod, merged) holds every
+    request k6 sent, the marks bracket the rollout, the namespace's events are its own, and the
+    pod is a new one. Nothing of the ingress is restored (its controller did it)."""
+    old = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    r = sh("./task", "bench:change", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
+                                          "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path), **EXISTING, **K6_UNJUDGED,
+                                          "CHANGE": "rollout", "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "14s", "CHANGE_AT": "4s"},
+           timeout=600)
+    said = r.stdout + r.stderr
+    found = list(tmp_path.glob("change-rollout-*/change/change.json"))
+    assert found, said[-3000:]
+    d = found[0].parent
+    doc = json.loads((d / "change.json").read_text())
+    summary = json.loads((d / "summary.json").read_text())
+    run = doc["analysis"]["run"]
+    # exit 99 exactly when a request failed (k6's checks threshold), as every bench:change
+    assert r.returncode == (99 if run["errors"] - run["by_kind"].get("dropped", 0) else 0), (r.returncode, run, said[-3000:])
+    assert "change        rollout: restarts your ingress's workload (kubectl rollout restart), deployment edge/edge; " in said, said
+    assert doc["variant"] == "existing" and doc["rate"] == 300 and doc["rate_from"] == "RATE", doc
+    # the segment's timeline, merged: every request of the load (and the sends the open model
+    # dropped); k6's count also holds setup's readiness GET, one a segment, which is not load
+    assert run["requests"] - run["by_kind"].get("dropped", 0) == summary["requests"] - summary["segments"], (run, summary["requests"])
+    marks = doc["marks_unix_ms"]
+    assert marks["start"] < marks["end"] and doc["analysis"]["change_ms"] == marks["end"] - marks["start"], marks
+    assert {e["object"].split("/")[0] for e in doc["events"]} >= {"Deployment"}, doc["events"]
+    assert doc["server"]["why"].startswith("the ingress's pods were replaced during the run"), doc["server"]
+    new = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    assert new and not set(new) & set(old), (old, new)
+    print(f"\n{(d / 'change.md').read_text()}")
 

@@ -321,6 +321,28 @@ def test_an_existing_ingresss_cpu_is_its_cpu_seconds_around_the_load(seg_dir):
     assert json.loads((seg_dir / "summary.json").read_text())["cpu"]["per_ingress_cpu"]["value"] is None, r.stderr
 
 
+def test_an_existing_ingress_replaced_under_the_load_is_not_counted(seg_dir):
+    """An ingress you run whose counter read nothing after the load (its pods replaced: a
+    rollout under load) has no server count, said so; the run stands (ours must have one)."""
+    segment(seg_dir, 0, 20000, 2000.0)
+    r = report("segments", seg_dir, "--testid", "t", "--variant", "existing", "--platform", "external",
+               "--stub-before", "0 123456 prometheus", "--stub-after", "")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((seg_dir / "summary.json").read_text())["server"] == {"requests": None, "client_over_server": None}
+    assert r.stdout.splitlines()[-1].startswith("server        not counted: the ingress's counter read nothing after the load")
+
+
+def test_segments_timelines_are_merged_into_the_runs(seg_dir):
+    """A pod's timeline (printed with IB_TIMELINE, bench/run/distributed.sh timeline-<i>.json):
+    the run's timeline.json is theirs merged (bench/report/change.py merged_timeline)."""
+    segment(seg_dir, 0, 100, 10.0)
+    tl = {"origin_ms": 5000, "slot_ms": 100, "relative_error": 0.03, "beyond": 0,
+          "slots": [{"i": 0, "outcomes": {"ok": 100}, "statuses": {}, "others": {}, "latency": [[1.0, 100]]}]}
+    (seg_dir / "timeline-0.json").write_text(json.dumps(tl))
+    assert segments(seg_dir, served=100).returncode == 0
+    assert json.loads((seg_dir / "timeline.json").read_text()) == dict(tl, segments=1)
+
+
 def test_segments_in_index_order_past_ten(seg_dir):
     d = seg_dir
     for i in range(12):
