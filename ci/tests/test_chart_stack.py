@@ -432,7 +432,7 @@ def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress,
     old = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     r = sh("./task", "bench:change", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
                                           "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path), **EXISTING, **K6_UNJUDGED,
-                                          "CHANGE": "rollout", "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "14s", "CHANGE_AT": "4s"},
+                                          "CHANGE": "rollout", "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "13s", "CHANGE_AT": "3s"},
            timeout=600)
     said = r.stdout + r.stderr
     found = list(tmp_path.glob("change-rollout-*/change/change.json"))
@@ -455,4 +455,5 @@ def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress,
     new = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     assert new and not set(new) & set(old), (old, new)
     print(f"\n{(d / 'change.md').read_text()}")
+
 
