@@ -146,10 +146,13 @@ existing_probes=20 # the requests existing_target sends
 # it from a pod move its pods' counter by at least as many (others' requests only add), once its
 # Prometheus holds a scrape after them; one line and exit 1 otherwise.
 existing_target() {
-  local n=$existing_probes before after reqs
+  local n=$existing_probes before after reqs answers
   before=$(existing_count "$(date +%s)")
   reqs=$(jq -cn --argjson n "$n" --arg u "${TARGET%/}/" --arg h "$(setting HOST)" '[range($n) | {method: "GET", url: $u, headers: {Host: $h}}]')
-  probe_pod "$reqs" >/dev/null || exit 1
+  answers=$(probe_pod "$reqs") || exit 1
+  # None answered (each one's error the same: refused, no such host, timed out): not an ingress there.
+  jq -e 'map(select(.status != null)) | length > 0' <<<"${answers#@@probes }" >/dev/null ||
+    die "TARGET $TARGET does not answer from a pod of the cluster: $n requests sent, none answered ($(jq -r '.[0].error' <<<"${answers#@@probes }"))"
   existing_scraped_since "$(date +%s)"
   after=$(existing_count "$(date +%s)")
   [ -n "$before" ] && [ -n "$after" ] && [ $((after - before)) -ge "$n" ] ||

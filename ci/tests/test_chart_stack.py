@@ -411,6 +411,8 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     ({"TARGET": "http://gate.gate.svc"},
      "TARGET http://gate.gate.svc is not the ingress INGRESS_PODS=edge/app=edge names: 20 requests sent to it moved its pods' counter by "),
 
+    # a target that does not answer (a Service name the cluster's DNS does not know)
+    ({"TARGET": "http://nothing.edge.svc"}, "TARGET http://nothing.edge.svc does not answer from a pod of the cluster: 20 requests sent, none answered ("),
     # a registry that does not answer (nothing listens on port 1)
     ({"REGISTRY": f"http://{NODES_HOST}:1/user"}, f"REGISTRY=http://{NODES_HOST}:1/user: could not push {NODES_HOST}:1/user/ingress-bench-k6:"),
 ])
@@ -432,7 +434,9 @@ def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress,
     old = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     r = sh("./task", "bench:change", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
                                           "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path), **EXISTING, **K6_UNJUDGED,
-                                          "CHANGE": "rollout", "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "13s", "CHANGE_AT": "3s"},
+                                          "CHANGE": "rollout", "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "13s", "CHANGE_AT": "3s",
+                                          # (the target's check is the single run's and the refusals' subject)
+                                          "IB_TARGET_CHECKED": "1"},
            timeout=600)
     said = r.stdout + r.stderr
     found = list(tmp_path.glob("change-rollout-*/change/change.json"))
