@@ -44,8 +44,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, runs)
-from change_actions import (INGRESS, WAIT_S, Cluster, Lab, Yours, built, changer, knobs_in, lab_knobs,  # noqa: E402
+from change_actions import (INGRESS, WAIT_S, Cluster, Lab, built, changer, knobs_in, lab_knobs,  # noqa: E402
                             restore, scale_down)
+from change_yours import Yours, changer as yours_changer  # noqa: E402
 from report.change import analyse  # noqa: E402
 
 DURATION = mx.default_of("DURATION", "change")  # the registry's: the change needs time on both sides
@@ -332,11 +333,13 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
     run = m["cases"][1]
     # The server's count: the access log or Envoy's statistics; an ingress you run's is its
     # Prometheus counter, which the run's summary holds.
-    served = (lambda: None) if isinstance(c, Yours) else c.envoy_counts if getattr(c, "route", None) else c.access_log
+    yours = isinstance(c, Yours)  # an ingress the user runs: nothing restored, its controllers bring it back
+    served = (lambda: None) if yours else c.envoy_counts if getattr(c, "route", None) else c.access_log
     log_before = served()
     marks, failures = {}, []
     mx.say("change", f"{kind}: {rate} req/s for {run['env']['DURATION']}, the change {at_s:g} s into it")
-    t = threading.Thread(target=changer, args=(kind, c, mdir / "change", at_s, marks, failures, reload_to, backends), daemon=True)
+    args = (kind, c, mdir / "change", at_s, marks, failures) + (() if yours else (reload_to, backends))
+    t = threading.Thread(target=yours_changer if yours else changer, args=args, daemon=True)
     t.start()
     try:
         r = mx.run_one(run, {"RATE": rate}, "change", mdir, m)
@@ -345,7 +348,7 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
         # The cluster's own record of the change, beside the marks this runner observed.
         events = c.events(marks["start"]) if "start" in marks else []
     finally:
-        if kind != "none":
+        if kind != "none" and not yours:
             stale = upstream == "addresses" and bool((marks.get("notes") or {}).get("not_serving"))
             restore(kind, c, backends, run["variant"], stale)
     if r["status"] == "failed":
