@@ -70,9 +70,9 @@ need_new_results_dir() {
   local t; t=$(mktemp -d "$d/.ingress-bench-write-test.XXXXXX" 2>/dev/null) && rmdir "$t" ||
     die "results directory $1 cannot be made: $d is not a writable directory (set RESULTS_ROOT)"
 }
-# run_testid SCENARIO: TESTID, else the run's own: its start, SCENARIO and VARIANT (bench.sh,
+# run_testid SCENARIO: TESTID, else the run's own: its start, SCENARIO and VARIANT ("existing" for an ingress you run: bench.sh,
 # rounds.sh).
-run_testid() { echo "${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$1-$(tr + _ <<<"${VARIANT:-$DEFAULT_OVERLAY}")}"; }
+run_testid() { echo "${TESTID:-$(date -u +%Y%m%dT%H%M%SZ)-$1-$(if [ -n "${INGRESS_PODS:-}" ]; then echo existing; else tr + _ <<<"${VARIANT:-$DEFAULT_OVERLAY}"; fi)}"; }
 # need_scenario NAME: dies unless NAME is a scenario (the SCENARIO setting's values, each a
 # k6/NAME.js with its profile in k6/lib/config.js).
 need_scenario() {

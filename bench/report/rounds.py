@@ -16,9 +16,15 @@ LEVEL = 0.95
 
 def figure(s, unit):
     """A round's headline (req/s, or Gbit/s for throughput) and the same per ingress CPU."""
-    r, c = s.get("result") or {}, s.get("cpu") or {}
+    r, c = result_of(s), s.get("cpu") or {}
     head = r.get("gbit_per_s") if unit == "Gbit/s" else r.get("rps")
     return head, (c.get("per_ingress_cpu") or {}).get("value")
+
+
+def result_of(s):
+    """A round's k6 figures: its summary's result, or an in-cluster run's (bench/run/distributed.sh:
+    its segments summed at the top level)."""
+    return s.get("result") or s
 
 
 def interval(values):
@@ -38,7 +44,7 @@ def rounds(dir_, exits, aborted=None):
     """DIR's rounds (DIR/<testid>-r<i>/, in order) with their exit codes EXITS; ABORTED: the
     signal that stopped them. Returns the lines to print."""
     dir_ = Path(dir_)
-    runs = sorted((d for d in dir_.iterdir() if d.is_dir() and (d / "meta.json").exists()),
+    runs = sorted((d for d in dir_.iterdir() if d.is_dir() and (d / "summary.json").exists()),
                   key=lambda d: int(d.name.rsplit("-r", 1)[1]))
     if not runs:
         raise Bad(f"{dir_} holds no finished round")
@@ -48,7 +54,7 @@ def rounds(dir_, exits, aborted=None):
     for i, d in enumerate(runs):
         s = json.loads((d / "summary.json").read_text())
         unit = unit or ((s.get("cpu") or {}).get("per_ingress_cpu") or {}).get("unit") or \
-            ("Gbit/s" if s["result"].get("scenario") == "throughput" else "req/s")
+            ("Gbit/s" if result_of(s).get("scenario") == "throughput" or "gbit_per_s" in result_of(s) else "req/s")
         head, per_cpu = figure(s, unit)
         v, c = s.get("verdict") or {}, s.get("cpu") or {}
         t = c.get("ingress_throttling") or {}
@@ -57,9 +63,9 @@ def rounds(dir_, exits, aborted=None):
         rows.append({"round": i + 1, "testid": d.name, "exit": exits[i], "counted": why is None, "why_not": why,
                      "limit": v.get("limit"), "valid": v.get("valid"), "headline": head, "per_ingress_cpu": per_cpu,
                      "ingress_cpu": c.get("ingress_cpus"),
-                     "p50_ms": s["result"].get("p50_ms"), "p99_ms": s["result"].get("p99_ms"),
+                     "p50_ms": result_of(s).get("p50_ms"), "p99_ms": result_of(s).get("p99_ms"),
                      "throttled_seconds": t.get("throttled_seconds"), "steal_cpus": c.get("steal_cpus"),
-                     "thresholds_passed": s["result"].get("passed")})
+                     "thresholds_passed": result_of(s).get("passed")})
     counted = [r for r in rows if r["counted"]]
     out = {"rounds": rows, "unit": unit, "counted": len(counted), "aborted": aborted}
     for key in ("headline", "per_ingress_cpu"):
