@@ -60,6 +60,24 @@ def test_the_answer_is_the_valid_rounds_median_with_a_t_interval(tmp_path):
     assert (tmp_path / "summary.txt").read_text() == r.stdout
 
 
+def test_the_rounds_of_an_in_cluster_run_are_summed_up(tmp_path):
+    """An in-cluster run's directories (bench/run/distributed.sh: summary.json with its
+    segments summed at the top level, no meta.json), as `task bench:rps` on an ingress you run
+    makes them: each round read, the median its figures'."""
+    for i, (rps, per_cpu) in enumerate([(2082, 10256), (2016, 9853), (2025, 10019)], 1):
+        d = tmp_path / f"x-existing-r{i}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({
+            "rps": rps, "p50_ms": 0.8, "p99_ms": 80.0, "passed": True, "variant": "existing", "segments": 1,
+            "verdict": {"limit": "none", "valid": True, "text": "nothing saturated"},
+            "cpu": {"source": "prometheus", "ingress_cpus": 0.25, "per_ingress_cpu": {"value": per_cpu, "unit": "req/s"}}}))
+    r = report_rounds(tmp_path, 0, 0, 0)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "rounds.json").read_text())
+    assert doc["counted"] == 3 and doc["headline"]["median"] == 2025 and doc["per_ingress_cpu"]["median"] == 10019, doc
+    assert [x["p99_ms"] for x in doc["rounds"]] == [80.0] * 3 and doc["unit"] == "req/s", doc
+
+
 def test_no_valid_round_is_no_answer(tmp_path):
     made_round(tmp_path, 1, 6000, 20000, valid=False, limit="load-generator")
     r = report_rounds(tmp_path, 99)
