@@ -270,19 +270,41 @@ def user_registry(local_cluster, tmp_path_factory):
 
 EXISTING = {"TARGET": "http://edge.edge.svc", "INGRESS_PODS": "edge/app=edge", "BACKEND_PODS": "shop/service/web",
             "SEGMENTS": "1"}
+# the candidate: Envoy Gateway's proxies of Gateway gate/gate (ci/tests/fixtures/existing/envoy-gateway.yaml)
+GATE = dict(EXISTING, TARGET="http://gate.envoy-gateway-system.svc", INGRESS_PODS="envoy-gateway-system/service/gate")
 
 
 @pytest.fixture(scope="module")
 def user_ingress(stack, tmp_path_factory):
-    manifest = tmp_path_factory.mktemp("existing") / "ingress.yaml"
-    manifest.write_text((ROOT / "ci/tests/fixtures/existing/ingress.yaml").read_text()
-                        .replace("@NGINX_IMAGE@", f"{PINS['NGINX_IMAGE_NAME']}:{PINS['NGINX_IMAGE_TAG']}")
-                        .replace("@EXPORTER_IMAGE@", PINS["NGINX_EXPORTER_IMAGE"]))
-    r = kubectl("apply", "-f", str(manifest))
+    d = tmp_path_factory.mktemp("existing")
+    images = {"@NGINX_IMAGE@": f"{PINS['NGINX_IMAGE_NAME']}:{PINS['NGINX_IMAGE_TAG']}", "@EXPORTER_IMAGE@": PINS["NGINX_EXPORTER_IMAGE"],
+              "@GATEWAY_IMAGE@": f"localhost/ingress-bench/envoy-gateway:{PINS['ENVOY_GATEWAY_VERSION']}",
+              "@ENVOY_IMAGE@": f"localhost/ingress-bench/envoy:{PINS['ENVOY_VERSION']}"}
+    for name in ("ingress.yaml", "envoy-gateway.yaml", "envoy-gateway-values.yaml"):
+        text = (ROOT / "ci/tests/fixtures/existing" / name).read_text()
+        for k, v in images.items():
+            text = text.replace(k, v)
+        (d / name).write_text(text)
+    r = kubectl("apply", "-f", str(d / "ingress.yaml"))
     assert r.returncode == 0, r.stderr
-    for ns, name in (("shop", "web"), ("edge", "edge"), ("gate", "gate")):
+    # Envoy Gateway as its chart installs it, the candidate: the pinned CRDs and this machine's
+    # images (what the project's Gateway variants get on this cluster), its control plane.
+    r = sh("bash", "-c", '. bench/lib.sh && gateway_up envoy-gateway-default', env={"PLATFORM": "local", "KUBECONFIG": KUBECONFIG})
+    assert r.returncode == 0, r.stderr
+    r = sh("bash", "kustomize/components/envoy-gateway/render.sh", "--install", "envoy-gateway-system", str(d / "envoy-gateway-values.yaml"))
+    assert r.returncode == 0, r.stderr
+    (d / "control-plane.yaml").write_text(r.stdout)
+    assert kubectl("create", "namespace", "envoy-gateway-system").returncode == 0
+    for name in ("control-plane.yaml", "envoy-gateway.yaml"):
+        r = kubectl("apply", "--server-side", "-f", str(d / name))
+        assert r.returncode == 0, r.stderr
+    for ns, name in (("shop", "web"), ("edge", "edge"), ("envoy-gateway-system", "envoy-gateway")):
         r = kubectl("-n", ns, "rollout", "status", f"deploy/{name}", "--timeout=120s")
         assert r.returncode == 0, r.stdout + r.stderr
+    # the proxies, once the controller has made them
+    assert poll(120, lambda: kubectl("-n", "envoy-gateway-system", "get", "deploy", "gate").returncode == 0)
+    r = kubectl("-n", "envoy-gateway-system", "rollout", "status", "deploy/gate", "--timeout=120s")
+    assert r.returncode == 0, r.stdout + r.stderr
     # As a user's ingress that has run a while: its Prometheus scrapes its exporter. A new
     # PodMonitor's job reaches a running Prometheus only when its config reloader next reads the
     # config (after its first change it misses the kubelet's atomic swap of the config secret,
@@ -298,14 +320,16 @@ def user_ingress(stack, tmp_path_factory):
         return got[:1] != [uid] and got[1:] == ["true", "true"]
     assert poll(120, restarted), "Prometheus did not come back"
     for series in ('container_cpu_usage_seconds_total{namespace="edge", container="nginx"}', 'nginx_http_requests_total{namespace="edge"}',
-                   'nginx_http_requests_total{namespace="gate"}', 'container_cpu_usage_seconds_total{namespace="shop"}'):
+                   'envoy_http_downstream_rq_total{namespace="envoy-gateway-system"}', 'container_cpu_usage_seconds_total{namespace="shop"}'):
         if not poll(120, lambda: q(stack["url"], f"count_over_time({series}[1m]) >= 3")):
             print(json.dumps(config_story(stack["url"]), indent=1))  # the whole story: a message is cut short
             pytest.fail(f"{series} is not scraped")
     yield stack
     # Not waited for (its pods' ends took 22-27 s of the cluster stream): nothing after reads
-    # them, and the cluster's down removes what is left.
-    assert kubectl("delete", "namespace", "edge", "gate", "shop", "--wait=false").returncode == 0
+    # them, and the cluster's down removes what is left. Envoy Gateway's cluster-wide objects
+    # (its class, its roles) go now: the project's Envoy Gateway serves the same controller name.
+    assert kubectl("delete", "--wait=false", "--ignore-not-found", "-f", str(d / "envoy-gateway.yaml"), "-f", str(d / "control-plane.yaml")).returncode == 0
+    assert kubectl("delete", "namespace", "edge", "shop", "envoy-gateway-system", "--wait=false").returncode == 0
 
 
 def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_registry, tmp_path):
@@ -365,13 +389,13 @@ def migrate_module():
 
 def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviour_diff(user_ingress, tmp_path):
     """bench:migrate between two ingresses on the cluster, each side named by settings of its
-    own (edge, and its candidate gate with the routes moved so far): nothing deployed, the
+    own (edge, and its candidate Envoy Gateway with the routes moved so far): nothing deployed, the
     routes of the Ingress objects of class edge sent to both from a pod, the runs alternated,
     each side's rate and rate per ingress CPU-second (its counters in the chart's Prometheus)
     in one table with intervals and the gates' verdict; the route gate does not serve is a
     difference."""
     migrate = {"FROM": "edge", "TO": "gate", "FROM_TARGET": "http://edge.edge.svc", "FROM_INGRESS_PODS": "edge/app=edge",
-               "TO_TARGET": "http://gate.gate.svc", "TO_INGRESS_PODS": "gate/app=gate", "BACKEND_PODS": "shop/service/web",
+               "TO_TARGET": GATE["TARGET"], "TO_INGRESS_PODS": GATE["INGRESS_PODS"], "BACKEND_PODS": "shop/service/web",
                "PROBES": "ingress/edge", "SCENARIOS": "rps", "ROUNDS": "3", "DURATION": "1s", "SEGMENTS": "1"}
     r = sh("./task", "bench:migrate", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG,
                                            "IMAGE_SET": "local", "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path),
@@ -380,13 +404,13 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     (d,) = tmp_path.glob("migrate-*")
     doc = json.loads((d / "migrate.json").read_text())
     said = {(p, what): (x, y) for p, what, x, y in doc["behaviour"]["differences"]}
-    # exact: the two routes of the Ingress, and gate's 404 for the one it has not moved
+    # exact: the two routes of the Ingress, and Envoy's 404 for the one the gateway has not moved
     assert doc["behaviour"]["probes"] == ["GET /100kb.bin", "GET /1kb.bin"], doc["behaviour"]
     assert said[("GET /100kb.bin", "status")] == (200, 404) and not [k for k in said if k[0] == "GET /1kb.bin"], said
     (cmp,) = d.glob("compare-*/compare.json")
     c = json.loads(cmp.read_text())
     # the compare's gates' verdict as its rows say it, and the ingress CPU each side's runs read
-    # (0.25: edge's and gate's quotas)
+    # (0.25: edge's and the gateway's proxy's quotas; not its shutdown manager's)
     rate = next(x for x in c["metrics"] if x["key"] == "rate")
     # exact: GATE_CV_MAX's default (15 %), the gate compare.py judges the rows' spread by
     assert c["verdict"] == ("unstable" if max(rate["base"]["cv_percent"], rate["head"]["cv_percent"]) > 15 else
@@ -408,8 +432,8 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     ({"BACKEND_PODS": "shop/service/none"}, "BACKEND_PODS=shop/service/none: no Service none in namespace shop"),
     ({"MONITORING": "0"}, "INGRESS_PODS: an existing ingress is judged from your Prometheus: set PROMETHEUS_URL"),
     # another ingress's address: its requests are not counted by edge's pods (its exporter's own reads are)
-    ({"TARGET": "http://gate.gate.svc"},
-     "TARGET http://gate.gate.svc is not the ingress INGRESS_PODS=edge/app=edge names: 20 requests sent to it moved its pods' counter by "),
+    ({"TARGET": "http://gate.envoy-gateway-system.svc"},
+     "TARGET http://gate.envoy-gateway-system.svc is not the ingress INGRESS_PODS=edge/app=edge names: 20 requests sent to it moved its pods' counter by "),
 
     # a target that does not answer (a Service name the cluster's DNS does not know)
     ({"TARGET": "http://nothing.edge.svc"}, "TARGET http://nothing.edge.svc does not answer from a pod of the cluster: 20 requests sent, none answered ("),
@@ -425,21 +449,17 @@ def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user
 
 
 
-def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress, tmp_path):
-    """bench:change on an ingress you run (last in the module: edge's pod is replaced): with
-    ALLOW_CHANGE=1 its Deployment, found from its pods, is restarted CHANGE_AT into an
-    in-cluster load at RATE; the runner's timeline (printed by its pod, merged) holds every
-    request k6 sent, the marks bracket the rollout, the namespace's events are its own, and the
-    pod is a new one. Nothing of the ingress is restored (its controller did it)."""
-    old = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+def change_on_yours(tmp_path, settings, kind):
+    """bench:change on an ingress you run, at RATE 300 for 13 s, the change 3 s in (the least
+    its checks allow): its exit, what it said, change.json and the run's summary."""
     r = sh("./task", "bench:change", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
-                                          "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path), **EXISTING, **K6_UNJUDGED,
-                                          "CHANGE": "rollout", "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "13s", "CHANGE_AT": "3s",
+                                          "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path), **settings, **K6_UNJUDGED,
+                                          "CHANGE": kind, "ALLOW_CHANGE": "1", "RATE": "300", "DURATION": "13s", "CHANGE_AT": "3s",
                                           # (the target's check is the single run's and the refusals' subject)
                                           "IB_TARGET_CHECKED": "1"},
            timeout=600)
     said = r.stdout + r.stderr
-    found = list(tmp_path.glob("change-rollout-*/change/change.json"))
+    found = list(tmp_path.glob(f"change-{kind}-*/change/change.json"))
     assert found, said[-3000:]
     d = found[0].parent
     doc = json.loads((d / "change.json").read_text())
@@ -447,17 +467,46 @@ def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress,
     run = doc["analysis"]["run"]
     # exit 99 exactly when a request failed (k6's checks threshold), as every bench:change
     assert r.returncode == (99 if run["errors"] - run["by_kind"].get("dropped", 0) else 0), (r.returncode, run, said[-3000:])
-    assert "change        rollout: restarts your ingress's workload (kubectl rollout restart), deployment edge/edge; " in said, said
     assert doc["variant"] == "existing" and doc["rate"] == 300 and doc["rate_from"] == "RATE", doc
     # the segment's timeline, merged: every request of the load (and the sends the open model
     # dropped); k6's count also holds setup's readiness GET, one a segment, which is not load
     assert run["requests"] - run["by_kind"].get("dropped", 0) == summary["requests"] - summary["segments"], (run, summary["requests"])
     marks = doc["marks_unix_ms"]
     assert marks["start"] < marks["end"] and doc["analysis"]["change_ms"] == marks["end"] - marks["start"], marks
+    print(f"\n{(d / 'change.md').read_text()}")
+    return said, doc
+
+
+def test_a_route_added_to_an_ingress_you_run_under_load(user_ingress, tmp_path):
+    """bench:change CHANGE=route on Envoy Gateway as a user runs it (ROUTE_PARENT its Gateway):
+    an HTTPRoute for a host it does not serve, to a Service of ours whose EndpointSlice holds
+    the backends' addresses, applied CHANGE_AT into the load; the change ends at the route's
+    first answer (its header) to the probe pod, which asked before it; the probe's requests are
+    said apart from the server's count; the route, its Service and the probe gone after."""
+    said, doc = change_on_yours(tmp_path, dict(GATE, ROUTE_PARENT="gateway/gate/gate"), "route")
+    assert ("change        route: adds a route to your ingress (in namespace ingress-bench, removed after), an HTTPRoute on Gateway "
+            "gate/gate for host route-added.ingress-bench.invalid to the pods of BACKEND_PODS") in said, said
+    answers = doc["marks_unix_ms"]["probe"]["answers"]
+    # exact: asked before the route (a 200 of the gateway's route for every host, without the
+    # header), then the added route's first answer
+    assert [(a["status"], a["added"]) for a in answers] == [(200, False), (200, True)], answers
+    assert doc["marks_unix_ms"]["end"] == max(answers[-1]["t"], doc["marks_unix_ms"]["start"]), doc["marks_unix_ms"]
+    assert f", {answers[-1]['sent']:,} of them the route's probe's (client/server " in doc["server"]["why"], doc["server"]
+    left = kubectl("-n", "ingress-bench", "get", "httproute,service,endpointslice,pod", "-l", "app.kubernetes.io/component in (route-added,route-added-probe)",
+                   "-o", "name")
+    assert left.returncode == 0 and left.stdout == "", left.stdout + left.stderr
+
+
+def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress, tmp_path):
+    """bench:change on an ingress you run (last in the module: edge's pod is replaced): with
+    ALLOW_CHANGE=1 its Deployment, found from its pods, is restarted CHANGE_AT into an
+    in-cluster load at RATE; the runner's timeline (printed by its pod, merged) holds every
+    request k6 sent, the marks bracket the rollout, the namespace's events are its own, and the
+    pod is a new one. Nothing of the ingress is restored (its controller did it)."""
+    old = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    said, doc = change_on_yours(tmp_path, EXISTING, "rollout")
+    assert "change        rollout: restarts your ingress's workload (kubectl rollout restart), deployment edge/edge; " in said, said
     assert {e["object"].split("/")[0] for e in doc["events"]} >= {"Deployment"}, doc["events"]
     assert doc["server"]["why"].startswith("the ingress's pods were replaced during the run"), doc["server"]
     new = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     assert new and not set(new) & set(old), (old, new)
-    print(f"\n{(d / 'change.md').read_text()}")
-
-
