@@ -55,7 +55,8 @@ STEADY_MIN_S = 3  # the load's seconds before the change, at least (its steady p
 LAB_KINDS = ("none", "reload", "kill-backend")  # what the lab's processes can do
 # What a change does to an ingress the user runs (INGRESS_PODS), with ALLOW_CHANGE=1.
 YOURS_KINDS = {"none": "changes nothing", "rollout": "restarts your ingress's workload (kubectl rollout restart)",
-               "kill-backend": "deletes one of your backends' pods"}
+               "kill-backend": "deletes one of your backends' pods",
+               "route": "adds a route to your ingress (in namespace ingress-bench, removed after)"}
 KILL_NODE_AFTER_S = 25  # a lost node NotReady (12 s), its endpoints moved, the node Ready again
 EVENTS_SHOWN = 6  # Kubernetes events in change.md's row (all of them in change.json)
 
@@ -134,7 +135,7 @@ def verdict(kind, a, server, backends, notes, upstream, lab=False, events=()):
     if k.get("closed") or k.get("reset"):
         n = k.get("closed", 0) + k.get("reset", 0)
         who = {"reload": "the ingress's old workers closed keep-alive connections as requests went out on them",
-               "route": "the reload that carried the route change: its old workers closed keep-alive connections as requests went out on them",
+               "route": "the update that carried the route change closed keep-alive connections as requests went out on them (as a reload's old workers do)",
                "rollout": "the old ingress pod closed (or lost) client connections as it stopped",
                "kill-ingress": "the deleted ingress pod's connections were closed or reset under the client"}.get(
             kind, "connections to the ingress were closed or reset under the client")
@@ -189,6 +190,7 @@ def markdown(doc):
              + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a and doc["change"] != "route" else "")
              + (f" (the added route's first 200 after {a['serving_after_ms'] / 1000:.2f} s, the edited route's header after "
                 f"{a['edited_after_ms'] / 1000:.2f} s)" if doc["change"] == "route" and "edited_after_ms" in a else "")
+             + (" (to the added route's first 200, from a pod asking every 20 ms)" if doc["change"] == "route" and doc["variant"] == "existing" else "")
              + (f" ({doc['marks_unix_ms']['notes']['not_serving']} of {doc['marks_unix_ms']['notes']['new']} new backend pods had no request "
                 "within 15 s of being ready)" if "notes" in doc["marks_unix_ms"] else "")),
             ("errors during the change", "—" if not d else f"({a['during_ms'][0] / 1000:.1f}–{a['during_ms'][1] / 1000:.1f} s) " + f"{d['errors']:,} of {d['requests']:,} ({d['share'] * 100:.2f} %)"
@@ -221,7 +223,8 @@ def main(argv):
 def checked(env, reg):
     """ENV's bench:change settings, checked before anything starts: (kind, the change's second
     into the load, the load's share of the capacity, the reload's target variant)."""
-    names = [n for n in ("CHANGE", "CHANGE_AT", "LOAD_SHARE", "RELOAD_TO", "CHANGE_ERRORS_MAX", "DURATION") if env.get(n)]
+    names = [n for n in ("CHANGE", "CHANGE_AT", "LOAD_SHARE", "RELOAD_TO", "CHANGE_ERRORS_MAX", "DURATION", "ROUTE_PARENT", "ROUTE_HOST")
+             if env.get(n)]
     mx.check_values([{"where": "", "names": names, "env": env}])
     kind = env.get("CHANGE")
     if not kind:
@@ -231,6 +234,9 @@ def checked(env, reg):
             raise mx.Bad(f"CHANGE={kind} on an ingress you run: its kinds are {', '.join(YOURS_KINDS)} (the others change what the suite deploys)")
         if kind == "kill-backend" and not env.get("BACKEND_PODS"):
             raise mx.Bad("CHANGE=kill-backend deletes one of your backends' pods: name them (BACKEND_PODS)")
+        if kind == "route" and not (env.get("ROUTE_PARENT") and env.get("BACKEND_PODS")):
+            raise mx.Bad("CHANGE=route adds a route to your ingress: name what it attaches to (ROUTE_PARENT=ingressclass/NAME or "
+                         "gateway/NAMESPACE/NAME) and the backends it routes to (BACKEND_PODS)")
         if kind != "none" and env.get("ALLOW_CHANGE") != "1":
             raise mx.Bad(f"CHANGE={kind} {YOURS_KINDS[kind]} on your cluster under load: set ALLOW_CHANGE=1 to confirm")
     elif env.get("TARGET"):
@@ -348,7 +354,9 @@ def under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream):
         # The cluster's own record of the change, beside the marks this runner observed.
         events = c.events(marks["start"]) if "start" in marks else []
     finally:
-        if kind != "none" and not yours:
+        if yours:
+            c.restore(kind)
+        elif kind != "none":
             stale = upstream == "addresses" and bool((marks.get("notes") or {}).get("not_serving"))
             restore(kind, c, backends, run["variant"], stale)
     if r["status"] == "failed":
@@ -377,9 +385,10 @@ def run_change(env, reg):
         r = mx.existing_checked(env)
         if r.returncode != 0:
             raise mx.Bad(mx.error_line(r.stderr))
-        c = Yours(env, env["INGRESS_PODS"], env.get("BACKEND_PODS"))
+        c = Yours(env, env["INGRESS_PODS"], env.get("BACKEND_PODS"), env.get("ROUTE_PARENT") if kind == "route" else None)
         if kind != "none":
-            mx.say("change", f"{kind}: {YOURS_KINDS[kind]}, {c.said(kind)}; its controller brings it back, nothing is restored")
+            mx.say("change", f"{kind}: {YOURS_KINDS[kind]}, {c.said(kind)}" +
+                   ("" if kind == "route" else "; its controller brings it back, nothing is restored"))
         for case in m["cases"]:
             case["env"]["IB_TARGET_CHECKED"] = "1"
         m["cases"][1]["env"]["IB_TIMELINE"] = "1"
@@ -413,12 +422,14 @@ def run_change(env, reg):
     connections = summary.get("connections") or sum(p["connections"] for p in summary.get("per_segment") or [])
     client_statuses = a["run"]["statuses"]
     answered = summary["requests"] - sum(a["run"]["by_kind"].get(k, 0) for k in ("reset", "refused", "timeout", "closed", "other"))
-    if yours:  # its Prometheus counter's total, not by status
-        counted = whole["server"]
+    if yours:  # its Prometheus counter's total, not by status; CHANGE=route's probe went through it too
+        counted, sent = whole["server"], ((marks.get("probe") or {}).get("answers") or [{"sent": 0}])[-1]["sent"]
         server = {"counted": False, "why": "the ingress's pods were replaced during the run: the counters of those found before "
                                            "the load do not hold it"} if kind == "rollout" else \
-            {"counted": False, "why": f"{counted['requests']:,} requests counted by its Prometheus counter over the run "
-                                      f"(client/server {counted['client_over_server']:.3f}); not by status"}
+            {"counted": False, "why": f"{counted['requests']:,} requests counted by its Prometheus counter over the run"
+                                      + (f", {sent:,} of them the route's probe's" if sent else "")
+                                      + f" (client/server {counted['client_over_server'] * counted['requests'] / max(1, counted['requests'] - sent):.3f}"
+                                      + (" without them" if sent else "") + "); not by status"}
     else:
         path = "/" + json.loads((run_dir / "meta.json").read_text())["target"].split("/", 3)[3]
         # The access log is the server's count; a configuration without one (ACCESS_LOG off: the

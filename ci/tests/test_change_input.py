@@ -30,11 +30,15 @@ from conftest import task
     (["CHANGE=reload", "PLATFORM=lab", "RELOAD_TO=workers-9"], "unknown variant 'workers-9'"),
     # an ingress you run: what makes sense on someone else's, and only on the user's word
     (["CHANGE=reload", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc"],
-     "CHANGE=reload on an ingress you run: its kinds are none, rollout, kill-backend"),
+     "CHANGE=reload on an ingress you run: its kinds are none, rollout, kill-backend, route"),
     (["CHANGE=rollout", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc"],
      "CHANGE=rollout restarts your ingress's workload (kubectl rollout restart) on your cluster under load: set ALLOW_CHANGE=1 to confirm"),
     (["CHANGE=kill-backend", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc", "ALLOW_CHANGE=1"],
      "CHANGE=kill-backend deletes one of your backends' pods: name them (BACKEND_PODS)"),
+    (["CHANGE=route", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc", "ALLOW_CHANGE=1",
+      "BACKEND_PODS=shop/app=web"], "CHANGE=route adds a route to your ingress: name what it attaches to (ROUTE_PARENT=ingressclass/NAME or "),
+    (["CHANGE=route", "PLATFORM=external", "INGRESS_PODS=edge/app=edge", "TARGET=http://edge.edge.svc", "ALLOW_CHANGE=1",
+      "BACKEND_PODS=shop/app=web", "ROUTE_PARENT=gateway/gate"], "ROUTE_PARENT must be ingressclass/NAME or gateway/NAMESPACE/NAME"),
     (["CHANGE=reload", "PLATFORM=lab", "VARIANT=nginx-lb-basic-clusterip-10pods-graceful"], "uses component backend-replicas-10, which the bare-metal lab cannot reproduce"),
 ])
 def test_bad_input_is_one_line_before_anything_starts(args, message, tmp_path, lab_down):
