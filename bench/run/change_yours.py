@@ -140,9 +140,9 @@ class Yours:
         proc = subprocess.Popen(
             ["kubectl", "-n", NS, "run", self.probe["name"], f"--image={image}", "--restart=Never", "--rm", "-i", "--quiet",
              f"--labels=app.kubernetes.io/part-of=ingress-bench,app.kubernetes.io/component={ROUTE}-probe",
-             f"--env=IB_ROUTE_URL={url}", f"--env=IB_ROUTE_HOST={host}", f"--env=IB_ROUTE_EVERY_S={ROUTE_PROBE_S}",
-             f"--env=IB_ROUTE_HEADER={'='.join(ROUTE_HEADER) if self.parent['kind'] == 'gateway' else ''}",
-             f"--env=IB_ROUTE_S={WAIT_S}", "--command", "--", "sh", "-c", "k6 run --quiet --no-color --log-format=raw - && sleep 1"],
+             "--env=IB_ROUTE=" + json.dumps({"url": url, "host": host, "every_s": ROUTE_PROBE_S, "for_s": WAIT_S,
+                                             "header": ROUTE_HEADER if self.parent["kind"] == "gateway" else None}),
+             "--command", "--", "sh", "-c", "k6 run --quiet --no-color --log-format=raw - && sleep 1"],
             env=self.env, stdin=open(mx.ROOT / "k6/probe/route.js"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.probe["proc"] = proc
 

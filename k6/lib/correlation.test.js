@@ -36,7 +36,7 @@ test('without the rules loaded: one query, every signal written out, filled, eva
     assert.ok(q.includes(`"__name__", "${rule}", "", ""), "bench_signal", "${key}", "", "")`), key);
   }
   assert.equal(q.split(' or label_replace(label_replace(').length, Object.keys(EXISTING_QUERIES).length);
-  assert.ok(q.includes('container_cpu_usage_seconds_total{namespace="ingress", pod=~"ctl-1|ctl-2", container!~"|POD"}[90s]'), q);
+  assert.ok(q.includes('container_cpu_usage_seconds_total{namespace="ingress", pod=~"ctl-1|ctl-2", container!~"|POD|shutdown-manager"}[90s]'), q);
   assert.ok(q.includes('vector(1000000000)'), q);
   const { link, ...noLink } = values;
   assert.throws(() => existingQuery({ from: 221, to: 300 }, noLink, 30), /no value for \$link/);
