@@ -41,6 +41,9 @@ for i in $(seq "$rounds"); do
     IB_SHARE_CHECKED=$(jq -r '.ingress_budget | select(.source == "probe" or .source == "kept") | .ingress_cpu // empty' \
       "$dir/$testid-r1/meta.json" 2>/dev/null || true)
     export IB_SHARE_CHECKED
+    # An ingress you run: its TARGET was checked to be the ingress INGRESS_PODS names (20
+    # requests and a scrape's wait, bench/lib/existing.sh existing_target) once, by round 1.
+    [ -z "${INGRESS_PODS:-}" ] || export IB_TARGET_CHECKED=1
   fi
   # 99: the round's thresholds crossed (a finished run); anything else stops the rounds.
   case $rc in 0 | 99) ;; *) break ;; esac
