@@ -190,7 +190,9 @@ def markdown(doc):
              + (f" (new configuration/endpoints serving after {a['serving_after_ms'] / 1000:.2f} s)" if "serving_after_ms" in a and doc["change"] != "route" else "")
              + (f" (the added route's first 200 after {a['serving_after_ms'] / 1000:.2f} s, the edited route's header after "
                 f"{a['edited_after_ms'] / 1000:.2f} s)" if doc["change"] == "route" and "edited_after_ms" in a else "")
-             + (" (to the added route's first 200, from a pod asking every 20 ms)" if doc["change"] == "route" and doc["variant"] == "existing" else "")
+             + (" (to the added route's first 200, from a pod asking every 20 ms" + "".join(
+                 f"; it answered {x['status'] or 'no response'} from {(x['t'] - doc['marks_unix_ms']['start']) / 1000:+.2f} s"
+                 for x in doc["marks_unix_ms"]["probe"]["answers"][1:-1]) + ")" if doc["change"] == "route" and doc["variant"] == "existing" else "")
              + (f" ({doc['marks_unix_ms']['notes']['not_serving']} of {doc['marks_unix_ms']['notes']['new']} new backend pods had no request "
                 "within 15 s of being ready)" if "notes" in doc["marks_unix_ms"] else "")),
             ("errors during the change", "—" if not d else f"({a['during_ms'][0] / 1000:.1f}–{a['during_ms'][1] / 1000:.1f} s) " + f"{d['errors']:,} of {d['requests']:,} ({d['share'] * 100:.2f} %)"

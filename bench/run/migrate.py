@@ -10,12 +10,15 @@ side, in one table and one page.
      BUDGET, rounds until the rate's interval lies within ±GATE_RATE_DROP % or outside it): each
      side's median rate and rate per ingress CPU (its cgroup time), TO/FROM with its t 95 %
      interval over the rounds' ratios, and p99.
-  3. Change under load (CHANGES, default scale route), on each side: `scale`, a 20 s rps run
-     with its backends scaled 1 -> 3 -> 1 in it: the run's errors (the scale-down takes
-     endpoints away while requests are on them) and when each scale was asked and done;
-     `route`, bench:change CHANGE=route (bench/run/change.py: a route added and the load's
-     edited in one update, under an open-model load at LOAD_SHARE of the side's capacity): the
-     errors during the change and when the added route and the edit first served.
+  3. Change under load (CHANGES, default scale route; FROM_CHANGES and TO_CHANGES a side's
+     own), on each side: `scale`, a 20 s rps run with its backends scaled 1 -> 3 -> 1 in it: the
+     run's errors (the scale-down takes endpoints away while requests are on them) and when
+     each scale was asked and done; `route`, bench:change CHANGE=route (bench/run/change.py: a
+     route added and the load's edited in one update, under an open-model load at LOAD_SHARE of
+     the side's rps median in 2. (else of a capacity run), CHANGE_DURATION long): the errors during the change and when the
+     added route and the edit first served. On an ingress you run, none unless asked, and with
+     ALLOW_CHANGE=1: bench:change's kinds for it, `rollout`, `kill-backend` and `route` (its
+     ROUTE_PARENT and ROUTE_HOST, or the side's own: FROM_ROUTE_PARENT ...).
 What it says: "no change" when every judged ratio's interval lies within ±GATE_RATE_DROP % of 1
 and no behaviour differs; else each change, with its interval ("undecided" where an interval
 straddles the tolerance: more ROUNDS or a quieter machine). A variant against itself says
@@ -31,6 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import change as ch  # noqa: E402
 import matrix as mx  # noqa: E402
 import probes as pr  # noqa: E402
 from compare import checked_rounds  # noqa: E402
@@ -80,9 +84,52 @@ def behaviour(side, env, probes):
     return pr.sent(reqs, senv, "host", mx.shell("load_platform && pf_client_netns", env=senv).stdout.strip() or None)
 
 
+# A side's own settings of its changes under load (FROM_CHANGES=..., TO_ROUTE_PARENT=...):
+# bench:migrate's and bench:change's, not a run's.
+CHANGE_OWN = ("CHANGES", "ROUTE_PARENT", "ROUTE_HOST")
+# What a change does to an ingress the suite deployed (an overlay); an ingress you run takes
+# bench:change's kinds for it (change.py YOURS_KINDS).
+OVERLAY_CHANGES = ("scale", "route")
+CHANGE_SAID = {"scale": f"scale 1 → {SCALE_TO} → 1", "route": "a route added", "rollout": "its workload restarted",
+               "kill-backend": "a backend pod deleted"}
+
+
 def own_settings(env, side):
     """SIDE's own settings (FROM_TARGET=...), as bench:compare takes them (BASE_TARGET=...)."""
-    return mx.side_settings(env, side, mx.registry())
+    return mx.side_settings({k: v for k, v in env.items() if k.removeprefix(f"{side}_") not in CHANGE_OWN}, side, mx.registry())
+
+
+def side_changes(env, side, ran):
+    """SIDE's changes under load, in order: its own (FROM_CHANGES), else CHANGES, else the
+    default: the registry's for an overlay, none for an ingress you run (nothing of it changed
+    unless asked). Bad input: a kind the side cannot take, or one bench:change refuses for it
+    (checked here, before anything runs)."""
+    given = env.get(f"{side}_CHANGES", env.get("CHANGES"))
+    kinds = (given if given is not None else "" if ran else mx.default_of("CHANGES")).split()
+    yours = [k for k in ch.YOURS_KINDS if k != "none"]
+    for kind in kinds:
+        if ran and kind not in yours:
+            raise mx.Bad(f"CHANGES: {kind} on {side} ({env[side]}), an ingress you run: its kinds are {', '.join(yours)}")
+        if not ran and kind not in OVERLAY_CHANGES:
+            raise mx.Bad(f"CHANGES: {kind} is for an ingress you run; an overlay's ({side}, {env[side]}) are {', '.join(OVERLAY_CHANGES)}")
+        if ran:
+            try:
+                ch.checked(dict(change_env(env, side, ran), CHANGE=kind), mx.registry())
+            except mx.Bad as e:
+                raise mx.Bad(f"{side}: {e}")
+    return kinds
+
+
+def change_env(env, side, ran):
+    """bench:change's settings for a change on SIDE: the shared ones but the comparisons'
+    DURATION (CHANGE_DURATION, else bench:change's own), the side's own (its run's; its
+    ROUTE_PARENT ...), and its variant or ingress."""
+    out = {k: v for k, v in env.items() if k != "DURATION"}
+    out.update({n: env[f"{side}_{n}"] for n in CHANGE_OWN[1:] if env.get(f"{side}_{n}")})
+    if env.get("CHANGE_DURATION"):
+        out["DURATION"] = env["CHANGE_DURATION"]
+    # (an ingress you run: its target checked before the behaviour's probes, as the comparisons take it)
+    return dict(out, IB_TARGET_CHECKED="1", **own_settings(env, side)) if ran else dict(out, VARIANT=env[side])
 
 
 def running(env, side):
@@ -207,8 +254,8 @@ def page(out, env, rows, diffs, changes, verdict, notes, probes_said, no_changes
               fmt(r["ratio"], ".3f") + ("×" if r["ratio"] else ""),
               f"{fmt(r['low'], '.3f')}–{fmt(r['high'], '.3f')}" if r["low"] is not None else "—",
               " / ".join("—" if c is None else f"{c:.1f} %" for c in r["cv"]), r["says"]] for r in rows])
-    doc.add("h2", f"Change under load: the backends scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} rps run (scale); a route added and the load's edited "
-                  "(route: bench:change CHANGE=route)")
+    doc.add("h2", f"Change under load: scale, the backends scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} rps run; the others "
+                  "bench:change's, at LOAD_SHARE of the side's rps median above")
     doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["none", "", "", no_changes]])
     doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {probes_said}")
     doc.add("table", ["request", "what", env["FROM"], env["TO"]], [list(map(str, d)) for d in diffs] or [["none", "", "", ""]])
@@ -217,38 +264,46 @@ def page(out, env, rows, diffs, changes, verdict, notes, probes_said, no_changes
     return doc
 
 
-def route_under_load(variant, env, out):
-    """bench:change CHANGE=route on VARIANT (its own DURATION and CHANGE_AT): the errors during
-    the change, when the added route and the edit first served (s from the change's start),
-    its verdict."""
-    root = out / f"route-{variant}"
-    rc, log = logged([sys.executable, str(ROOT / "bench/run/change.py")], out / f"route-{variant}.log", env=dict(
-        {k: v for k, v in env.items() if k != "DURATION"}, CHANGE="route", VARIANT=variant, RESULTS_ROOT=str(root)))
-    found = sorted(root.glob("change-route-*/change/change.json"))
+def change_under_load(kind, side, env, out, ran, capacity=None):
+    """bench:change CHANGE=KIND on SIDE (its own CHANGE_AT; CHANGE_DURATION long; its load
+    LOAD_SHARE % of CAPACITY, the side's rate the comparison measured, when there is one, else
+    of a capacity run of its own): the errors during the change, how long it took, when an
+    added route (and the overlays' edit) first served (s from the change's start), its verdict."""
+    root = out / f"{kind}-{env[side]}"
+    cenv = change_env(env, side, ran)
+    if capacity and not cenv.get("RATE"):
+        cenv["RATE"] = str(max(1, round(capacity * int(env.get("LOAD_SHARE") or mx.default_of("LOAD_SHARE")) / 100)))
+    rc, log = logged([sys.executable, str(ROOT / "bench/run/change.py")], out / f"{kind}-{env[side]}.log",
+                     env=dict(cenv, CHANGE=kind, RESULTS_ROOT=str(root)))
+    found = sorted(root.glob(f"change-{kind}-*/change/change.json"))
     if rc not in (0, 99) or not found:
         return {"error": mx.error_line(log)}
     doc = json.loads(found[-1].read_text())
     a = doc["analysis"]
     d = a["during"] or a["run"]
-    return {"requests": d["requests"], "errors": d["errors"], "serving_s": a["serving_after_ms"] / 1000,
-            "edited_s": a["edited_after_ms"] / 1000, "verdict": doc["verdict"], "run": doc["run"]}
+    return {"requests": d["requests"], "errors": d["errors"], "change_s": a["change_ms"] / 1000, "rate": doc["rate"],
+            **{k: a[f"{m}_after_ms"] / 1000 for k, m in (("serving_s", "serving"), ("edited_s", "edited")) if f"{m}_after_ms" in a},
+            "verdict": doc["verdict"], "run": doc["run"]}
 
 
 def change_row(kind, variant, c):
-    what = f"scale 1 → {SCALE_TO} → 1" if kind == "scale" else "a route added, the load's edited"
+    what = CHANGE_SAID[kind] + (", the load's edited" if "edited_s" in c else "")
     if "error" in c:
         return [what, variant, f"did not complete: {c['error']}", ""]
-    if kind == "route":
-        return [what, variant, f"{c['errors']:,} of {c['requests']:,} during the change",
-                f"added route's first 200 after {c['serving_s']:.2f} s, the edit after {c['edited_s']:.2f} s: {c['verdict']}"]
-    return [what, variant, f"{c['errors']:,} of {c['requests']:,}",
-            f"up at {c['up_asked_s']} s (ready {c['up_done_s']} s), down at {c['down_asked_s']} s (done {c['down_done_s']} s)"]
+    if kind == "scale":
+        return [what, variant, f"{c['errors']:,} of {c['requests']:,}",
+                f"up at {c['up_asked_s']} s (ready {c['up_done_s']} s), down at {c['down_asked_s']} s (done {c['down_done_s']} s)"]
+    when = (f"added route's first 200 after {c['serving_s']:.2f} s, the edit after {c['edited_s']:.2f} s" if "edited_s" in c else
+            f"added route's first answer after {c['serving_s']:.2f} s" if kind == "route" else f"done after {c['change_s']:.2f} s")
+    return [what, variant, f"{c['errors']:,} of {c['requests']:,} during the change", f"{when}: {c['verdict']}"]
 
 
 def main(argv):
     env = dict(os.environ)
-    names = [n for n in ("FROM", "TO", "SCENARIOS", "ROUNDS", "BUDGET", "CHANGES", "GATE_RATE_DROP") if env.get(n)]
-    mx.check_values([{"where": "", "names": names, "env": env}])
+    names = [n for n in ("FROM", "TO", "SCENARIOS", "ROUNDS", "BUDGET", "CHANGES", "CHANGE_DURATION", "GATE_RATE_DROP") if env.get(n)]
+    mx.check_values([{"where": "", "names": names, "env": env}] +
+                    [{"where": f"{side}_{n}: ", "names": [n], "env": {n: env[f"{side}_{n}"]}}
+                     for side in ("FROM", "TO") for n in CHANGE_OWN if env.get(f"{side}_{n}")])
     if env.get("ROUNDS") and env.get("BUDGET"):
         raise mx.Bad("give ROUNDS (that many rounds) or BUDGET (rounds until each scenario's rate decides), not both")
     if env.get("ROUNDS"):  # bench:compare's rule, before anything is deployed
@@ -256,8 +311,7 @@ def main(argv):
     if not env.get("FROM") or not env.get("TO"):
         raise mx.Bad("FROM and TO are both needed: ./task bench:migrate FROM=<variant you run> TO=<its replacement>")
     ran = [s for s in ("FROM", "TO") if running(env, s)]
-    if ran and env.get("CHANGES"):
-        raise mx.Bad(f"CHANGES: {' and '.join(ran)} {'is an ingress' if len(ran) == 1 else 'are ingresses'} you run, which the suite does not change: unset CHANGES")
+    changes = {side: side_changes(env, side, side in ran) for side in ("FROM", "TO")}
     # Each side checked before anything (an ingress you run: its target's requests counted, both at once)
     checks = mx.at_once({side: (lambda side=side: mx.existing_checked(dict(env, **own_settings(env, side))) if side in ran
                              else mx.shell('need_overlay "$1"', env[side], env=env)) for side in ("FROM", "TO")})
@@ -265,7 +319,6 @@ def main(argv):
         if checks[side].returncode != 0:
             raise mx.Bad(f"{side}: {mx.error_line(checks[side].stderr)}")
     scenarios = (env.get("SCENARIOS") or mx.default_of("SCENARIOS")).split()
-    changes = [] if ran else (env.get("CHANGES") if env.get("CHANGES") is not None else "scale").split()
     probes, probes_said = pr.chosen(env, mx.shell('echo "${KUBECONFIG:-$IB_CLUSTER_KUBECONFIG}"', env=env).stdout.strip())
     probes = pr.for_sides(probes, ran)
     tol = float(env.get("GATE_RATE_DROP") or mx.default_of("GATE_RATE_DROP")) / 100
@@ -282,24 +335,28 @@ def main(argv):
         answers = {s: behaviour(s, env, probes) for s in ("TO", "FROM")}
     diffs = differences(probes, answers["FROM"], answers["TO"])
 
-    rows, compares, compares_rounds = [], {}, {}
+    rows, compares, compares_rounds, capacity = [], {}, {}, {}
     for s in scenarios:
         mx.say("migrate", f"speed: {s}, {env['FROM']} against {env['TO']} in alternated rounds")
         try:
             doc, d = compare(s, env, out, ran)
             compares[s], compares_rounds[s] = str(d), doc["rounds"]
+            if s == "rps":  # each side's capacity, which its changes' loads take a share of
+                rate = next(m for m in doc["metrics"] if m["key"] == "rate")
+                capacity = {"FROM": rate["base"].get("median"), "TO": rate["head"].get("median")}
             rows += speed_rows(s, doc, tol)
         except mx.Bad as e:
             failed.append(str(e))
-    change_rows, changed_under_load = [], {k: {} for k in changes}
-    for kind in changes:
-        for side in ("FROM", "TO"):
+    kinds = list(dict.fromkeys(changes["FROM"] + changes["TO"]))
+    change_rows, changed_under_load = [], {k: {} for k in kinds}
+    for kind in kinds:
+        for side in (s for s in ("FROM", "TO") if kind in changes[s]):
             if kind == "scale":
                 mx.say("migrate", f"change under load: the backends of {env[side]} scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} run")
                 c = scaled_under_load(env[side], env, out)
             else:
-                mx.say("migrate", f"change under load: a route added and the load's edited on {env[side]} (bench:change CHANGE=route)")
-                c = route_under_load(env[side], env, out)
+                mx.say("migrate", f"change under load: {CHANGE_SAID[kind]} on {env[side]} (bench:change CHANGE={kind})")
+                c = change_under_load(kind, side, env, out, side in ran, capacity.get(side))
             changed_under_load[kind][side] = c
             failed += [f"{kind} on {env[side]}: {c['error']}"] if "error" in c else []
             change_rows.append(change_row(kind, env[side], c))
@@ -310,7 +367,7 @@ def main(argv):
                  + ": " + ", ".join(f"{s} {n}" for s, n in compares_rounds.items()))
     notes += [f"failed: {f}" for f in failed]
     page(out, env, rows, diffs, change_rows, verdict, notes, probes_said,
-         *([f"{' and '.join(env[s] for s in ran)}: an ingress you run, which the suite does not change"] if ran else []))
+         *([f"{' and '.join(env[s] for s in ran)}: an ingress you run, changed only when asked (CHANGES with ALLOW_CHANGE=1)"] if ran else []))
     (out / "migrate.json").write_text(json.dumps({
         "from": env["FROM"], "to": env["TO"], "verdict": verdict, "tolerance": tol, "speed": rows,
         "behaviour": {"probes": [pr.label(p) for p in probes], "probes_from": probes_said, "answers": answers, "differences": diffs},

@@ -90,6 +90,15 @@ def q(url, expr, at=None):
         return json.load(r)["data"]["result"]
 
 
+def container_cpu_s(ns, selector, container):
+    """The CPU seconds a container of the first pod SELECTOR finds has used, from its own cgroup
+    on its node (cgroup v1's cpuacct, the kubelet's cgroupfs layout: .../pod<UID>/<ID>)."""
+    pod = json.loads(kubectl("-n", ns, "get", "pods", "-l", selector, "-o", "json").stdout)["items"][0]
+    cid = next(c["containerID"].split("://")[1] for c in pod["status"]["containerStatuses"] if c["name"] == container)
+    (path,) = Path("/sys/fs/cgroup/cpuacct").glob(f"**/pod{pod['metadata']['uid']}/{cid}/cpuacct.usage")
+    return int(path.read_text()) / 1e9
+
+
 class External:
     """A PLATFORM=external run of bench/run/bench.sh against the local cluster, k6 in two pods."""
     def __init__(self, tmp_path, scenario, **env):
@@ -343,6 +352,7 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     server's count its exporter's counter, which agrees with k6's. (The rules evaluated as one
     query, the default, are the migration's.)"""
     host = user_registry["host"]
+    cpu_before = container_cpu_s("edge", "app=edge", "nginx")
     run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", REGISTRY=f"http://{host}/user", EXISTING_RULES="install",
                    **EXISTING, **VALIDITY_UNJUDGED)
     said = run.proc.stdout + run.proc.stderr
@@ -375,6 +385,14 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     # a scrape, every 2 s)
     assert within(s["requests"], s["server"]["requests"], 0.01), (s["requests"], s["server"])
     assert corr["signals"]["ingress_cpu_limit_cores"] == 0.25, corr["signals"]
+    # The CPU its Prometheus counted over the load (cAdvisor's reads of the nginx container's
+    # cgroup, the last before the load and one after it) is what that cgroup counted over the
+    # whole command (read before and after it: never less), less what nginx used outside the
+    # reads (idle, the target's 20 requests: 4 ms of 3 s here once).
+    cpu = container_cpu_s("edge", "app=edge", "nginx") - cpu_before
+    # exact: the reads' window is the load's and at most a scrape interval (i) more on either
+    # side, where nginx may use at most its quota (0.25 CPU)
+    assert cpu - 2 * i * 0.25 <= s["cpu"]["ingress_cpu_seconds"] <= cpu, (cpu, s["cpu"])
     assert seg["verdict"]["limit"] != "unknown", seg["verdict"]
     assert kubectl("-n", "edge", "get", "all", "-l", "app.kubernetes.io/part-of=ingress-bench", "-o", "name").stdout == ""
     print("\n" + "\n".join(l for l in said.splitlines() if l.startswith(("existing", "image"))))
@@ -393,10 +411,17 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     routes of the Ingress objects of class edge sent to both from a pod, the runs alternated,
     each side's rate and rate per ingress CPU-second (its counters in the chart's Prometheus)
     in one table with intervals and the gates' verdict; the route gate does not serve is a
-    difference."""
+    difference. And the candidate's own change under load, on the user's word (TO_CHANGES=route,
+    ALLOW_CHANGE=1): an HTTPRoute for a host it does not serve, to a Service of ours whose
+    EndpointSlice holds the backends' addresses, applied CHANGE_AT into the load; the change
+    ends at the route's first answer (its header) to the probe pod, which asked before it; the
+    probe's requests are said apart from the server's count; the route, its Service and the
+    probe gone after."""
     migrate = {"FROM": "edge", "TO": "gate", "FROM_TARGET": "http://edge.edge.svc", "FROM_INGRESS_PODS": "edge/app=edge",
                "TO_TARGET": GATE["TARGET"], "TO_INGRESS_PODS": GATE["INGRESS_PODS"], "BACKEND_PODS": "shop/service/web",
-               "PROBES": "ingress/edge", "SCENARIOS": "rps", "ROUNDS": "3", "DURATION": "1s", "SEGMENTS": "1"}
+               "PROBES": "ingress/edge", "SCENARIOS": "rps", "ROUNDS": "3", "DURATION": "1s", "SEGMENTS": "1",
+               "TO_CHANGES": "route", "TO_ROUTE_PARENT": "gateway/gate/gate", "ALLOW_CHANGE": "1", "CHANGE_AT": "3s",
+               "CHANGE_DURATION": "13s"}
     r = sh("./task", "bench:migrate", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG,
                                            "IMAGE_SET": "local", "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path),
                                            **VALIDITY_UNJUDGED, **migrate}, timeout=600)
@@ -422,7 +447,27 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     rows = {x["metric"]: x for x in doc["speed"]}
     for metric in ("req/s", "req/s per ingress CPU"):
         assert rows[metric]["from"] > 0 and rows[metric]["to"] > 0 and rows[metric]["low"] < rows[metric]["high"], rows
-    assert doc["changes"] == {} and "GET /100kb.bin | status | 200 | 404" in (d / "report.md").read_text()
+    assert "GET /100kb.bin | status | 200 | 404" in (d / "report.md").read_text()
+    # the candidate's route change, its own (none for edge)
+    assert list(doc["changes"]) == ["route"] and list(doc["changes"]["route"]) == ["TO"], doc["changes"]
+    c = doc["changes"]["route"]["TO"]
+    assert "error" not in c, c
+    change = json.loads((Path(c["run"]) / "change.json").read_text())
+    answers = change["marks_unix_ms"]["probe"]["answers"]
+    # asked before the route (a 200 of the gateway's route for every host, without the header),
+    # then, whatever it answered meanwhile (Envoy once a 503 for 27 ms: the route before its
+    # endpoints), the added route's first answer, which ends the change
+    marks = change["marks_unix_ms"]
+    assert (answers[0]["status"], answers[0]["added"]) == (200, False) and answers[0]["t"] < marks["start"], answers
+    assert (answers[-1]["status"], answers[-1]["added"]) == (200, True) and not any(a["added"] for a in answers[:-1]), answers
+    assert marks["end"] == max(answers[-1]["t"], marks["start"]), marks
+    assert c["serving_s"] == change["analysis"]["serving_after_ms"] / 1000 and change["variant"] == "existing", (c, change)
+    assert f", {answers[-1]['sent']:,} of them the route's probe's (client/server " in change["server"]["why"], change["server"]
+    assert f"| a route added | gate | {c['errors']:,} of {c['requests']:,} during the change | added route's first answer after " \
+        in (d / "report.md").read_text()
+    left = kubectl("-n", "ingress-bench", "get", "httproute,service,endpointslice,pod", "-l",
+                   "app.kubernetes.io/component in (route-added,route-added-probe)", "-o", "name")
+    assert left.returncode == 0 and left.stdout == "", left.stdout + left.stderr
     # the probes' pods and the runners' Jobs: none left running
     assert kubectl("-n", "ingress-bench", "get", "pods", "-l", "app.kubernetes.io/component=probe", "-o", "name").stdout == ""
 
@@ -475,26 +520,6 @@ def change_on_yours(tmp_path, settings, kind):
     assert marks["start"] < marks["end"] and doc["analysis"]["change_ms"] == marks["end"] - marks["start"], marks
     print(f"\n{(d / 'change.md').read_text()}")
     return said, doc
-
-
-def test_a_route_added_to_an_ingress_you_run_under_load(user_ingress, tmp_path):
-    """bench:change CHANGE=route on Envoy Gateway as a user runs it (ROUTE_PARENT its Gateway):
-    an HTTPRoute for a host it does not serve, to a Service of ours whose EndpointSlice holds
-    the backends' addresses, applied CHANGE_AT into the load; the change ends at the route's
-    first answer (its header) to the probe pod, which asked before it; the probe's requests are
-    said apart from the server's count; the route, its Service and the probe gone after."""
-    said, doc = change_on_yours(tmp_path, dict(GATE, ROUTE_PARENT="gateway/gate/gate"), "route")
-    assert ("change        route: adds a route to your ingress (in namespace ingress-bench, removed after), an HTTPRoute on Gateway "
-            "gate/gate for host route-added.ingress-bench.invalid to the pods of BACKEND_PODS") in said, said
-    answers = doc["marks_unix_ms"]["probe"]["answers"]
-    # exact: asked before the route (a 200 of the gateway's route for every host, without the
-    # header), then the added route's first answer
-    assert [(a["status"], a["added"]) for a in answers] == [(200, False), (200, True)], answers
-    assert doc["marks_unix_ms"]["end"] == max(answers[-1]["t"], doc["marks_unix_ms"]["start"]), doc["marks_unix_ms"]
-    assert f", {answers[-1]['sent']:,} of them the route's probe's (client/server " in doc["server"]["why"], doc["server"]
-    left = kubectl("-n", "ingress-bench", "get", "httproute,service,endpointslice,pod", "-l", "app.kubernetes.io/component in (route-added,route-added-probe)",
-                   "-o", "name")
-    assert left.returncode == 0 and left.stdout == "", left.stdout + left.stderr
 
 
 def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress, tmp_path):
