@@ -277,6 +277,25 @@ def user_registry(local_cluster, tmp_path_factory):
         shutil.rmtree(h.parent)
 
 
+@pytest.fixture(scope="module")
+def bare_prometheus(local_cluster, tmp_path_factory):
+    """A Prometheus that answers and scrapes nothing but itself (no kubelet, no cAdvisor), on the
+    host's address on the nodes' network: the pinned binary, an empty configuration."""
+    binary = sh("bash", "-c", '. bench/lib.sh && echo "$IB_PROMETHEUS_DIR/prometheus"').stdout.strip()
+    d = tmp_path_factory.mktemp("bare-prometheus")
+    (d / "prometheus.yml").write_text("global: { scrape_interval: 2s }\n")
+    with socket.socket() as s:
+        s.bind((NODES_HOST, 0))
+        address = f"{NODES_HOST}:{s.getsockname()[1]}"
+    with open(d / "log", "w") as log:
+        proc = subprocess.Popen([binary, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
+                                 f"--web.listen-address={address}"], stdout=log, stderr=subprocess.STDOUT)
+    assert poll(20, lambda: sh("curl", "-sf", f"http://{address}/-/ready").returncode == 0), (d / "log").read_text()
+    yield f"http://{address}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
 EXISTING = {"TARGET": "http://edge.edge.svc", "INGRESS_PODS": "edge/app=edge", "BACKEND_PODS": "shop/service/web",
             "SEGMENTS": "1"}
 # the candidate: Envoy Gateway's proxies of Gateway gate/gate (ci/tests/fixtures/existing/envoy-gateway.yaml)
@@ -307,6 +326,14 @@ def user_ingress(stack, tmp_path_factory):
     for name in ("control-plane.yaml", "envoy-gateway.yaml"):
         r = kubectl("apply", "--server-side", "-f", str(d / name))
         assert r.returncode == 0, r.stderr
+    # As a user's ingress that has run a while: its Prometheus scrapes its exporter. A new
+    # PodMonitor's job reaches a running Prometheus only when its config reloader next reads the
+    # config (after its first change it misses the kubelet's atomic swap of the config secret,
+    # and polls every 3 minutes: thanos' reloader, which the operator's wraps); a Prometheus
+    # that starts reads it at once. Restarted while the ingresses start.
+    prometheus = f"prometheus-{RELEASE}-prometheus-0"
+    uid = kubectl("-n", "monitoring", "get", "pod", prometheus, "-o", "jsonpath={.metadata.uid}").stdout
+    assert kubectl("-n", "monitoring", "delete", "pod", prometheus, "--wait=false").returncode == 0
     for ns, name in (("shop", "web"), ("edge", "edge"), ("envoy-gateway-system", "envoy-gateway")):
         r = kubectl("-n", ns, "rollout", "status", f"deploy/{name}", "--timeout=120s")
         assert r.returncode == 0, r.stdout + r.stderr
@@ -314,14 +341,6 @@ def user_ingress(stack, tmp_path_factory):
     assert poll(120, lambda: kubectl("-n", "envoy-gateway-system", "get", "deploy", "gate").returncode == 0)
     r = kubectl("-n", "envoy-gateway-system", "rollout", "status", "deploy/gate", "--timeout=120s")
     assert r.returncode == 0, r.stdout + r.stderr
-    # As a user's ingress that has run a while: its Prometheus scrapes its exporter. A new
-    # PodMonitor's job reaches a running Prometheus only when its config reloader next reads the
-    # config (after its first change it misses the kubelet's atomic swap of the config secret,
-    # and polls every 3 minutes: thanos' reloader, which the operator's wraps); a Prometheus
-    # that starts reads it at once.
-    prometheus = f"prometheus-{RELEASE}-prometheus-0"
-    uid = kubectl("-n", "monitoring", "get", "pod", prometheus, "-o", "jsonpath={.metadata.uid}").stdout
-    assert kubectl("-n", "monitoring", "delete", "pod", prometheus, "--wait").returncode == 0
 
     def restarted():
         got = kubectl("-n", "monitoring", "get", "pod", prometheus, "-o",
@@ -482,10 +501,15 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
 
     # a target that does not answer (a Service name the cluster's DNS does not know)
     ({"TARGET": "http://nothing.edge.svc"}, "TARGET http://nothing.edge.svc does not answer from a pod of the cluster: 20 requests sent, none answered ("),
+    # a Prometheus without the kubelets' cAdvisor series (bare_prometheus)
+    ({"PROMETHEUS_URL": "@BARE_PROMETHEUS@"}, "INGRESS_PODS: the Prometheus at @BARE_PROMETHEUS@ has no cAdvisor CPU series of the ingress's pods"),
     # a registry that does not answer (nothing listens on port 1)
     ({"REGISTRY": f"http://{NODES_HOST}:1/user"}, f"REGISTRY=http://{NODES_HOST}:1/user: could not push {NODES_HOST}:1/user/ingress-bench-k6:"),
 ])
-def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user_ingress, tmp_path, env, message):
+def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user_ingress, tmp_path, env, message, request):
+    if "@BARE_PROMETHEUS@" in message:
+        url = request.getfixturevalue("bare_prometheus")
+        env, message = {"PROMETHEUS_URL": url}, message.replace("@BARE_PROMETHEUS@", url)
     jobs = kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout
     run = External(tmp_path, "rps", DURATION="12s", **{**EXISTING, **env})
     errors = [l for l in run.proc.stderr.splitlines() if l.startswith("error: ")]
