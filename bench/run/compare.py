@@ -143,8 +143,8 @@ def judge(m, base_values, head_values, env, reg, judged="rate", budgeted=False, 
             # ±tolerance, so the far edge (1 + tolerance) must be clear of it too.
             edges = (edge, 1 + tol) if env.get("DECIDE") == "change" and mt["key"] == judged else (edge,)
             row["decided"] = not any(lo < e <= hi for e in edges) and (iv.get("paired_rounds") or min(len(b), len(h))) >= 2
-            if hi < edge:
-                row["says"] = "REGRESSION"
+            if hi < edge:  # wholly past the tolerance: a regression, unless it is one round's point
+                row["says"] = "REGRESSION" if row["decided"] else "worse, past the tolerance in one round"
             elif lo > 1:
                 row["says"] = "better"
             elif hi < 1:

@@ -104,6 +104,10 @@ def test_the_gates_decide_on_either_side_of_their_tolerance():
     assert 0.98 - 1e-9 <= paired["rate"]["interval"]["low"] < 1 < paired["rate"]["interval"]["high"] <= 1.02 + 1e-9, paired["rate"]
     one = compare.judge(mts, {k: v[:1] for k, v in base.items()}, {k: v[:1] for k, v in head.items()}, {}, reg, budgeted=True, paired=True)
     assert one[1] == "undecided", one  # one round: no spread, no decision
+    # nor one round wholly past the tolerances (half the rate, thrice the latency): a point
+    past = {k: [v[0] * (0.5 if k in ("rate", "per_cpu") else 3.0)] for k, v in base.items()}
+    rows, verdict, _ = compare.judge(mts, {k: v[:1] for k, v in base.items()}, past, {}, reg, budgeted=True, paired=True)
+    assert verdict == "undecided" and not [r for r in rows if r["says"] == "REGRESSION"], rows
 
 
 def ingress_cgroup():
