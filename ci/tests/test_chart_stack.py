@@ -453,6 +453,16 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     assert said[("GET /100kb.bin", "status")] == (200, 404) and not [k for k in said if k[0] == "GET /1kb.bin"], said
     (cmp,) = d.glob("compare-*/compare.json")
     c = json.loads(cmp.read_text())
+    # Each round's client and server counts agree, each side's by its own counter (edge's
+    # stub_status, Envoy's statistics)
+    runs = sorted(cmp.parent.glob("*-r*-*"))
+    assert [r.name.split("-")[0] for r in runs] == ["base"] * 3 + ["head"] * 3, [r.name for r in runs]
+    for r in runs:
+        x = json.loads((r / "summary.json").read_text())
+        # exact: the requests in flight at the end (at most one per connection) and, for edge,
+        # its exporter's stub_status reads (one a scrape, 2 s apart, over the ~20 s between the
+        # counter's reads)
+        assert abs(x["requests"] - x["server"]["requests"]) <= sum(p["connections"] for p in x["per_segment"]) + 10, (r.name, x["server"])
     # the compare's gates' verdict as its rows say it, and the ingress CPU each side's runs read
     # (0.25: edge's and the gateway's proxy's quotas; not its shutdown manager's)
     rate = next(x for x in c["metrics"] if x["key"] == "rate")
@@ -482,6 +492,13 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     assert marks["end"] == max(answers[-1]["t"], marks["start"]), marks
     assert c["serving_s"] == change["analysis"]["serving_after_ms"] / 1000 and change["variant"] == "existing", (c, change)
     assert f", {answers[-1]['sent']:,} of them the route's probe's (client/server " in change["server"]["why"], change["server"]
+    # the change's run on Envoy Gateway, long enough for a steady window: a verdict from the
+    # user's Prometheus, and its counter the client's and the probe's requests
+    run = json.loads((Path(c["run"]) / "summary.json").read_text())
+    assert run["verdict"]["limit"] not in (None, "unknown"), run["verdict"]
+    # exact: the requests in flight at the end, at most one per connection
+    assert abs(run["requests"] + answers[-1]["sent"] - run["server"]["requests"]) <= sum(p["connections"] for p in run["per_segment"]), \
+        (run["requests"], answers[-1]["sent"], run["server"])
     assert f"| a route added | gate | {c['errors']:,} of {c['requests']:,} during the change | added route's first answer after " \
         in (d / "report.md").read_text()
     left = kubectl("-n", "ingress-bench", "get", "httproute,service,endpointslice,pod", "-l",
