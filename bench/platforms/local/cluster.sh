@@ -215,6 +215,21 @@ nodes_ready() {
   [ "$(kubectl get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)" = "$(cat "$S/node-count" 2>/dev/null || echo 1)" ]
 }
 
+# nodes_problem: each node that is not Ready and why: its Ready condition, or, never registered,
+# its kubelet's last error (a slow start and a kubelet that cannot start read alike otherwise).
+nodes_problem() {
+  local i name why json
+  json=$(kubectl get nodes -o json 2>/dev/null) || json='{"items":[]}'
+  for i in $(seq "$NODE_COUNT"); do
+    name=ibench-node-$i
+    why=$(jq -r --arg n "$name" '.items[] | select(.metadata.name == $n) | .status.conditions[]? | select(.type == "Ready")
+      | if .status == "True" then "ready" else "\(.reason): \(.message)" end' <<<"$json")
+    [ "$why" = ready ] && continue
+    [ -n "$why" ] || why="not registered, its kubelet's last error: $( { grep -E '^[EF][0-9]{4}' "$(log "kubelet-$i")" || tail -n1 "$(log "kubelet-$i")"; } 2>/dev/null | tail -n1 | cut -c1-300)"
+    printf '%s: %s; ' "$name" "$why"
+  done | sed 's/; $//'
+}
+
 up() {
   need_root "cluster:up"
   nodes_plan
@@ -257,7 +272,7 @@ up() {
   kubectl patch clusterrolebinding system:public-info-viewer --type=merge >/dev/null -p \
     '{"metadata":{"annotations":{"rbac.authorization.kubernetes.io/autoupdate":"false"}},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:authenticated"}]}'
   node_up
-  wait_for 90 "$NODE_COUNT node(s)" nodes_ready
+  poll 90 nodes_ready || die "$NODE_COUNT node(s) not ready after 90s: $(nodes_problem) (logs: $LOGS/)"
   render "$CONF/coredns.yaml" | kubectl apply -f - >/dev/null
   kubectl -n kube-system rollout status deploy/coredns --timeout=90s >/dev/null 2>&1 ||
     die "CoreDNS not ready after 90s: $(pod_problem kube-system coredns)"
