@@ -113,11 +113,15 @@ existing_cpu() {
 # sample taken at T (unix seconds) or later, so that a count read then holds all a load that
 # ended before T served (at most 4 scrapes and 5 s: then the count is what was read by then).
 existing_scraped_since() {
-  local counter=${EXISTING_COUNTER#sum(} ingress tries q i
-  ingress=$(jq -r .ingress <<<"$IB_EXISTING") tries=$((4 * $(jq -r .interval <<<"$IB_EXISTING") + 5))
+  local counter=${EXISTING_COUNTER#sum(} cpu tries q i
+  # The CPU series the contract counts (EXISTING_CPU's), not every container's: cAdvisor stamps
+  # an idle container's series (Envoy Gateway's shutdown manager) with its last collection,
+  # seconds late.
+  cpu=$(grep -o 'container_cpu_usage_seconds_total{[^}]*}' <<<"$EXISTING_CPU" | head -n1)
+  tries=$((4 * $(jq -r .interval <<<"$IB_EXISTING") + 5))
   for ((i = 0; i < tries; i += 1)); do
     ((i == 0)) || sleep 1
-    for q in "${counter%)}" "container_cpu_usage_seconds_total{$ingress, container!~\"|POD\"}"; do
+    for q in "${counter%)}" "$cpu"; do
       # (No series at all: the pods are gone, replaced under the load; there is nothing to wait for.)
       prometheus_query "$PROMETHEUS_URL" "min(timestamp($q))" 2>/dev/null |
         jq -e --argjson t "$1" '.data.result | length == 0 or (.[0].value[1] | tonumber >= $t)' >/dev/null 2>&1 || continue 2
