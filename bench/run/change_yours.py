@@ -31,6 +31,7 @@ class Yours:
     else of theirs is touched, and nothing is restored: their controllers bring it back."""
     def __init__(self, env, ingress, backends=None, route_parent=None):
         self.env = env
+        self.host = env.get("ROUTE_HOST") or ROUTE_HOST  # the added route's host name
         self.sides = {"ingress": self.workload("INGRESS_PODS", ingress)}
         if backends:
             self.sides["backend"] = self.workload("BACKEND_PODS", backends)
@@ -66,13 +67,14 @@ class Yours:
         pods = json.loads(self.kubectl(w["ns"], "get", "pods", "-l", w["selector"], "-o", "json"))["items"]
         return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
-    def ready(self, w):
-        return [p["metadata"]["name"] for p in self.live(w)
+    def ready(self, w, pods=None):
+        """The names of W's ready pods (of PODS, W's live ones, when given)."""
+        return [p["metadata"]["name"] for p in (self.live(w) if pods is None else pods)
                 if any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions") or [])]
 
     def said(self, kind):
         if kind == "route":
-            return f"{self.parent['said']} for host {self.env.get('ROUTE_HOST') or ROUTE_HOST} to the pods of BACKEND_PODS"
+            return f"{self.parent['said']} for host {self.host} to the pods of BACKEND_PODS"
         w = self.sides["ingress" if kind == "rollout" else "backend"]
         return f"{w['kind']} {w['ns']}/{w['name']}"
 
@@ -92,10 +94,10 @@ class Yours:
         """CHANGE=route's objects: the Service, its EndpointSlice (the backends' ready pods, on
         the port their Service sends to, or their first container port), and the route."""
         w = self.sides["backend"]
-        pods = [p for p in self.live(w) if p["metadata"]["name"] in self.ready(w) and p["status"].get("podIP")]
+        live = self.live(w)
+        pods = [p for p in live if p["metadata"]["name"] in self.ready(w, live) and p["status"].get("podIP")]
         port = self.backend_port(w, pods[0])
         meta = {"name": ROUTE, "namespace": NS, "labels": ROUTE_LABELS}
-        host = self.env.get("ROUTE_HOST") or ROUTE_HOST
         svc = {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]}}
         eps = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
                "metadata": dict(meta, labels=dict(ROUTE_LABELS, **{"kubernetes.io/service-name": ROUTE,
@@ -104,11 +106,11 @@ class Yours:
                "endpoints": [{"addresses": [p["status"]["podIP"]], "conditions": {"ready": True}} for p in pods]}
         if self.parent["kind"] == "ingressclass":
             route = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta,
-                     "spec": {"ingressClassName": self.parent["name"], "rules": [{"host": host, "http": {"paths": [
+                     "spec": {"ingressClassName": self.parent["name"], "rules": [{"host": self.host, "http": {"paths": [
                          {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": ROUTE, "port": {"number": 80}}}}]}}]}}
         else:
             route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta,
-                     "spec": {"parentRefs": [{"name": self.parent["name"], "namespace": self.parent["ns"]}], "hostnames": [host],
+                     "spec": {"parentRefs": [{"name": self.parent["name"], "namespace": self.parent["ns"]}], "hostnames": [self.host],
                               "rules": [{"backendRefs": [{"name": ROUTE, "port": 80}], "filters": [{
                                   "type": "ResponseHeaderModifier",
                                   "responseHeaderModifier": {"add": [{"name": ROUTE_HEADER[0], "value": ROUTE_HEADER[1]}]}}]}]}}
@@ -135,12 +137,11 @@ class Yours:
         its lines ({t, status} at each new status) gathered as they come."""
         image = mx.shell("k6_image", env=self.env).stdout.strip()
         url = self.env["TARGET"].rstrip("/") + path
-        host = self.env.get("ROUTE_HOST") or ROUTE_HOST
         self.probe = {"lines": [], "name": f"route-probe-{time.time_ns() % 10**9}"}
         proc = subprocess.Popen(
             ["kubectl", "-n", NS, "run", self.probe["name"], f"--image={image}", "--restart=Never", "--rm", "-i", "--quiet",
              f"--labels=app.kubernetes.io/part-of=ingress-bench,app.kubernetes.io/component={ROUTE}-probe",
-             "--env=IB_ROUTE=" + json.dumps({"url": url, "host": host, "every_s": ROUTE_PROBE_S, "for_s": WAIT_S,
+             "--env=IB_ROUTE=" + json.dumps({"url": url, "host": self.host, "every_s": ROUTE_PROBE_S, "for_s": WAIT_S,
                                              "header": ROUTE_HEADER if self.parent["kind"] == "gateway" else None}),
              "--command", "--", "sh", "-c", "k6 run --quiet --no-color --log-format=raw - && sleep 1"],
             env=self.env, stdin=open(mx.ROOT / "k6/probe/route.js"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -161,7 +162,7 @@ class Yours:
         if not lines:
             raise RuntimeError(f"the route probe's pod {self.probe['name']} gave no answer")
         if lines[0]["added"]:
-            raise RuntimeError(f"the ingress already serves host {self.env.get('ROUTE_HOST') or ROUTE_HOST} (200 before the route was added): "
+            raise RuntimeError(f"the ingress already serves host {self.host} (200 before the route was added): "
                                "set ROUTE_HOST to one it does not serve")
         objects = self.route_objects()
         marks["start"] = now_ms()
