@@ -254,8 +254,10 @@ def page(out, env, rows, diffs, changes, verdict, notes, probes_said, no_changes
               fmt(r["ratio"], ".3f") + ("×" if r["ratio"] else ""),
               f"{fmt(r['low'], '.3f')}–{fmt(r['high'], '.3f')}" if r["low"] is not None else "—",
               " / ".join("—" if c is None else f"{c:.1f} %" for c in r["cv"]), r["says"]] for r in rows])
-    doc.add("h2", f"Change under load: scale, the backends scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} rps run; the others "
-                  "bench:change's, at LOAD_SHARE of the side's rps median above")
+    # (the scale's own run said only where one ran: an ingress you run has none)
+    scaled = any(r[0] == CHANGE_SAID["scale"] for r in changes or [])
+    doc.add("h2", "Change under load: " + (f"scale, the backends scaled 1 → {SCALE_TO} → 1 during a {SCALE_RUN} rps run; the others "
+                                           "bench:change's" if scaled else "bench:change's runs") + ", at LOAD_SHARE of the side's rps median above")
     doc.add("table", ["change", "variant", "errors in the run", "when"], changes or [["none", "", "", no_changes]])
     doc.add("h2", f"Behaviour: {len(diffs)} difference(s) on {probes_said}")
     doc.add("table", ["request", "what", env["FROM"], env["TO"]], [list(map(str, d)) for d in diffs] or [["none", "", "", ""]])

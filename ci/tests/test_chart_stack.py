@@ -499,8 +499,10 @@ def test_two_ingresses_you_run_are_compared_in_alternated_rounds_with_a_behaviou
     # exact: the requests in flight at the end, at most one per connection
     assert abs(run["requests"] + answers[-1]["sent"] - run["server"]["requests"]) <= sum(p["connections"] for p in run["per_segment"]), \
         (run["requests"], answers[-1]["sent"], run["server"])
-    assert f"| a route added | gate | {c['errors']:,} of {c['requests']:,} during the change | added route's first answer after " \
-        in (d / "report.md").read_text()
+    page = (d / "report.md").read_text()
+    assert f"| a route added | gate | {c['errors']:,} of {c['requests']:,} during the change | added route's first answer after " in page
+    # (no scale ran: the section says none)
+    assert "## Change under load: bench:change's runs, at LOAD_SHARE of the side's rps median above" in page, page
     left = kubectl("-n", "ingress-bench", "get", "httproute,service,endpointslice,pod", "-l",
                    "app.kubernetes.io/component in (route-added,route-added-probe)", "-o", "name")
     assert left.returncode == 0 and left.stdout == "", left.stdout + left.stderr
@@ -576,3 +578,4 @@ def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress,
     assert doc["server"]["why"].startswith("the ingress's pods were replaced during the run"), doc["server"]
     new = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     assert new and not set(new) & set(old), (old, new)
+
