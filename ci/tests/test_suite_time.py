@@ -63,9 +63,23 @@ def test_bad_runs_and_an_existing_result_set_are_one_line(tmp_path):
 
 def test_each_run_is_written_with_its_control(tmp_path):
     stamp = {"date": "2026-12-04", "commit": "0123456789abcdef", "machine": {"cpus": 2, "cpu_model": "x", "kernel": "k"}}
-    run = {"run": 1, "started": "2026-12-04T20:51:00+00:00", "exit_code": 0, "wall_s": 1778.0, "within_budget": True,
+    run = {"run": 1, "started": "2026-12-04T20:51:00+00:00", "go_caches": "warm", "exit_code": 0, "wall_s": 1778.0, "within_budget": True,
            "phases_s": {"setup": 95.0}, "sessions": {}, "waited": {}, "tests": {"all": 639, "fast": 479},
            "steal_percent": 0.04, "control_s": [0.612, 0.634], "slowest": []}
     suite_time.write(tmp_path, suite_time.datetime.date(2026, 12, 4), stamp, [run])
     rows = [l for l in (tmp_path / "result.md").read_text().splitlines() if l.startswith("| 1 |")]
-    assert rows == ["| 1 | 20:51 | 0 | 29:38 | yes | 1:35 | - | - | - | - | - | 0.04 % | 0.61 / 0.63 |"]
+    assert rows == ["| 1 | 20:51 | warm | 0 | 29:38 | yes | 1:35 | - | - | - | - | - | 0.04 % | 0.61 / 0.63 |"]
+
+
+def test_a_run_is_held_to_the_budget_of_its_go_caches(tmp_path, monkeypatch):
+    """Go's build cache empty as the run starts (a new machine): the 40-minute budget; any build
+    output in it: the 30-minute one."""
+    cache = tmp_path / "go-build"
+    monkeypatch.setenv("GOCACHE", str(cache))
+    assert suite_time.go_caches() == "empty"  # not there
+    cache.mkdir()
+    (cache / "README").write_text("x")
+    assert suite_time.go_caches() == "empty"  # Go's own files only
+    (cache / "00").mkdir()
+    assert suite_time.go_caches() == "warm"
+    assert suite_time.BUDGET_S == {"warm": 30 * 60, "empty": 40 * 60}
