@@ -109,6 +109,18 @@ existing_cpu() {
   echo "${v:--}"
 }
 
+# existing_throttling AT: the CFS periods and the throttled ones of the ingress's counted
+# containers (the contract's CPU series' labels), summed over its pods, as its Prometheus read
+# them last at AT: "PERIODS/THROTTLED", or "-" when it has none (no CPU quota: nothing to throttle).
+existing_throttling() {
+  local labels p t
+  labels=$(grep -o 'container_cpu_usage_seconds_total{[^}]*}' <<<"$EXISTING_CPU" | head -n1)
+  labels=${labels#container_cpu_usage_seconds_total}
+  p=$(prometheus_query "$PROMETHEUS_URL" "sum(container_cpu_cfs_periods_total$labels)" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
+  t=$(prometheus_query "$PROMETHEUS_URL" "sum(container_cpu_cfs_throttled_periods_total$labels)" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
+  if [ -n "$p" ] && [ -n "$t" ]; then echo "$p/$t"; else echo -; fi
+}
+
 # existing_scraped_since T: until every series of that counter and of the ingress's CPU has a
 # sample taken at T (unix seconds) or later, so that a count read then holds all a load that
 # ended before T served (at most 4 scrapes and 5 s: then the count is what was read by then).

@@ -343,19 +343,47 @@ def run_verdict(verdicts):
     return {**worst, "segments": [v.get("limit") if isinstance(v, dict) else None for v in verdicts]}
 
 
-def prometheus_cpu(reading, result, served_requests):
+def prometheus_cpu(reading, result, served_requests, throttling=None):
     """An ingress you run: its CPU seconds before and after the load and the CPUs it may use,
     as its Prometheus read them (READING, "-" for none): the summary's cpu, with the headline
-    per CPU-second of the ingress's own (requests: its count; throughput: the bits k6 received)."""
+    per CPU-second of the ingress's own (requests: its count; throughput: the bits k6 received);
+    with THROTTLING (its CFS periods and throttled ones before and after, "PERIODS/THROTTLED" or
+    "-"), the periods of the load and the share of them it was throttled in."""
     before, after, cpus = (None if v == "-" else float(v) for v in reading)
     used = after - before if before is not None and after is not None else None
     unit = profile(result["scenario"])["headline"]["unit"]
     served_ = result["gbit_per_s"] * result["seconds"] if unit == "Gbit/s" else served_requests
-    return {"source": "prometheus", "ingress_cpu_seconds": used, "ingress_cpus": cpus,
-            "per_ingress_cpu": {"value": per(served_, used), "unit": unit}}
+    out = {"source": "prometheus", "ingress_cpu_seconds": used, "ingress_cpus": cpus,
+           "per_ingress_cpu": {"value": per(served_, used), "unit": unit}}
+    if throttling:
+        try:
+            t0, t1 = (None if v == "-" else [round(float(x)) for x in v.split("/")] for v in throttling)
+            if (t0 and len(t0) != 2) or (t1 and len(t1) != 2):
+                raise ValueError
+        except ValueError:
+            raise Bad(f"--ingress-throttling takes PERIODS/THROTTLED or '-', got {' '.join(throttling)}") from None
+        if t0 and t1:
+            periods, throttled = t1[0] - t0[0], t1[1] - t0[1]
+            out["ingress_throttling"] = {"periods": periods, "throttled_periods": throttled, "throttled_ratio": per(throttled, periods)}
+        else:  # none at all (no quota), or one read only (its pods replaced under the load): unknown
+            out["ingress_throttling"] = None if not (t0 or t1) else {"periods": None, "throttled_periods": None, "throttled_ratio": None}
+    return out
 
 
-def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None, ingress_cpu=None):
+def throttling_line(c):
+    """An ingress you run's throttling line, from its Prometheus's cAdvisor counters."""
+    t = c["ingress_throttling"]
+    if t is None:
+        return (f"{'throttling':<14}no CFS period counters of the ingress's containers in its Prometheus "
+                "(no CPU quota, nothing to throttle; or cAdvisor's series of them are dropped)")
+    if t["periods"] is None:
+        return f"{'throttling':<14}not counted: one of the two reads found no CFS period counters (its pods replaced during the run)"
+    ratio = "n/a" if t["throttled_ratio"] is None else f"{t['throttled_ratio'] * 100:.0f}%"
+    return (f"{'throttling':<14}the ingress throttled in {t['throttled_periods']:,} of its {t['periods']:,} CFS periods ({ratio}; "
+            "its Prometheus's cAdvisor counters, summed over its pods' containers)")
+
+
+def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None, ingress_cpu=None, throttling=None):
     # A segment's own verdict stands, except on latency when the merged percentiles judge it.
     def segment_ok(r):
         return r["passed"] or bool(merged) and all(
@@ -397,7 +425,7 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
     s["server"]["client_over_server"] = per(s["requests"], requests)
     if ingress_cpu:
         gbit = sum(r.get("gbit_per_s") or 0 for r in results)
-        s["cpu"] = prometheus_cpu(ingress_cpu, dict(results[0], gbit_per_s=gbit), requests)
+        s["cpu"] = prometheus_cpu(ingress_cpu, dict(results[0], gbit_per_s=gbit), requests, throttling)
     if aborted is not None:
         s["aborted"], s["passed"] = True, False
         s["interrupted"] = {"signal": signal or "a signal", "after_seconds": aborted}
@@ -423,6 +451,8 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
                      f" of {'n/a' if c['ingress_cpus'] is None else format(c['ingress_cpus'], 'g')} CPUs: "
                      f"{'n/a' if f['value'] is None else format(f['value'], ',.0f' if f['unit'] != 'Gbit/s' else '.2f')} {f['unit']} per ingress CPU"
                      " (its Prometheus's counters)")
+        if "ingress_throttling" in c:
+            lines.append(throttling_line(c))
     if uncounted:
         return lines + ["server        not counted: the ingress's counter read nothing after the load (the pods it was read on, "
                         "found before the load, were replaced)"]

@@ -90,13 +90,24 @@ def q(url, expr, at=None):
         return json.load(r)["data"]["result"]
 
 
-def container_cpu_s(ns, selector, container):
-    """The CPU seconds a container of the first pod SELECTOR finds has used, from its own cgroup
-    on its node (cgroup v1's cpuacct, the kubelet's cgroupfs layout: .../pod<UID>/<ID>)."""
+def container_cgroup(ns, selector, container, controller, name):
+    """File NAME of a container of the first pod SELECTOR finds, in its own cgroup on its node
+    (cgroup v1's CONTROLLER hierarchy, the kubelet's cgroupfs layout: .../pod<UID>/<ID>)."""
     pod = json.loads(kubectl("-n", ns, "get", "pods", "-l", selector, "-o", "json").stdout)["items"][0]
     cid = next(c["containerID"].split("://")[1] for c in pod["status"]["containerStatuses"] if c["name"] == container)
-    (path,) = Path("/sys/fs/cgroup/cpuacct").glob(f"**/pod{pod['metadata']['uid']}/{cid}/cpuacct.usage")
-    return int(path.read_text()) / 1e9
+    (path,) = Path(f"/sys/fs/cgroup/{controller}").glob(f"**/pod{pod['metadata']['uid']}/{cid}/{name}")
+    return path.read_text()
+
+
+def container_cpu_s(ns, selector, container):
+    """The CPU seconds that container has used (cpuacct.usage)."""
+    return int(container_cgroup(ns, selector, container, "cpuacct", "cpuacct.usage")) / 1e9
+
+
+def container_cfs(ns, selector, container):
+    """That container's CFS periods and throttled ones so far (cpu.stat)."""
+    stat = dict(l.split() for l in container_cgroup(ns, selector, container, "cpu", "cpu.stat").splitlines())
+    return int(stat["nr_periods"]), int(stat["nr_throttled"])
 
 
 class External:
@@ -371,7 +382,7 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     server's count its exporter's counter, which agrees with k6's. (The rules evaluated as one
     query, the default, are the migration's.)"""
     host = user_registry["host"]
-    cpu_before = container_cpu_s("edge", "app=edge", "nginx")
+    cpu_before, cfs_before = container_cpu_s("edge", "app=edge", "nginx"), container_cfs("edge", "app=edge", "nginx")
     run = External(tmp_path, "rps", DURATION="12s", CONNECTIONS="10", REGISTRY=f"http://{host}/user", EXISTING_RULES="install",
                    **EXISTING, **VALIDITY_UNJUDGED)
     said = run.proc.stdout + run.proc.stderr
@@ -412,6 +423,12 @@ def test_an_ingress_you_run_is_judged_from_your_prometheus(user_ingress, user_re
     # exact: the reads' window is the load's and at most a scrape interval (i) more on either
     # side, where nginx may use at most its quota (0.25 CPU)
     assert cpu - 2 * i * 0.25 <= s["cpu"]["ingress_cpu_seconds"] <= cpu, (cpu, s["cpu"])
+    # Its throttling as its Prometheus counted it (cAdvisor's reads of that cgroup's cpu.stat):
+    # within what the cgroup counted over the whole command, and said.
+    periods, throttled = (b - a for a, b in zip(cfs_before, container_cfs("edge", "app=edge", "nginx")))
+    t = s["cpu"]["ingress_throttling"]
+    assert 0 <= t["periods"] <= periods and 0 <= t["throttled_periods"] <= throttled, (t, periods, throttled)
+    assert f"throttling    the ingress throttled in {t['throttled_periods']:,} of its {t['periods']:,} CFS periods (" in said, said
     assert seg["verdict"]["limit"] != "unknown", seg["verdict"]
     assert kubectl("-n", "edge", "get", "all", "-l", "app.kubernetes.io/part-of=ingress-bench", "-o", "name").stdout == ""
     print("\n" + "\n".join(l for l in said.splitlines() if l.startswith(("existing", "image"))))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_error
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "ci/tests/fixtures/report"
 RUNS = sorted(p.parent for p in FIXTURES.rglob("summary.json"))
@@ -319,6 +321,27 @@ def test_an_existing_ingresss_cpu_is_its_cpu_seconds_around_the_load(seg_dir):
     assert "cpu           ingress 2.00 CPU-seconds of 0.25 CPUs: 10,000 req/s per ingress CPU (its Prometheus's counters)" in r.stdout
     r = segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, "--ingress-cpu", "-", "102.5", "-")
     assert json.loads((seg_dir / "summary.json").read_text())["cpu"]["per_ingress_cpu"]["value"] is None, r.stderr
+
+
+def test_an_existing_ingresss_throttling_is_its_cfs_periods_around_the_load(seg_dir):
+    """Its CFS periods and throttled ones read before and after the load (bench/lib/existing.sh
+    existing_throttling): the load's periods and the share throttled; none in either read (no
+    quota) is said as such, one read only (pods replaced) is unknown, a malformed one refused."""
+    segment(seg_dir, 0, 20000, 2000.0)
+    cpu = ("--ingress-cpu", "100.5", "102.5", "0.25")
+    r = segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, *cpu, "--ingress-throttling", "1000/10", "1120/40")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((seg_dir / "summary.json").read_text())["cpu"]["ingress_throttling"] == {
+        "periods": 120, "throttled_periods": 30, "throttled_ratio": 0.25}
+    assert ("throttling    the ingress throttled in 30 of its 120 CFS periods (25%; its Prometheus's cAdvisor counters, "
+            "summed over its pods' containers)") in r.stdout.splitlines(), r.stdout
+    r = segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, *cpu, "--ingress-throttling", "-", "-")
+    assert json.loads((seg_dir / "summary.json").read_text())["cpu"]["ingress_throttling"] is None, r.stderr
+    assert "throttling    no CFS period counters of the ingress's containers in its Prometheus" in r.stdout, r.stdout
+    r = segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, *cpu, "--ingress-throttling", "1000/10", "-")
+    assert json.loads((seg_dir / "summary.json").read_text())["cpu"]["ingress_throttling"]["periods"] is None, r.stderr
+    err = one_error(segments(seg_dir, "0 123456 prometheus", "0 143456 prometheus", None, *cpu, "--ingress-throttling", "1000", "-"))
+    assert err == "error: --ingress-throttling takes PERIODS/THROTTLED or '-', got 1000 -", err
 
 
 def test_an_existing_ingress_replaced_under_the_load_is_not_counted(seg_dir):
