@@ -88,6 +88,9 @@ existing_up() {
   fi
   # Its CPU as the contract counts it: the seconds used, read around the load as the count is.
   { read -r _ EXISTING_CPU; read -r _ q; } < <("$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" ingress-cpu "$ingress")
+  # Its CPU series as the contract selects them (the containers it counts): what the scrape
+  # after the load is waited on, and whose CFS counters are read.
+  EXISTING_CPU_SERIES=$(grep -o 'container_cpu_usage_seconds_total{[^}]*}' <<<"$EXISTING_CPU" | head -n1)
   EXISTING_CORES=$(prometheus_query "$PROMETHEUS_URL" "$q" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
   [ -n "$EXISTING_CORES" ] || EXISTING_CORES=-
   say existing "ingress CPU: ${EXISTING_CORES/#-/unknown} CPUs it may use; the seconds it used read before and after the load, the rate per ingress CPU-second from them"
@@ -113,9 +116,7 @@ existing_cpu() {
 # containers (the contract's CPU series' labels), summed over its pods, as its Prometheus read
 # them last at AT: "PERIODS/THROTTLED", or "-" when it has none (no CPU quota: nothing to throttle).
 existing_throttling() {
-  local labels p t
-  labels=$(grep -o 'container_cpu_usage_seconds_total{[^}]*}' <<<"$EXISTING_CPU" | head -n1)
-  labels=${labels#container_cpu_usage_seconds_total}
+  local labels=${EXISTING_CPU_SERIES#container_cpu_usage_seconds_total} p t
   p=$(prometheus_query "$PROMETHEUS_URL" "sum(container_cpu_cfs_periods_total$labels)" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
   t=$(prometheus_query "$PROMETHEUS_URL" "sum(container_cpu_cfs_throttled_periods_total$labels)" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
   if [ -n "$p" ] && [ -n "$t" ]; then echo "$p/$t"; else echo -; fi
@@ -125,15 +126,13 @@ existing_throttling() {
 # sample taken at T (unix seconds) or later, so that a count read then holds all a load that
 # ended before T served (at most 4 scrapes and 5 s: then the count is what was read by then).
 existing_scraped_since() {
-  local counter=${EXISTING_COUNTER#sum(} cpu tries q i
-  # The CPU series the contract counts (EXISTING_CPU's), not every container's: cAdvisor stamps
-  # an idle container's series (Envoy Gateway's shutdown manager) with its last collection,
-  # seconds late.
-  cpu=$(grep -o 'container_cpu_usage_seconds_total{[^}]*}' <<<"$EXISTING_CPU" | head -n1)
+  local counter=${EXISTING_COUNTER#sum(} tries q i
   tries=$((4 * $(jq -r .interval <<<"$IB_EXISTING") + 5))
   for ((i = 0; i < tries; i += 1)); do
     ((i == 0)) || sleep 1
-    for q in "${counter%)}" "$cpu"; do
+    # (the CPU series the contract counts, not every container's: cAdvisor stamps an idle
+    # container's series, Envoy Gateway's shutdown manager, with its last collection, seconds late)
+    for q in "${counter%)}" "$EXISTING_CPU_SERIES"; do
       # (No series at all: the pods are gone, replaced under the load; there is nothing to wait for.)
       prometheus_query "$PROMETHEUS_URL" "min(timestamp($q))" 2>/dev/null |
         jq -e --argjson t "$1" '.data.result | length == 0 or (.[0].value[1] | tonumber >= $t)' >/dev/null 2>&1 || continue 2
