@@ -32,8 +32,12 @@ http_ok() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "${@:2}" "$
 # subshell, or as a background job). A daemon inherits every descriptor open where it starts: one
 # started in a run that holds the machine's load lock (bench/lib/k6.sh) held that lock for as long
 # as it lived, and every later run waited for it.
+# The descriptors are listed first and closed outside any redirection: a loop redirected as a
+# whole has bash keep the caller's stderr in a descriptor of its own, which the loop then closed,
+# and the command's stderr was left on /dev/null.
 without_our_fds() {
-  local fd
-  for fd in /proc/"$BASHPID"/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done 2>/dev/null
+  local fd fds=()
+  for fd in /proc/"$BASHPID"/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || fds+=("$fd"); done
+  for fd in "${fds[@]}"; do eval "exec $fd>&-"; done
   exec "$@"
 }

@@ -229,6 +229,18 @@ def test_a_daemon_started_under_the_load_lock_does_not_keep_it(start, holds, tmp
     assert free is not holds
 
 
+def test_a_daemon_started_without_our_fds_writes_its_stderr_where_its_caller_said(tmp_path):
+    """The descriptors closed are the caller's, not the command's own: its stdout and stderr go
+    to the log its caller redirected them to (the cluster's daemons log on stderr: the kubelet's
+    log was empty, and a node that never registered could not say why), and a descriptor the
+    caller held open is not inherited."""
+    log = tmp_path / "daemon.log"
+    run = subprocess.run(["bash", "-c", '. bench/lib.sh; exec 7>/dev/null; (without_our_fds sh -c "echo out; echo err >&2; ls /proc/\\$\\$/fd") >"$1" 2>&1', "-", str(log)],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert log.read_text().split() == ["out", "err", "0", "1", "2"]
+
+
 def test_a_waiting_run_goes_before_a_yielding_one(tmp_path):
     """IB_LOAD_YIELD=1 (the suite's lab stream) lets a run that waits without it take the load
     first, whichever asked first: the lock held here, a yielding run waits, then another; once
