@@ -114,6 +114,25 @@ def test_nodes_are_ready_with_their_roles_and_addresses(nodes4):
         assert roles == ROLES[i]
 
 
+def test_each_nodes_kubelet_reads_the_kernel_settings_it_wants_from_files_of_its_own_node(nodes4):
+    """The files bound over /proc/sys in a kubelet's mount namespace (cluster.sh kubelet_ns) are
+    its node's: a kubelet reads them as it starts, while the next node's is being set up, and one
+    file for every node, rewritten by each, was read empty in that moment (its kubelet exited and
+    its node never registered)."""
+    wants = {"kernel.panic": "10", "kernel.panic_on_oops": "1"}  # cluster.sh KUBELET_TUNABLES
+    host = machine_state.sysctls()
+    bound = [k for k, v in wants.items() if host[k] != v]  # the host's differ: the kubelet's view is bound
+    assert bound, f"this host already has {wants}: nothing to bind"
+    for i in (1, 2, 3, 4):
+        pid = (STATE / f"pids/kubelet-{i}").read_text().strip()
+        # mountinfo: field 4 the bound file's path in its filesystem, field 5 where it is mounted
+        binds = {f[4]: f[3] for f in (l.split() for l in Path(f"/proc/{pid}/mountinfo").read_text().splitlines())
+                 if f[4].startswith("/proc/sys/kernel/panic")}
+        assert sorted(binds) == sorted(f"/proc/sys/{k.replace('.', '/')}" for k in bound), (i, binds)
+        for k in bound:
+            assert binds[f"/proc/sys/{k.replace('.', '/')}"].endswith(f"/cluster/nodes/{i}/kubelet-view/{k}"), (i, binds)
+
+
 ECHO = """apiVersion: v1
 kind: Pod
 metadata: {{name: echo-{i}, namespace: default, labels: {{app: echo, node: "{i}"}}}}
@@ -409,6 +428,19 @@ def test_a_backends_node_lost_under_load_and_back(run4, tmp_path):
     ready = kubectl("-n", "ingress-bench", "get", "deploy", "backend", "-o", "jsonpath={.status.readyReplicas}").stdout
     assert ready == "10", ready
     assert (run / "charts/change.png").stat().st_size > 0
+
+
+def test_a_node_that_is_gone_is_named_with_what_its_kubelet_said_last(nodes4):
+    """status names a node that is not registered, whether its kubelet still runs and its last
+    line that matters (a kubelet's own log, which its stderr is): node 4's kubelet killed and its
+    Node deleted, it says the kubelet exited and the last error line of its log. Breaks the
+    cluster: after every test that uses it but the last, which takes it down."""
+    os.kill(int((STATE / "pids/kubelet-4").read_text()), 9)
+    assert kubectl("delete", "node", "ibench-node-4").returncode == 0
+    status = sh("bash", CLUSTER, "status")
+    errors = [l for l in (Path(sh("bash", "-c", '. bench/lib.sh && echo "$IB_CACHE"').stdout.strip()) / "logs/cluster/kubelet-4.log").read_text().splitlines() if re.match(r"E\d{4} ", l)]
+    assert status.returncode == 1 and errors, status.stdout
+    assert status.stdout.strip() == f"cluster: not every node is Ready: ibench-node-4: not registered, its kubelet exited, its last error {errors[-1][:300]}"
 
 
 def test_a_chain_another_program_made_while_up_survives_down(nodes4):

@@ -139,22 +139,24 @@ pod_links_here() {
   done | awk '!seen[$0]++'
 }
 
-# kubelet_ns KUBELET_ARGS...: the kubelet in a mount namespace of its own where the files of
+# kubelet_ns DIR KUBELET_ARGS...: the kubelet in a mount namespace of its own where the files of
 # KUBELET_TUNABLES read as the values it wants, so with protectKernelDefaults it checks them,
 # finds them, and never writes the host's (a kernel oops would otherwise reboot the user's
 # machine 10 s later: kernel.panic=10, panic_on_oops=1). Its volume mounts must still reach
 # containerd: its node's kubelet directory is a shared mount (nodes_start), so they propagate
-# back to the host's mount namespace.
+# back to the host's mount namespace. DIR: its node's, for the files: a node's kubelet reads
+# them as it starts, when the next node's is writing, and a file shared by all of them was
+# read empty in that moment (its kubelet exited, its node never registered).
 kubelet_ns() {
-  local kv k f
+  local d=$1 kv k f; shift
   # A host whose / is shared (systemd) must not see the binds below.
   mount --make-rprivate /proc
-  mkdir -p "$S/kubelet-view"
+  mkdir -p "$d"
   for kv in $KUBELET_TUNABLES; do
     k=${kv%%=*} f=/proc/sys/${k//.//}
     [ "$(cat "$f")" = "${kv#*=}" ] && continue
-    echo "${kv#*=}" >"$S/kubelet-view/$k"
-    mount --bind -o ro "$S/kubelet-view/$k" "$f"
+    echo "${kv#*=}" >"$d/$k"
+    mount --bind -o ro "$d/$k" "$f"
   done
   # Its symlinks to the pods' logs go to /var/log/containers, a fixed path, which it would
   # make on the host: the state's directory as /var/log, in this namespace only (the pods'
@@ -216,18 +218,30 @@ nodes_ready() {
 }
 
 # nodes_problem: each node that is not Ready and why: its Ready condition, or, never registered,
-# its kubelet's last error (a slow start and a kubelet that cannot start read alike otherwise).
+# whether its kubelet still runs and what it said last that matters (a slow start and a kubelet
+# that cannot start read alike otherwise).
 nodes_problem() {
   local i name why json
   json=$(kubectl get nodes -o json 2>/dev/null) || json='{"items":[]}'
-  for i in $(seq "$NODE_COUNT"); do
+  for i in $(seq "$(cat "$S/node-count")"); do
     name=ibench-node-$i
     why=$(jq -r --arg n "$name" '.items[] | select(.metadata.name == $n) | .status.conditions[]? | select(.type == "Ready")
       | if .status == "True" then "ready" else "\(.reason): \(.message)" end' <<<"$json")
     [ "$why" = ready ] && continue
-    [ -n "$why" ] || why="not registered, its kubelet's last error: $( { grep -E '^[EF][0-9]{4}' "$(log "kubelet-$i")" || tail -n1 "$(log "kubelet-$i")"; } 2>/dev/null | tail -n1 | cut -c1-300)"
+    [ -n "$why" ] || why="not registered, $(kubelet_said "$i")"
     printf '%s: %s; ' "$name" "$why"
   done | sed 's/; $//'
+}
+
+# kubelet_said I: "its kubelet runs|exited, its last ... LINE" from its log: its last fatal
+# line, else its last error, else its last line.
+kubelet_said() {
+  local f state=exited what line; f=$(log "kubelet-$1")
+  live "$(cat "$S/pids/kubelet-$1" 2>/dev/null)" && state=runs
+  for what in "fatal error:^F[0-9]{4}" "error:^E[0-9]{4}" "line:."; do
+    line=$(grep -E "${what#*:}" "$f" 2>/dev/null | tail -n1 | cut -c1-300) && [ -n "$line" ] && break
+  done
+  echo "its kubelet $state, its last ${what%%:*} ${line:-(none: its log is empty)}"
 }
 
 up() {
@@ -313,7 +327,7 @@ down() {
 status() {
   [ -f "$KUBECONFIG" ] || { echo "cluster: down"; return 1; }
   kubectl get --raw /readyz >/dev/null 2>&1 || { echo "cluster: API server not answering"; return 1; }
-  nodes_ready || { echo "cluster: a node is not Ready"; return 1; }
+  nodes_ready || { echo "cluster: not every node is Ready: $(nodes_problem)"; return 1; }
   echo "cluster: up, Kubernetes $KUBE_VERSION, $(nodes_said), KUBECONFIG=$KUBECONFIG"
 }
 
@@ -325,6 +339,6 @@ case "${1:-}" in
   pod-links) pod_links ;;
   pod-links-here) pod_links_here ;; # (in a node's namespace: pod_links)
   node-stop | node-start) need_root "$1"; node_lost "${2:-}" "${1#node-}" ;;
-  kubelet-ns-node) kubelet_cpus_view "$2/cpus-view" "$3"; shift 3; kubelet_ns "$@" ;;
+  kubelet-ns-node) kubelet_cpus_view "$2/cpus-view" "$3"; set -- "$2/kubelet-view" "${@:4}"; kubelet_ns "$@" ;;
   *) die "usage: bench/platforms/local/cluster.sh up|down|status|procs|pod-links|node-stop I|node-start I" ;;
 esac
