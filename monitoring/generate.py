@@ -168,7 +168,7 @@ def signals_js(c):
         "",
         "// On an ingress the suite did not deploy (no rules loaded in the user's Prometheus): each",
         "// signal's rule with every rule it reads written out, one expression to evaluate. Their",
-        "// $placeholders: $window, $ingress, $backend, $loadgen (label matchers), $link (bit/s).",
+        "// $placeholders: $window, $ingress, $backend, $loadgen, $nodes, $nic (label matchers), $link (bit/s).",
         "export const EXISTING_QUERIES = {",
         *[f"  {s['key']}: {js(contract.inlined(c, 'existing', s['record']))}," for s in keyed],
         "};",

@@ -6,7 +6,7 @@ in the tests. Both read the files monitoring/generate.py writes from the signal 
 
   monitoring/rulefile.py lab BITS   the lab's: monitoring/lab/rules.yaml, link capacity BITS
   monitoring/rulefile.py cluster    the cluster's, as the component deploys them
-  monitoring/rulefile.py existing INTERVAL INGRESS BACKEND LOADGEN BITS [LABEL]
+  monitoring/rulefile.py existing INTERVAL INGRESS BACKEND LOADGEN BITS NODES NIC [LABEL]
                                     an existing ingress's, rendered for one run: evaluated
                                     every INTERVAL seconds (the scrape interval), over three
                                     scrapes, on the pods the label matchers name; each rule
@@ -52,7 +52,7 @@ def lab(bits):
     return groups
 
 
-def existing(interval, ingress, backend, loadgen, bits, label=None):
+def existing(interval, ingress, backend, loadgen, bits, nodes, nic, label=None):
     """Each rule labelled bench_rules=LABEL when given, and every bench:* series it reads
     selected by that label (and without it, so that its joins match as unlabelled): a run's
     installed rules, apart from any other bench:* series in that Prometheus (the project's
@@ -60,7 +60,7 @@ def existing(interval, ingress, backend, loadgen, bits, label=None):
     c = contract.load()
     own = (lambda e: re.sub(r"(bench:\w+:\w+)(?![\w{:])", rf'sum without (bench_rules) (\1{{bench_rules="{label}"}})', e)) if label else (lambda e: e)
     values = {"window": f"{contract.window_for(c, int(interval))}s", "ingress": ingress, "backend": backend,
-              "loadgen": loadgen, "link": bits}
+              "loadgen": loadgen, "link": bits, "nodes": nodes, "nic": nic}
     return [{"name": g["name"], "interval": f"{int(interval)}s",
              "rules": [{"record": s["record"], "expr": own(contract.fill(contract.per_platform(s["expr"])["existing"], **values)),
                         **({"labels": {"bench_rules": label}} if label else {})}
@@ -99,7 +99,7 @@ if __name__ == "__main__":
         groups = cluster()
     elif sys.argv[1:2] == ["lab"] and len(sys.argv) == 3:
         groups = lab(sys.argv[2])
-    elif sys.argv[1:2] == ["existing"] and len(sys.argv) in (7, 8):
+    elif sys.argv[1:2] == ["existing"] and len(sys.argv) in (9, 10):
         groups = existing(*sys.argv[2:])
     elif sys.argv[1:2] == ["server-counters"] and len(sys.argv) == 4:
         print("\n".join(f"{w} {n} {q}" for w, n, q in server_counters(*sys.argv[2:])))
@@ -108,5 +108,5 @@ if __name__ == "__main__":
         print("\n".join(f"{n} {q}" for n, q in ingress_cpu(sys.argv[2])))
         sys.exit(0)
     else:
-        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS [LABEL] | server-counters INGRESS BACKEND | ingress-cpu INGRESS")
+        sys.exit("usage: monitoring/rulefile.py cluster | lab BITS | existing INTERVAL INGRESS BACKEND LOADGEN BITS NODES NIC [LABEL] | server-counters INGRESS BACKEND | ingress-cpu INGRESS")
     print(yaml.safe_dump({"groups": groups}, sort_keys=False), end="")

@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FILE = "monitoring/signals.yaml"
 PLATFORMS = ("cluster", "lab", "existing")
 # What an expression may leave to be filled in, per platform: the window everywhere; on an
-# existing ingress also its pods', the backends' and the runners' label matchers and the
-# declared link capacity, known only when a run begins (monitoring/rulefile.py existing,
-# k6/lib/correlation.js).
-PLACEHOLDERS = {"cluster": {"window"}, "lab": {"window"}, "existing": {"window", "ingress", "backend", "loadgen", "link"}}
+# existing ingress also its pods', the backends' and the runners' label matchers, those of its
+# nodes' node-exporters and NIC devices, and the declared link capacity, known only when a run
+# begins (monitoring/rulefile.py existing, k6/lib/correlation.js).
+PLACEHOLDERS = {"cluster": {"window"}, "lab": {"window"}, "existing": {"window", "ingress", "backend", "loadgen", "link", "nodes", "nic"}}
 PLACEHOLDER = re.compile(r"\$([a-z]+)")
 # unit -> the report's formatting code (bench/report.py f_signal).
 UNITS = {"cores": "cores", "0–1": "ratio", "req/s": "rate", "req/s per core": "rate",

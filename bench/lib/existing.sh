@@ -9,8 +9,8 @@ existing_platform() {
 }
 
 # existing_pods SETTING: the running pods (not terminating) of SETTING's value, NAMESPACE/SELECTOR
-# or NAMESPACE/service/NAME (that Service's selector), one "NAMESPACE POD NODE HOSTNETWORK" line
-# each; one line and exit 1 when it names none.
+# or NAMESPACE/service/NAME (that Service's selector), one "NAMESPACE POD NODE HOSTNETWORK HOSTIP"
+# line each; one line and exit 1 when it names none.
 existing_pods() {
   local spec=${!1} ns sel json svc
   ns=${spec%%/*} sel=${spec#*/}
@@ -22,13 +22,39 @@ existing_pods() {
   fi
   json=$(kubectl -n "$ns" get pods -l "$sel" -o json 2>&1) || die "$1=$spec: $(head -n1 <<<"$json")"
   jq -er '[.items[] | select(.metadata.deletionTimestamp == null and .status.phase == "Running")
-    | "\(.metadata.namespace) \(.metadata.name) \(.spec.nodeName) \(.spec.hostNetwork // false)"] | if length == 0 then null else .[] end' \
+    | "\(.metadata.namespace) \(.metadata.name) \(.spec.nodeName) \(.spec.hostNetwork // false) \(.status.hostIP)"] | if length == 0 then null else .[] end' \
     <<<"$json" 2>/dev/null || die "$1=$spec: no running pod in namespace $ns matches $sel"
 }
 
 # existing_matcher: existing_pods' lines -> the PromQL label matchers of those pods.
 existing_matcher() {
   awk 'NR == 1 {ns = $1} {pods = pods (NR > 1 ? "|" : "") $2} END {printf "namespace=\"%s\", pod=~\"%s\"", ns, pods}'
+}
+
+# existing_nodes_matcher: existing_pods' lines -> the PromQL label matcher of their nodes'
+# node-exporters: its `instance`, the node's address (kube-prometheus-stack's node-exporter runs
+# on the host's network, so its target is the node's IP) or its name (a relabeled instance),
+# with or without a port.
+existing_nodes_matcher() {
+  awk '{n[$5] = 1; n[$3] = 1} END {for (k in n) s = s (s == "" ? "" : "|") k; printf "instance=~\"(%s)(:[0-9]+)?\"", s}' |
+    sed 's/\./\\\\./g'
+}
+
+# existing_nic_matcher: the device matcher of the nodes' NIC (NODE_NIC): the devices it names,
+# or every device but the loopback and those pods, bridges and overlays make.
+EXISTING_VIRTUAL_DEVICES='lo|veth.*|docker.*|br-.*|cni.*|cbr.*|virbr.*|flannel.*|cali.*|cilium.*|lxc.*|vxlan.*|genev.*|tunl.*|tun.*|tap.*|kube-.*|weave.*|nodelocaldns|dummy.*|ibench-.*|[a-f0-9]{15}'
+existing_nic_matcher() {
+  local nic; nic=$(setting NODE_NIC) || exit 1
+  if [ -n "$nic" ]; then printf 'device=~"%s"' "$nic"; else printf 'device!~"%s"' "$EXISTING_VIRTUAL_DEVICES"; fi
+}
+
+# existing_steady_s INTERVAL: the shortest load with a steady window at that scrape interval,
+# as k6/lib/correlation.js steadyMinS(existingTiming(INTERVAL)) reckons it: RAMP_S, the lag of
+# the load's first sample (a scrape, or the kubelet's 30 s for an idle container: its
+# KUBELET_IDLE_COLLECT_S), three scrapes, one evaluation.
+existing_steady_s() {
+  local lag=$(($1 > 30 ? $1 : 30))
+  echo $((1 + lag + 4 * $1))
 }
 
 # existing_interval URL MATCHER: the seconds between the scrapes of those pods' cAdvisor CPU
@@ -45,7 +71,7 @@ existing_interval() {
 # runners in the namespace of ours, and, with DURATION unset, one that holds a steady window at
 # this Prometheus's scrape interval; sets EXISTING_COUNTER, the query existing_count reads.
 existing_up() {
-  local ingress backend='namespace="", pod=""' pods interval bits hostnet steady duration_said name q
+  local ingress backend='namespace="", pod=""' pods interval bits hostnet steady duration_said name q nodes nic devices
   [ -n "${PROMETHEUS_URL:-}" ] && [ "$(setting MONITORING)" = 1 ] ||
     die "INGRESS_PODS: an existing ingress is judged from your Prometheus: set PROMETHEUS_URL (an address the runners reach, such as http://prometheus-operated.monitoring.svc:9090)"
   prometheus_api "$PROMETHEUS_URL" /api/v1/status/buildinfo >/dev/null 2>&1 ||
@@ -53,8 +79,9 @@ existing_up() {
   pods=$(existing_pods INGRESS_PODS) || exit 1
   ingress=$(existing_matcher <<<"$pods")
   say existing "ingress $INGRESS_PODS: $(awk '{printf "%s%s on %s", (NR > 1 ? ", " : ""), $2, $3}' <<<"$pods") (the replicas summed)"
+  nodes=$(existing_nodes_matcher <<<"$pods") nic=$(existing_nic_matcher)
   hostnet=$(awk '$4 == "true"' <<<"$pods" | wc -l)
-  [ "$hostnet" = 0 ] || say existing "$hostnet of its pods use the node's network: cAdvisor has no network counters of their own, so the NIC is not read (the node's NIC is shared with everything on it)"
+  [ "$hostnet" = 0 ] || say existing "$hostnet of its pods use the node's network: cAdvisor has no network counters of their own, so their share of the NIC is not known"
   if [ -n "${BACKEND_PODS:-}" ]; then
     pods=$(existing_pods BACKEND_PODS) || exit 1
     backend=$(existing_matcher <<<"$pods")
@@ -65,12 +92,21 @@ existing_up() {
   interval=$(existing_interval "$PROMETHEUS_URL" "$ingress")
   [ -n "$interval" ] && [ "$interval" -ge 1 ] ||
     die "INGRESS_PODS: the Prometheus at $PROMETHEUS_URL has no cAdvisor CPU series of the ingress's pods (container_cpu_usage_seconds_total{$ingress}): it does not scrape the kubelets' cAdvisor, as kube-prometheus-stack's kubelet ServiceMonitor does"
-  steady=$((1 + interval * 5)) # RAMP_S + a scrape of lag + three scrapes + one evaluation (k6/lib/correlation.js)
+  steady=$(existing_steady_s "$interval")
   [ -n "${DURATION:-}" ] || { DURATION=$(( (steady + 2 * interval + 9) / 10 * 10 ))s; export DURATION; duration_said="; DURATION $DURATION"; }
   say existing "scraped every $interval s: the rules evaluated every $interval s over $((3 * interval)) s, the first steady evaluation $steady s into the load${duration_said:-}"
   bits=$(link_capacity_bits "${LINK_CAPACITY:-10G}")
-  IB_EXISTING=$(jq -cn --argjson i "$interval" --arg in "$ingress" --arg b "$backend" --argjson l "$bits" \
-    '{interval: $i, ingress: $in, backend: $b, loadgen: "namespace=\"ingress-bench\"", link: $l}')
+  # The NIC: its nodes' devices as their node-exporters count them, all of their traffic (the
+  # ingress's share of it is read around the load: existing_nic).
+  devices=$(prometheus_query "$PROMETHEUS_URL" "group by (instance, device) (node_network_transmit_bytes_total{$nodes, $nic})" 2>/dev/null |
+    jq -r '[.data.result[].metric | "\(.instance) \(.device)"] | join(", ")') || true
+  if [ -n "$devices" ]; then
+    say existing "NIC: its nodes' devices as node-exporter counts them ($devices), the busiest on each node judged against $(awk -v b="$bits" 'BEGIN {print b / 1e9}') Gbit/s (LINK_CAPACITY): all their traffic, the ingress's share of it said beside"
+  else
+    say existing "NIC: the Prometheus at $PROMETHEUS_URL has no node-exporter network series of the ingress's nodes ($nodes, $nic): the NIC is not read (NODE_NIC names the devices)"
+  fi
+  IB_EXISTING=$(jq -cn --argjson i "$interval" --arg in "$ingress" --arg b "$backend" --argjson l "$bits" --arg n "$nodes" --arg d "$nic" \
+    '{interval: $i, ingress: $in, backend: $b, loadgen: "namespace=\"ingress-bench\"", link: $l, nodes: $n, nic: $d}')
   export IB_EXISTING
   # The server's count, client = server: its controller's own counter, the first of the
   # contract's list its pods export; else its backends' (the rules' order: the same choice).
@@ -120,6 +156,20 @@ existing_throttling() {
   p=$(prometheus_query "$PROMETHEUS_URL" "sum(container_cpu_cfs_periods_total$labels)" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
   t=$(prometheus_query "$PROMETHEUS_URL" "sum(container_cpu_cfs_throttled_periods_total$labels)" "$1" 2>/dev/null | jq -r '.data.result[0].value[1] // empty') || true
   if [ -n "$p" ] && [ -n "$t" ]; then echo "$p/$t"; else echo -; fi
+}
+
+# existing_nic AT: the bytes the ingress's pods sent and received (cAdvisor, their own interfaces)
+# and those their nodes' NICs did (node-exporter, the busiest device of each node, as the NIC
+# signals), each summed, as its Prometheus read them last at AT: "PODS/NICS", either "none"
+# when it has none (pods on the host's network have no counters of their own).
+existing_nic() {
+  local pods nics ingress nodes nic
+  ingress=$(jq -r .ingress <<<"$IB_EXISTING") nodes=$(jq -r .nodes <<<"$IB_EXISTING") nic=$(jq -r .nic <<<"$IB_EXISTING")
+  pods=$(prometheus_query "$PROMETHEUS_URL" "sum(container_network_transmit_bytes_total{$ingress, interface=\"eth0\"} + container_network_receive_bytes_total{$ingress, interface=\"eth0\"})" "$1" 2>/dev/null |
+    jq -r '.data.result[0].value[1] // empty') || true
+  nics=$(prometheus_query "$PROMETHEUS_URL" "sum(max by (instance) (node_network_transmit_bytes_total{$nodes, $nic} + node_network_receive_bytes_total{$nodes, $nic}))" "$1" 2>/dev/null |
+    jq -r '.data.result[0].value[1] // empty') || true
+  echo "${pods:-none}/${nics:-none}"
 }
 
 # existing_scraped_since T: until every series of that counter and of the ingress's CPU has a
@@ -220,7 +270,7 @@ existing_rules() {
   # shellcheck disable=SC2086 # one label a word
   [ -z "$EXISTING_RULES_NS" ] || kubectl label namespace ingress-bench --overwrite $EXISTING_RULES_NS >/dev/null
   EXISTING_RULES_NAME=$name
-  jq -r '.interval, .ingress, .backend, .loadgen, .link' <<<"$IB_EXISTING" | {
+  jq -r '.interval, .ingress, .backend, .loadgen, .link, .nodes, .nic' <<<"$IB_EXISTING" | {
     mapfile -t v
     "$IB_VENV/bin/python" "$IB_ROOT/monitoring/rulefile.py" existing "${v[@]}" "$name"
   } | { printf 'apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: %s\n  namespace: ingress-bench\n  labels: %s\nspec:\n' "$name" "$EXISTING_RULES_LABELS"

@@ -11,6 +11,7 @@ and the run's summary.json, assembled.
                                                     + each role's CPU (cgroups) and per ingress CPU
   python bench/report segments RUN_DIR --testid ID --variant V --platform P --stub-before C --stub-after C
                                  [--ingress-cpu BEFORE AFTER CPUS] [--ingress-throttling BEFORE AFTER]
+                                 [--ingress-nic BEFORE AFTER]
                                                     a distributed run's summary.json from its segments
   python bench/report rounds DIR --exits RC... [--aborted SIGNAL]
                                                     the rounds' median and interval (bench/run/rounds.sh)
@@ -80,6 +81,9 @@ def main(argv=None):
     g.add_argument("--ingress-throttling", nargs=2, default=None, metavar=("BEFORE", "AFTER"),
                    help="an ingress you run: its CFS periods and throttled periods before and after the load, "
                         "PERIODS/THROTTLED as its Prometheus read them ('-': none)")
+    g.add_argument("--ingress-nic", nargs=2, default=None, metavar=("BEFORE", "AFTER"),
+                   help="an ingress you run: the bytes its pods and its nodes' NICs carried before and after the load, "
+                        "PODS/NICS as its Prometheus read them ('none': none)")
     o = sub.add_parser("rounds", help="DIR/rounds.json and summary.txt: the median and interval of DIR's rounds")
     o.add_argument("dir")
     o.add_argument("--exits", type=int, nargs="+", required=True, help="each round's exit code, in order")
@@ -106,7 +110,7 @@ def main(argv=None):
                                      (a.usage_before, a.usage_after), a.host_cpus)), file=sys.stderr)
         elif a.cmd == "segments":
             print("\n".join(segments(Path(a.run_dir), a.testid, a.variant, a.platform, a.stub_before, a.stub_after,
-                                      a.aborted, a.signal, a.ingress_cpu, a.ingress_throttling)))
+                                      a.aborted, a.signal, a.ingress_cpu, a.ingress_throttling, a.ingress_nic)))
         elif a.cmd == "rounds":
             from .rounds import rounds
             print("\n".join(rounds(a.dir, a.exits, a.aborted)))

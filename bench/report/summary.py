@@ -370,6 +370,33 @@ def prometheus_cpu(reading, result, served_requests, throttling=None):
     return out
 
 
+def nic_share(reading):
+    """An ingress you run: the bytes its pods and its nodes' NICs carried, each read before and
+    after the load as "PODS/NICS" ("none" for none): the summary's network, the pods' share of
+    what crossed the NICs. Above 1, part of the pods' traffic never crossed a NIC (a client or
+    backends on the ingress's own node); unknown where either read lacks either."""
+    try:
+        (p0, n0), (p1, n1) = ([None if x == "none" else float(x) for x in v.split("/")] for v in reading)
+    except ValueError:
+        raise Bad(f"--ingress-nic takes PODS/NICS (bytes or 'none'), got {' '.join(reading)}") from None
+    pods = p1 - p0 if p0 is not None and p1 is not None else None
+    nics = n1 - n0 if n0 is not None and n1 is not None else None
+    return {"ingress_pods_bytes": pods, "nic_bytes": nics, "ingress_share": per(pods, nics)}
+
+
+def nic_share_line(n):
+    """An ingress you run's share of its nodes' NIC traffic."""
+    if n["nic_bytes"] is None:
+        return f"{'nic share':<14}not known: no node-exporter counters of its nodes' NIC in its Prometheus in both reads (NODE_NIC names the devices)"
+    if n["ingress_pods_bytes"] is None:
+        return (f"{'nic share':<14}its nodes' NIC carried {n['nic_bytes'] / 1e6:,.1f} MB; the ingress's pods' own not known "
+                "(no cAdvisor network counters of theirs: pods on the host's network, or replaced during the run)")
+    share = "n/a" if n["ingress_share"] is None else f"{n['ingress_share'] * 100:.0f}%"
+    return (f"{'nic share':<14}the ingress's pods sent and received {n['ingress_pods_bytes'] / 1e6:,.1f} MB, its nodes' NIC "
+            f"carried {n['nic_bytes'] / 1e6:,.1f} MB: {share}" + (" (above 100%: part of theirs stayed on the node)"
+                                                                   if (n["ingress_share"] or 0) > 1 else " (the rest: its neighbours')"))
+
+
 def throttling_line(c):
     """An ingress you run's throttling line, from its Prometheus's cAdvisor counters."""
     t = c["ingress_throttling"]
@@ -383,7 +410,7 @@ def throttling_line(c):
             "its Prometheus's cAdvisor counters, summed over its pods' containers)")
 
 
-def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None, ingress_cpu=None, throttling=None):
+def segments(run_dir, testid, variant, platform, before, after, aborted=None, signal=None, ingress_cpu=None, throttling=None, nic=None):
     # A segment's own verdict stands, except on latency when the merged percentiles judge it.
     def segment_ok(r):
         return r["passed"] or bool(merged) and all(
@@ -426,6 +453,8 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
     if ingress_cpu:
         gbit = sum(r.get("gbit_per_s") or 0 for r in results)
         s["cpu"] = prometheus_cpu(ingress_cpu, dict(results[0], gbit_per_s=gbit), requests, throttling)
+    if nic:
+        s["network"] = nic_share(nic)
     if aborted is not None:
         s["aborted"], s["passed"] = True, False
         s["interrupted"] = {"signal": signal or "a signal", "after_seconds": aborted}
@@ -453,6 +482,8 @@ def segments(run_dir, testid, variant, platform, before, after, aborted=None, si
                      " (its Prometheus's counters)")
         if "ingress_throttling" in c:
             lines.append(throttling_line(c))
+    if s.get("network"):
+        lines.append(nic_share_line(s["network"]))
     if uncounted:
         return lines + ["server        not counted: the ingress's counter read nothing after the load (the pods it was read on, "
                         "found before the load, were replaced)"]

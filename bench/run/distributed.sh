@@ -125,7 +125,7 @@ pods() { kubectl -n ingress-bench get pods -l job-name="$name" -o jsonpath='{ran
 load_lock # the Job's load and the counts around it: never beside another run's load
 before=$(stub)
 # An ingress you run: its CPU seconds around the load, and the CPUs it may use (existing_up).
-[ "$existing" = 0 ] || { cpu_before=$(existing_cpu "$(date +%s)") throttling_before=$(existing_throttling "$(date +%s)"); }
+[ "$existing" = 0 ] || { cpu_before=$(existing_cpu "$(date +%s)") throttling_before=$(existing_throttling "$(date +%s)") nic_before=$(existing_nic "$(date +%s)"); }
 kubectl apply -f "$dir/job.yaml" >/dev/null
 job_started=$SECONDS
 say k6 "$SEGMENTS segments of $SCENARIO as Job $name"
@@ -167,7 +167,7 @@ fi
 [ "$existing" = 0 ] || existing_scraped_since $(($(date +%s) - $(jq -r .interval <<<"$IB_EXISTING")))
 after=$(stub)
 ingress_cpu=(); [ "$existing" = 0 ] || ingress_cpu=(--ingress-cpu "$cpu_before" "$(existing_cpu "$(date +%s)")" "$EXISTING_CORES"
-  --ingress-throttling "$throttling_before" "$(existing_throttling "$(date +%s)")")
+  --ingress-throttling "$throttling_before" "$(existing_throttling "$(date +%s)")" --ingress-nic "$nic_before" "$(existing_nic "$(date +%s)")")
 load_unlock
 
 # section NAME: a pod's log's lines from its "@@NAME" line to the next "@@" one.

@@ -95,10 +95,10 @@ def test_an_existing_ingress_reads_as_one_query_what_its_rules_record(tmp_path):
     evaluation holds, signal by signal and pod by pod, what the recorded rules' expectations
     hold (monitoring/tests/existing.test.yaml's first test)."""
     fixture = yaml.safe_load((ROOT / "monitoring/tests/existing.test.yaml").read_text())
-    interval, ingress, backend, loadgen, link = fixture.pop("rulefile_args")
+    interval, ingress, backend, loadgen, link, nodes, nic = fixture.pop("rulefile_args")
     c = contract.load()
     values = {"window": f"{contract.window_for(c, int(interval))}s", "ingress": ingress, "backend": backend,
-              "loadgen": loadgen, "link": float(link)}
+              "loadgen": loadgen, "link": float(link), "nodes": nodes, "nic": nic}
     js = ("import('./k6/lib/correlation.js').then((m) => console.log(m.existingQuery("
           f"{{ from: 510, to: 600 }}, {json.dumps(values)}, {int(interval)})))")
     r = sh("node", "--input-type=module", "-e", js)

@@ -135,6 +135,7 @@ VALUES = {
     "DURATION": {"10s": True, "1m30s": True, "10": False},
     "SEGMENTS": {"16": True, "17": False, "x": False},
     "MONITORING": {"true": True, "0": True, "2": False},
+    "NODE_NIC": {"eth0|bond0": True, "en[a-z0-9]+": True, 'eth0"': False, "eth\\d": False, "eth 0": False},
 }
 
 

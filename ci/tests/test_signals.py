@@ -215,7 +215,7 @@ BAD_CONTRACTS = {
         "bench:link_capacity:bits must be the first rule of group bench-link"),
     "a placeholder no run fills": (
         lambda c: signal(c, "bench:nic_drops:rate")["expr"].update(existing="sum(rate(drops{$pods}[$window]))"),
-        "bench:nic_drops:rate: expr for existing holds a '$' other than $backend, $ingress, $link, $loadgen, $window"),
+        "bench:nic_drops:rate: expr for existing holds a '$' other than $backend, $ingress, $link, $loadgen, $nic, $nodes, $window"),
     "an existing ingress's placeholder on the cluster": (
         lambda c: signal(c, "bench:nic_drops:rate")["expr"].update(cluster="sum(rate(drops{$ingress}[$window]))"),
         "bench:nic_drops:rate: expr for cluster holds a '$' other than $window"),
@@ -297,3 +297,16 @@ def test_k6_and_the_report_read_the_same_contract():
         ("ingress_cpu_utilization", "ingress-cpu", True), ("backend_cpu_utilization", "backend", True)]
     assert k6["SATURATION"] == {"loadgen_cpu_utilization": 0.9, "nic_utilization": 0.85,
                                 "ingress_cpu_utilization": 0.9, "backend_cpu_utilization": 0.9}
+
+
+def test_bash_and_k6_reckon_one_steady_window_for_an_ingress_you_run():
+    """The shortest load with a steady window on an ingress you run, at each scrape interval: the
+    DURATION bash gives a run (bench/lib/existing.sh existing_steady_s) is the steady window k6's
+    correlation then looks for (k6/lib/correlation.js steadyMinS(existingTiming(i)))."""
+    intervals = [1, 2, 5, 7, 8, 14, 15, 16, 30, 60]
+    js = ("import('./k6/lib/correlation.js').then((m) => console.log(JSON.stringify("
+          f"{intervals}.map((i) => m.steadyMinS(m.existingTiming(i))))))")
+    k6 = sh("node", "--input-type=module", "-e", js)
+    bash = sh("bash", "-c", '. bench/lib.sh; for i in "$@"; do existing_steady_s "$i"; done', "_", *map(str, intervals))
+    assert k6.returncode == 0 and bash.returncode == 0, k6.stderr + bash.stderr
+    assert [int(x) for x in bash.stdout.split()] == json.loads(k6.stdout)

@@ -344,6 +344,33 @@ def test_an_existing_ingresss_throttling_is_its_cfs_periods_around_the_load(seg_
     assert err == "error: --ingress-throttling takes PERIODS/THROTTLED or '-', got 1000 -", err
 
 
+def test_an_existing_ingresss_share_of_its_nodes_nic_is_its_pods_bytes_over_the_nics(seg_dir):
+    """The bytes its pods and its nodes' NICs carried, read before and after the load
+    (bench/lib/existing.sh existing_nic): the pods' share of the NICs' traffic, the rest its
+    neighbours'; above 100% said as traffic that stayed on the node; the NICs without counters,
+    or the pods without theirs (on the host's network), not known; a malformed read refused."""
+    segment(seg_dir, 0, 20000, 2000.0)
+    stubs = ("0 123456 prometheus", "0 143456 prometheus", None)
+
+    def nic(before, after):
+        r = segments(seg_dir, *stubs, "--ingress-nic", before, after)
+        assert r.returncode == 0, r.stderr
+        return json.loads((seg_dir / "summary.json").read_text())["network"], [l for l in r.stdout.splitlines() if l.startswith("nic share")]
+    assert nic("1000000/5000000", "31000000/125000000") == (
+        {"ingress_pods_bytes": 30e6, "nic_bytes": 120e6, "ingress_share": 0.25},
+        ["nic share     the ingress's pods sent and received 30.0 MB, its nodes' NIC carried 120.0 MB: 25% (the rest: its neighbours')"])
+    assert nic("0/0", "60000000/40000000")[1] == [
+        "nic share     the ingress's pods sent and received 60.0 MB, its nodes' NIC carried 40.0 MB: 150% (above 100%: part of theirs stayed on the node)"]
+    assert nic("none/0", "none/40000000") == (
+        {"ingress_pods_bytes": None, "nic_bytes": 40e6, "ingress_share": None},
+        ["nic share     its nodes' NIC carried 40.0 MB; the ingress's pods' own not known (no cAdvisor network counters of theirs: "
+         "pods on the host's network, or replaced during the run)"])
+    assert nic("0/none", "60000000/none")[1] == [
+        "nic share     not known: no node-exporter counters of its nodes' NIC in its Prometheus in both reads (NODE_NIC names the devices)"]
+    err = one_error(segments(seg_dir, *stubs, "--ingress-nic", "1000", "none/none"))
+    assert err == "error: --ingress-nic takes PODS/NICS (bytes or 'none'), got 1000 none/none", err
+
+
 def test_an_existing_ingress_replaced_under_the_load_is_not_counted(seg_dir):
     """An ingress you run whose counter read nothing after the load (its pods replaced: a
     rollout under load) has no server count, said so; the run stands (ours must have one)."""

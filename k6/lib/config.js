@@ -89,7 +89,7 @@ function prometheusUrlOf(env, inside) {
 
 // An ingress the suite did not deploy (IB_EXISTING, set by bench/run/bench.sh once it found the
 // pods and measured the scrape interval): the values its rules' placeholders take, or null.
-const EXISTING_FIELDS = { interval: 'number', ingress: 'string', backend: 'string', loadgen: 'string', link: 'number' };
+const EXISTING_FIELDS = { interval: 'number', ingress: 'string', backend: 'string', loadgen: 'string', link: 'number', nodes: 'string', nic: 'string' };
 function existingOf(env) {
   if (!env.IB_EXISTING) return null;
   let e;

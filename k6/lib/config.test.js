@@ -91,7 +91,7 @@ test('unknown names are refused and listed', () => {
 });
 
 test('an existing ingress: the values its rules take, checked, and its Prometheus\'s timing', () => {
-  const e = { interval: 30, ingress: 'namespace="i", pod=~"a|b"', backend: 'namespace="b"', loadgen: 'namespace="l"', link: 1e9 };
+  const e = { interval: 30, ingress: 'namespace="i", pod=~"a|b"', backend: 'namespace="b"', loadgen: 'namespace="l"', link: 1e9, nodes: 'instance=~"(n1)(:[0-9]+)?"', nic: 'device=~"eth0"' };
   const cfg = config({ IB_EXISTING: JSON.stringify(e) }, 'rps');
   assert.deepEqual(cfg.existing, e);
   assert.deepEqual(cfg.timing, { window: 90, interval: 30, lag: 30 });

@@ -15,6 +15,15 @@ test('the steady window: from the ramp, the collection lag and a rule window int
   assert.deepEqual(steadyWindow(100, 107), { from: 100, to: 107, steady: false });
 });
 
+test('an existing ingress at a 2 s scrape: the load\'s first sample up to the kubelet\'s 30 s late, the window after it', () => {
+  const t2 = existingTiming(2);
+  assert.deepEqual(t2, { window: 6, interval: 2, lag: 30 });
+  // RAMP_S 1 + 30 s for an idle container's first collection + three scrapes + one evaluation
+  assert.equal(steadyMinS(t2), 39);
+  assert.deepEqual(steadyWindow(100, 140, t2), { from: 137, to: 140, steady: true });
+  assert.deepEqual(steadyWindow(100, 112, t2), { from: 106, to: 112, steady: false });
+});
+
 test('an existing ingress at a 30 s scrape: three scrapes a window, one of lag, the window from there', () => {
   const t30 = existingTiming(30);
   assert.deepEqual(t30, { window: 90, interval: 30, lag: 30 });
@@ -26,7 +35,7 @@ test('an existing ingress at a 30 s scrape: three scrapes a window, one of lag, 
 });
 
 test('without the rules loaded: one query, every signal written out, filled, evaluated every scrape and named by its rule', () => {
-  const values = { window: '90s', ingress: 'namespace="ingress", pod=~"ctl-1|ctl-2"', backend: 'namespace="shop"', loadgen: 'namespace="ingress-bench"', link: 1e9 };
+  const values = { window: '90s', ingress: 'namespace="ingress", pod=~"ctl-1|ctl-2"', backend: 'namespace="shop"', loadgen: 'namespace="ingress-bench"', link: 1e9, nodes: 'instance=~"(10\\.0\\.0\\.1|node-a)(:[0-9]+)?"', nic: 'device!~"lo|veth.*"' };
   const q = existingQuery({ from: 221, to: 300 }, values, 30);
   assert.ok(!q.includes('$'), q);
   assert.ok(!/bench:[a-z_]+:[a-z_]+[^"a-z_]/.test(q), 'every rule read is written out');
@@ -38,6 +47,7 @@ test('without the rules loaded: one query, every signal written out, filled, eva
   assert.equal(q.split(' or label_replace(label_replace(').length, Object.keys(EXISTING_QUERIES).length);
   assert.ok(q.includes('container_cpu_usage_seconds_total{namespace="ingress", pod=~"ctl-1|ctl-2", container!~"|POD|shutdown-manager"}[90s]'), q);
   assert.ok(q.includes('vector(1000000000)'), q);
+  assert.ok(q.includes('node_network_transmit_bytes_total{instance=~"(10\\.0\\.0\\.1|node-a)(:[0-9]+)?", device!~"lo|veth.*"}[90s]'), q);
   const { link, ...noLink } = values;
   assert.throws(() => existingQuery({ from: 221, to: 300 }, noLink, 30), /no value for \$link/);
 });

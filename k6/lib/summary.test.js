@@ -112,7 +112,7 @@ test('correlation: the window the teardown averaged, from setup\'s end for DURAT
     interval_s: 2, rule_window_s: 6, steady_min_s: 10 });
   // An existing ingress scraped every 30 s: its window, from its own timing.
   const existing = config({ PROMETHEUS_URL: 'http://198.18.0.1:9090', DURATION: '300s',
-    IB_EXISTING: JSON.stringify({ interval: 30, ingress: 'namespace="i"', backend: 'namespace="b"', loadgen: 'namespace="l"', link: 1e9 }) }, 'rps');
+    IB_EXISTING: JSON.stringify({ interval: 30, ingress: 'namespace="i"', backend: 'namespace="b"', loadgen: 'namespace="l"', link: 1e9, nodes: 'instance=~"(n1)(:[0-9]+)?"', nic: 'device=~"eth0"' }) }, 'rps');
   assert.deepEqual(correlation(d, existing, new Date(1301.5 * 1000)).window, { start: 1291.5, end: 1301.5, load_start: 1000,
     from: 1121, to: 1300, steady: true, evaluations: 7, interval_s: 30, rule_window_s: 90, steady_min_s: 151 });
   // No answer: no averaging window.
