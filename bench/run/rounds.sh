@@ -14,9 +14,13 @@ rounds=$(setting ROUNDS rounds)
 [ "$rounds" != 1 ] || exec bash "$IB_ROOT/bench/run/bench.sh" "$SCENARIO"
 setting VARIANT >/dev/null
 setting TESTID >/dev/null
-# Each round a steady window long (10 s: the signals average from 8 s in), unless DURATION says.
-DURATION=$(setting DURATION rounds)
-export DURATION
+# Each round a steady window long (10 s: the signals average from 8 s in), unless DURATION says;
+# on an ingress you run, as long as its Prometheus's scrape interval needs for one (each round's
+# bench.sh decides, bench/lib/existing.sh existing_up): 10 s there held no steady window.
+if [ -n "${DURATION:-}" ] || [ -z "${INGRESS_PODS:-}" ]; then
+  DURATION=$(setting DURATION rounds)
+  export DURATION
+fi
 RESULTS_ROOT=${RESULTS_ROOT:-$IB_ROOT/results}
 testid=$(run_testid "$SCENARIO")
 dir=$RESULTS_ROOT/$testid

@@ -573,6 +573,21 @@ def test_an_ingress_you_run_named_wrong_is_one_line_before_anything_is_made(user
     assert run.dir is None and kubectl("-n", "ingress-bench", "get", "jobs", "-o", "name").stdout == jobs
 
 
+def test_rounds_on_an_ingress_you_run_are_each_a_steady_window_long(user_ingress, tmp_path):
+    """bench:rps's rounds on an ingress you run, DURATION not given: each round as long as its
+    Prometheus's scrape interval needs for a steady window (existing_up says it), not the rounds'
+    10 s, which held none. Here the round's target does not answer: the first round says its
+    DURATION, then stops before any load, in one line."""
+    r = sh("./task", "bench:rps", env={"PLATFORM": "external", "ALLOW_EXTERNAL_CLUSTER": "1", "KUBECONFIG": KUBECONFIG, "IMAGE_SET": "local",
+                                       "PROMETHEUS_URL": IN_CLUSTER, "RESULTS_ROOT": str(tmp_path), "ROUNDS": "2",
+                                       **EXISTING, "TARGET": "http://nothing.edge.svc"}, timeout=600)
+    said = r.stdout + r.stderr
+    (line,) = [l for l in said.splitlines() if l.startswith("existing      scraped every ")]
+    i = int(line.split()[3])
+    assert line.endswith(f"the first steady evaluation {31 + 4 * i} s into the load; DURATION {(31 + 6 * i + 9) // 10 * 10}s"), line
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error: ")]
+    assert r.returncode == 1 and len(errors) == 1 and "TARGET http://nothing.edge.svc does not answer" in errors[0], said[-2000:]
+
 
 def change_on_yours(tmp_path, settings, kind):
     """bench:change on an ingress you run, at RATE 300 for 13 s, the change 3 s in (the least
@@ -615,4 +630,3 @@ def test_an_ingress_you_run_is_restarted_under_load_on_your_opt_in(user_ingress,
     assert doc["server"]["why"].startswith("the ingress's pods were replaced during the run"), doc["server"]
     new = kubectl("-n", "edge", "get", "pods", "-l", "app=edge", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     assert new and not set(new) & set(old), (old, new)
-
