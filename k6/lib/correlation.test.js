@@ -35,7 +35,7 @@ test('an existing ingress at a 30 s scrape: three scrapes a window, one of lag, 
 });
 
 test('without the rules loaded: one query, every signal written out, filled, evaluated every scrape and named by its rule', () => {
-  const values = { window: '90s', ingress: 'namespace="ingress", pod=~"ctl-1|ctl-2"', backend: 'namespace="shop"', loadgen: 'namespace="ingress-bench"', link: 1e9, nodes: 'instance=~"(10\\.0\\.0\\.1|node-a)(:[0-9]+)?"', nic: 'device!~"lo|veth.*"' };
+  const values = { window: '90s', ingress: 'namespace="ingress", pod=~"ctl-1|ctl-2"', backend: 'namespace="shop"', loadgen: 'namespace="ingress-bench"', link: 1e9, nodes: 'instance=~"(198\\.18\\.70\\.1|node-a)(:[0-9]+)?"', nic: 'device!~"lo|veth.*"' };
   const q = existingQuery({ from: 221, to: 300 }, values, 30);
   assert.ok(!q.includes('$'), q);
   assert.ok(!/bench:[a-z_]+:[a-z_]+[^"a-z_]/.test(q), 'every rule read is written out');
@@ -47,7 +47,7 @@ test('without the rules loaded: one query, every signal written out, filled, eva
   assert.equal(q.split(' or label_replace(label_replace(').length, Object.keys(EXISTING_QUERIES).length);
   assert.ok(q.includes('container_cpu_usage_seconds_total{namespace="ingress", pod=~"ctl-1|ctl-2", container!~"|POD|shutdown-manager"}[90s]'), q);
   assert.ok(q.includes('vector(1000000000)'), q);
-  assert.ok(q.includes('node_network_transmit_bytes_total{instance=~"(10\\.0\\.0\\.1|node-a)(:[0-9]+)?", device!~"lo|veth.*"}[90s]'), q);
+  assert.ok(q.includes('node_network_transmit_bytes_total{instance=~"(198\\.18\\.70\\.1|node-a)(:[0-9]+)?", device!~"lo|veth.*"}[90s]'), q);
   const { link, ...noLink } = values;
   assert.throws(() => existingQuery({ from: 221, to: 300 }, noLink, 30), /no value for \$link/);
 });
