@@ -50,8 +50,25 @@ def k6_rate(metric):
     return f"sum by (testid) (rate({metric}{K6}[$__rate_interval]))"
 
 
-def quantile(q, histogram):
-    return f"histogram_quantile({q}, {histogram})"
+@dataclass
+class Histogram:
+    """One histogram of the run in both of its forms: k6/http's samples reach Prometheus as
+    native histograms (native), the native engine's as classic ones, a counter of the requests
+    at or below each bound `le` (classic: summed by testid and le; xk6/latency.go). A query
+    reads the classic one where the run has it: a native-engine run also has k6/http's native
+    histograms, of setup's and the teardown's few requests."""
+    native: str
+    classic: str
+
+
+def k6_histogram(native, buckets, over=k6_rate):
+    """The run's histogram of k6/http's NATIVE series and the native engine's BUCKETS, each as
+    OVER gives it of the selected runs' series (a window's rate, or as last pushed)."""
+    return Histogram(over(native), over(buckets).replace("sum by (testid)", "sum by (testid, le)", 1))
+
+
+def quantile(q, h):
+    return f"histogram_quantile({q}, {h.classic}) or histogram_quantile({q}, {h.native})"
 
 
 def percentiles(histogram, *qs):
@@ -60,12 +77,14 @@ def percentiles(histogram, *qs):
 
 
 RPS = k6_rate("k6_http_reqs_total")
-LATENCY = k6_rate("k6_http_req_duration_seconds")
-TLS = k6_rate("k6_http_req_tls_handshaking_seconds")
-# k6 records a handshake time for every request, 0 on a reused connection, so the histogram's
-# count is requests: handshakes are the observations above zero (1 µs lies far above the zero
-# bucket and far below any real handshake).
-HANDSHAKES = f"histogram_count({TLS}) * histogram_fraction(1e-6, +Inf, {TLS})"
+LATENCY = k6_histogram("k6_http_req_duration_seconds", "k6_bench_http_req_duration_buckets_total")
+TLS = k6_histogram("k6_http_req_tls_handshaking_seconds", "k6_bench_http_req_tls_handshaking_buckets_total")
+# k6/http records a handshake time for every request, 0 on a reused connection, so the
+# histogram's count is requests: handshakes are the observations above zero (1 µs lies far
+# above the zero bucket and far below any real handshake). The native engine's histogram
+# holds handshakes only: its count (the +Inf bucket) is theirs.
+HANDSHAKES = (f"sum by (testid) (rate(k6_bench_http_req_tls_handshaking_buckets_total{{{K6[1:-1]}, le=\"+Inf\"}}[$__rate_interval]))"
+              f" or histogram_count({TLS.native}) * histogram_fraction(1e-6, +Inf, {TLS.native})")
 # Failed requests over all, from k6's request counter (its expected_response tag): k6's own
 # http_req_failed Rate is one series per tag set (status, url...), each its own fraction since
 # the start, and no mean of them is the run's (one error among 200 OKs read ~50%). "or 0 *":
@@ -81,7 +100,7 @@ def error_ratio(window):
 
 ERRORS = error_ratio("$__rate_interval")
 # The run as a whole, at the end of the dashboard's time range (instant queries over
-# $__range): the same numbers as the end-of-run summary, within the native histogram's bucket
+# $__range): the same numbers as the end-of-run summary, within a histogram bucket's
 # error, where a mean of per-interval p99s is not (grafana/k6#4580). Each runner's counters
 # and histograms as last pushed, which count from its start: increase() would leave out what
 # a series held at its first sample (the first push's requests), and its p99 would not be the
@@ -92,7 +111,8 @@ def last_pushed(series):
 
 ERRORS_RUN = (f"({last_pushed(f'k6_http_reqs_total{{{K6[1:-1]}, {FAILED}}}')} or 0 * {last_pushed('k6_http_reqs_total' + K6)})"
               f" / {last_pushed('k6_http_reqs_total' + K6)}")
-P99_RUN = quantile(0.99, last_pushed("k6_http_req_duration_seconds" + K6))
+P99_RUN = quantile(0.99, k6_histogram("k6_http_req_duration_seconds", "k6_bench_http_req_duration_buckets_total",
+                                      lambda m: last_pushed(m + K6)))
 # The load's requests and setup's, not the teardown's query (bench.sh leaves it out of the count).
 REQUESTS_RUN = last_pushed(f'k6_http_reqs_total{{{K6[1:-1]}, name!="bench-correlation"}}')
 RECEIVED_BITS = f"8 * {k6_rate('k6_data_received_total')}"
@@ -209,7 +229,7 @@ def summary_panels():
                "$__range): the summary's count when the range reaches the run's end.", instant=True, w=3),
         single("p99 latency", "s", P99_RUN, "{{testid}}", "lastNotNull", NEUTRAL,
                "p99 request duration of the run's requests until the time range's end (k6's "
-               "native histograms as last pushed in $__range): the run's p99 when the range "
+               "histograms as last pushed in $__range): the run's p99 when the range "
                "reaches its end.", instant=True, w=3),
         single("Errors", "percentunit", ERRORS_RUN, "{{testid}}", "lastNotNull", ERROR_BUDGET,
                "Failed requests over all the run's requests until the time range's end; red "
@@ -233,7 +253,7 @@ def client_panels():
         series("Requests per second", "reqps", (RPS, "{{testid}}"),
                desc="Completed HTTP requests per second, as k6 counts them."),
         series("Latency", "s", *percentiles(LATENCY, 0.5, 0.95, 0.99),
-               desc="Request duration percentiles from k6's native histogram."),
+               desc="Request duration percentiles from k6's histograms (the native engine's, else k6/http's)."),
         series("Errors", "percentunit", (ERRORS, "{{testid}}"), w=6,
                desc="Failed requests over all requests, per interval (k6's request counter, tag expected_response)."),
         series("Dropped iterations", "suffix: iter/s", (k6_rate("k6_dropped_iterations_total"), "{{testid}}"),
@@ -242,8 +262,9 @@ def client_panels():
         series("Data received", "bps", (RECEIVED_BITS, "{{testid}}"),
                desc="Response data k6 received (throughput scenario: the Gbit/s result)."),
         series("TLS handshake time", "s", *percentiles(TLS, 0.5, 0.99),
-               desc="Percentiles of every request's TLS handshake time; a reused connection records 0, "
-                    "so these describe handshakes only when each request opens a connection (tps)."),
+               desc="Percentiles of the TLS handshake time: the native engine's of each handshake; k6/http's of "
+                    "every request, a reused connection's 0 included (handshakes only when each request opens "
+                    "a connection, tps)."),
         series("TLS handshakes per second", "suffix: handshakes/s", (HANDSHAKES, "{{testid}}"),
                desc="Requests that performed a TLS handshake, per second (tps scenario: the TPS result)."),
     ]

@@ -53,6 +53,7 @@ type eloop struct {
 	done chan struct{}
 
 	e                         *emitter
+	buf                       []byte       // every read's, parsed before the next: one per loop, not per connection
 	reqs, fails               atomic.Int64 // since the last collect
 	late, clientLate, dropped atomic.Int64 // the open model's, since the last collect
 	ended                     time.Time    // when the last request ended
@@ -72,11 +73,10 @@ type econn struct {
 	tc    *tls.Conn     // on an https target, the TLS session over sock
 	sock  *sock         // the socket tc reads and writes
 	tlsAt time.Duration // the handshake's time, reported with the connection's first request
-	buf   []byte
-	n     int   // bytes buffered, not yet parsed
-	h     head  // the response's head once read (h.status > 0)
-	left  int64 // body bytes still to come
-	body  int64 // body bytes read
+	carry []byte        // the start of a response head a read ended in, for the next
+	h     head          // the response's head once read (h.status > 0)
+	left  int64         // body bytes still to come
+	body  int64         // body bytes read
 	start time.Time
 	busy  bool // a request in flight
 	// The open model's: this connection's slots (nil: closed model), when its next one is
@@ -100,7 +100,7 @@ func newEloop(t *target, connections int, e *emitter, sched func(i int) *schedul
 		syscall.Close(epfd)
 		return nil, fmt.Errorf("epoll set non-blocking: %w", err)
 	}
-	l := &eloop{epfd: epfd, t: t, events: make([]syscall.EpollEvent, connections), e: e, done: make(chan struct{})}
+	l := &eloop{epfd: epfd, t: t, events: make([]syscall.EpollEvent, connections), e: e, buf: make([]byte, eloopBuffer), done: make(chan struct{})}
 	l.set = os.NewFile(uintptr(epfd), "eloop")
 	if l.poll, err = l.set.SyscallConn(); err != nil {
 		l.set.Close()
@@ -108,7 +108,7 @@ func newEloop(t *target, connections int, e *emitter, sched func(i int) *schedul
 	}
 	l.ctx, l.stop = context.WithCancel(context.Background())
 	for i := range connections {
-		c := &econn{i: int32(i), fd: -1, buf: make([]byte, eloopBuffer)}
+		c := &econn{i: int32(i), fd: -1}
 		if sched != nil {
 			c.s = sched(i)
 		}

@@ -81,7 +81,7 @@ func (l *eloop) closeConn(c *econn) {
 		syscall.Close(c.fd) // also leaves the epoll set
 		c.fd = -1
 	}
-	c.n, c.busy = 0, false
+	c.carry, c.busy = c.carry[:0], false
 }
 
 // send starts a request on c at now, dialling first when it has no socket; false when it
@@ -145,11 +145,13 @@ func (l *eloop) finish(c *econn, res result) {
 }
 
 // readable reads c's socket once and parses what it holds; true when the request ended.
+// The bytes go to the loop's one buffer, after the part of a response head c carried over.
 func (l *eloop) readable(c *econn) bool {
 	if c.tc != nil {
 		return l.readableTLS(c)
 	}
-	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&c.buf[c.n])), uintptr(len(c.buf)-c.n))
+	k := copy(l.buf, c.carry)
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&l.buf[k])), uintptr(len(l.buf)-k))
 	switch {
 	case errno == syscall.EAGAIN:
 		return false
@@ -161,7 +163,7 @@ func (l *eloop) readable(c *econn) bool {
 		return true
 	}
 	atomic.AddInt64(l.bytesRead, int64(n))
-	done, complete := l.parse(c, int(n))
+	done, complete := l.parse(c, l.buf[:k+int(n)])
 	return done || complete
 }
 
@@ -170,9 +172,10 @@ func (l *eloop) readable(c *econn) bool {
 // which epoll knows nothing.
 func (l *eloop) readableTLS(c *econn) bool {
 	for {
-		r, err := c.tc.Read(c.buf[c.n:])
+		k := copy(l.buf, c.carry)
+		r, err := c.tc.Read(l.buf[k:])
 		if r > 0 { // with io.EOF when the server's close_notify follows: the bytes first
-			if done, complete := l.parse(c, r); done || complete {
+			if done, complete := l.parse(c, l.buf[:k+r]); done || complete {
 				if err != nil {
 					l.closeConn(c) // closed by the server after this response
 				}
@@ -191,33 +194,33 @@ func (l *eloop) readableTLS(c *econn) bool {
 
 var errClosedEarly = errors.New("the server closed the connection before its response ended")
 
-// parse takes r more bytes of c's response: done when the request ended in an error,
-// complete when its response is whole (both recorded).
-func (l *eloop) parse(c *econn, r int) (done, complete bool) {
-	c.n += r
+// parse takes b, c's response from where it was (a head carried over first): done when the
+// request ended in an error, complete when its response is whole (both recorded). The body
+// is counted, not kept; an incomplete head is carried over to the next read.
+func (l *eloop) parse(c *econn, b []byte) (done, complete bool) {
 	if c.h.status == 0 {
-		h, size, err := parseHead(c.buf[:c.n])
+		h, size, err := parseHead(b)
 		switch {
 		case err != nil:
 			l.finish(c, result{status: h.status, err: err})
 			return true, false
-		case size == 0 && c.n == len(c.buf):
-			l.finish(c, result{err: fmt.Errorf("a response head longer than %d bytes", len(c.buf))})
+		case size == 0 && len(b) == len(l.buf):
+			l.finish(c, result{err: fmt.Errorf("a response head longer than %d bytes", len(l.buf))})
 			return true, false
 		case size == 0:
+			c.carry = append(c.carry[:0], b...)
 			return false, false
 		}
-		c.h, c.left = h, h.length
-		c.n = copy(c.buf, c.buf[size:c.n])
+		c.h, c.left, c.carry = h, h.length, c.carry[:0]
+		b = b[size:]
 	}
-	take := min(c.left, int64(c.n))
+	take := min(c.left, int64(len(b)))
 	c.left, c.body = c.left-take, c.body+take
-	c.n = copy(c.buf, c.buf[take:c.n])
 	if c.left > 0 {
 		return false, false
 	}
-	if c.n > 0 { // one request in flight: bytes past its response are the server's error
-		l.finish(c, result{status: c.h.status, err: fmt.Errorf("%d bytes past the response's end", c.n)})
+	if extra := int64(len(b)) - take; extra > 0 { // one request in flight: bytes past its response are the server's error
+		l.finish(c, result{status: c.h.status, err: fmt.Errorf("%d bytes past the response's end", extra)})
 		return true, false
 	}
 	l.finish(c, result{status: c.h.status, bodyBytes: c.body})

@@ -318,18 +318,22 @@ func hostOnly(hostport string) string {
 	return hostport
 }
 
-// emitter turns results into k6's standard HTTP samples, with the tags k6/http would give
-// them, batched per call. Per request: http_req_duration, http_req_failed and the checks
-// (Trend and Rates count samples); http_reqs, a Counter, gets one sample per status and
-// call carrying the count; http_req_tls_handshaking only when the target is TLS.
+// emitter turns results into what k6 gets of them, batched per call: http_reqs, a Counter,
+// one sample per status and call carrying the count, with the tags k6/http would give it; the
+// rest is counted in the run's outcomes and histograms (outcomes.go, latency.go), which k6
+// gets once a second. With perRequest (REQUEST_SAMPLES=1) also k6/http's samples of every
+// request, for k6's own outputs (CSV, JSON): http_req_duration, http_req_failed, the checks
+// and, on TLS, http_req_tls_handshaking, whose Trends k6 keeps whole.
 type emitter struct {
 	st          *lib.State
 	t           *target
 	checkStatus string
 	checkBody   string
+	perRequest  bool
 	byStatus    map[int]*metrics.TagSet
 	checkTags   map[string]*metrics.TagSet
 	requests    map[int]float64 // this call's requests by status
+	tally       tally           // this call's outcomes
 	samples     metrics.Samples
 	logged      int // failed requests logged, as k6/http logs them ("Request Failed"), the first few
 }
@@ -360,19 +364,26 @@ func (r result) failed() bool { return r.err != nil || r.status < 200 || r.statu
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func (e *emitter) add(now time.Time, dur time.Duration, res result) {
-	bm := e.st.BuiltinMetrics
-	ts := e.tags(res.status)
-	failed := 0.0
-	if res.failed() {
-		failed = 1
-		if res.err != nil && e.logged < logFailures {
-			e.logged++
-			e.st.Logger.WithError(res.err).WithField("url", e.t.url).Warn("Request Failed (ingressbench)")
-		}
+	if res.failed() && res.err != nil && e.logged < logFailures {
+		e.logged++
+		e.st.Logger.WithError(res.err).WithField("url", e.t.url).Warn("Request Failed (ingressbench)")
 	}
 	e.requests[res.status]++
 	runLatency.add(dur)
+	if res.tlsTime > 0 {
+		tlsLatency.add(res.tlsTime)
+	}
 	timeline.add(now.Add(-dur), dur, res)
+	ok := [2]bool{res.err == nil && res.status == 200, res.err == nil && res.bodyBytes == e.t.bodyBytes}
+	e.tally.add(dur, res, [2]string{e.checkStatus, e.checkBody}, ok)
+	if !e.perRequest {
+		return
+	}
+	bm, ts := e.st.BuiltinMetrics, e.tags(res.status)
+	failed := 0.0
+	if res.failed() {
+		failed = 1
+	}
 	e.samples = append(e.samples,
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqDuration, Tags: ts}, Time: now, Value: ms(dur)},
 		metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqFailed, Tags: ts}, Time: now, Value: failed},
@@ -380,8 +391,8 @@ func (e *emitter) add(now time.Time, dur time.Duration, res result) {
 	if e.t.tls {
 		e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: bm.HTTPReqTLSHandshaking, Tags: ts}, Time: now, Value: ms(res.tlsTime)})
 	}
-	e.check(now, e.checkStatus, res.err == nil && res.status == 200)
-	e.check(now, e.checkBody, res.err == nil && res.bodyBytes == e.t.bodyBytes)
+	e.check(now, e.checkStatus, ok[0])
+	e.check(now, e.checkBody, ok[1])
 }
 
 func (e *emitter) check(now time.Time, name string, ok bool) {
@@ -401,8 +412,9 @@ func (e *emitter) check(now time.Time, name string, ok bool) {
 }
 
 // take returns this call's samples, with its http_reqs counts, and starts a new buffer (the
-// one returned is k6's from then on).
+// one returned is k6's from then on); this call's outcomes go to the run's.
 func (e *emitter) take() metrics.Samples {
+	run.flush(&e.tally)
 	now := time.Now()
 	for status, n := range e.requests {
 		e.samples = append(e.samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: e.st.BuiltinMetrics.HTTPReqs, Tags: e.tags(status)}, Time: now, Value: n})

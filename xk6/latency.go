@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/bits"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +18,20 @@ import (
 // far at each evaluation (every 2 s): at 40k requests/s that grows past a core within
 // minutes. These come from a fixed-size histogram of the whole run instead.
 // runLatency is http_req_duration's (from the due time in the open model); serviceLatency,
-// the open model's service time (from the real send: what the target took once asked).
+// the open model's service time (from the real send: what the target took once asked);
+// tlsLatency, the TLS handshakes' (one per new connection, none for a reused one).
+//
+// The run's requests are never k6 samples one by one (unless REQUEST_SAMPLES asks): k6 keeps
+// every value of a Trend (http_req_duration, http_req_tls_handshaking, twice with the
+// expected_response submetric), memory that grows with the run (584 MiB in 180 s at 50
+// connections). Its outputs get these histograms instead, as Prometheus' classic histograms:
+// each second, per bucket bound (the tag le, in seconds), a Counter of the requests at or
+// below it, whose rates histogram_quantile reads (the live page, bench/report/prometheus.py).
 var (
-	runLatency     = histogram{names: [2]string{"bench_http_req_duration_p95", "bench_http_req_duration_p99"}}
-	serviceLatency = histogram{names: [2]string{"bench_http_req_service_p95", "bench_http_req_service_p99"}}
+	runLatency = histogram{gauges: [2]string{"bench_http_req_duration_p95", "bench_http_req_duration_p99"},
+		buckets: "bench_http_req_duration_buckets"}
+	serviceLatency = histogram{gauges: [2]string{"bench_http_req_service_p95", "bench_http_req_service_p99"}}
+	tlsLatency     = histogram{buckets: "bench_http_req_tls_handshaking_buckets"}
 )
 
 // Log-linear buckets of nanoseconds: 128 per power of two, so a percentile is reported
@@ -54,14 +65,36 @@ func bucketValue(i int) float64 {
 	return float64(lower) + float64(uint64(1)<<shift)/2
 }
 
+// The classic buckets' bounds: eight per power of two (1, 1.125, ... 1.875 times it) from
+// 2^14 ns (16 µs) to 2^36 ns (69 s), each on a bound of the fine buckets, so the count below
+// it is exact; histogram_quantile interpolates within a bucket 12.5 % wide at most, about
+// the resolution of k6's native histograms (2^(1/8), 9 %).
+const (
+	coarseFirst   = 14
+	coarseLast    = 36
+	coarsePerOct  = 8
+	nCoarseBounds = (coarseLast-coarseFirst)*coarsePerOct + 1
+)
+
+// coarseBound is the i-th bound in nanoseconds and the fine bucket that starts there.
+func coarseBound(i int) (ns uint64, fine int) {
+	shift := coarseFirst + i/coarsePerOct
+	ns = uint64(coarsePerOct+i%coarsePerOct) << shift / coarsePerOct
+	return ns, bucketOf(int64(ns))
+}
+
 // histogram is shared by every VU of the run (one k6 process runs one test); its p95 and p99
-// are published as the Gauges names[0] and names[1].
+// are published as the Gauges gauges[0] and gauges[1] when named, its classic buckets as the
+// Counter buckets when named.
 type histogram struct {
-	names     [2]string
-	counts    [nBuckets]atomic.Uint64
-	published atomic.Int64 // unix ns of the last publication
-	mu        sync.Mutex   // publications in order: the Gauge keeps the last value it gets
-	p95, p99  atomic.Pointer[metrics.Metric]
+	gauges  [2]string
+	buckets string
+	counts  [nBuckets]atomic.Uint64
+	everySecond
+	mu       sync.Mutex // publications in order: the Gauge keeps the last value it gets
+	p95, p99 atomic.Pointer[metrics.Metric]
+	le       atomic.Pointer[metrics.Metric]
+	sent     [nCoarseBounds + 1]uint64 // the classic buckets' counts published so far (the last: +Inf)
 }
 
 func (h *histogram) add(d time.Duration) { h.counts[bucketOf(int64(d))].Add(1) }
@@ -117,36 +150,93 @@ func (h *histogram) export() map[string]any {
 		"p50_ms": ps[0], "p95_ms": ps[1], "p99_ms": ps[2]}
 }
 
-// publish pushes the percentiles as Gauge samples, when a second has passed since the last
-// publication or when final; one VU at a time, so the last value k6 gets is the newest.
+// everySecond paces a publication: due once a second has passed since the last (one caller
+// of many wins it) or when final.
+type everySecond struct{ last atomic.Int64 } // unix ns of the last publication
+
+func (e *everySecond) due(final bool) bool {
+	now := time.Now().UnixNano()
+	last := e.last.Load()
+	return final || (now-last >= int64(time.Second) && e.last.CompareAndSwap(last, now))
+}
+
+// publish pushes the percentiles as Gauge samples and the classic buckets' new counts, when a
+// second has passed since the last publication or when final; one VU at a time, so the last
+// value k6 gets is the newest.
 func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {
 	if h == &serviceLatency && !openModel.Load() {
 		return // a closed-model run: its latency is the service time
 	}
-	now := time.Now()
-	last := h.published.Load()
-	if !final && (now.UnixNano()-last < int64(time.Second) || !h.published.CompareAndSwap(last, now.UnixNano())) {
+	if !h.due(final) {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := h.percentiles(0.95, 0.99)
-	tags := st.Tags.GetCurrentValues().Tags
-	samples := metrics.Samples{
-		{TimeSeries: metrics.TimeSeries{Metric: h.p95.Load(), Tags: tags}, Time: now, Value: p[0]},
-		{TimeSeries: metrics.TimeSeries{Metric: h.p99.Load(), Tags: tags}, Time: now, Value: p[1]},
+	now, tags := time.Now(), st.Tags.GetCurrentValues().Tags
+	var samples metrics.Samples
+	if m := h.p95.Load(); m != nil {
+		p := h.percentiles(0.95, 0.99)
+		samples = append(samples,
+			metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: m, Tags: tags}, Time: now, Value: p[0]},
+			metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: h.p99.Load(), Tags: tags}, Time: now, Value: p[1]})
+	}
+	if m := h.le.Load(); m != nil {
+		for i, n := range h.cumulative() {
+			// Every bound each time, zeros too: histogram_quantile needs them all in a window.
+			samples = append(samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: m, Tags: tags.With("le", leTag(i))},
+				Time: now, Value: float64(n - h.sent[i])})
+			h.sent[i] = n
+		}
 	}
 	metrics.PushIfNotDone(ctx, st.Samples, samples)
 }
 
-// register makes the Gauges known before k6 parses the thresholds on them.
+// cumulative is the classic buckets' counts: of the values below each bound, then of all (+Inf).
+func (h *histogram) cumulative() [nCoarseBounds + 1]uint64 {
+	var out [nCoarseBounds + 1]uint64
+	var n uint64
+	b := 0
+	for i := range nCoarseBounds {
+		_, fine := coarseBound(i)
+		for ; b < fine; b++ {
+			n += h.counts[b].Load()
+		}
+		out[i] = n
+	}
+	for ; b < nBuckets; b++ {
+		n += h.counts[b].Load()
+	}
+	out[nCoarseBounds] = n
+	return out
+}
+
+// leTag is the i-th bound in seconds as Prometheus writes it, +Inf after the last.
+func leTag(i int) string {
+	if i == nCoarseBounds {
+		return "+Inf"
+	}
+	ns, _ := coarseBound(i)
+	return strconv.FormatFloat(float64(ns)/1e9, 'g', -1, 64)
+}
+
+// register makes the Gauges and the Counter known before k6 parses the thresholds on them.
 func (h *histogram) register(r *metrics.Registry) error {
-	for name, m := range map[string]*atomic.Pointer[metrics.Metric]{h.names[0]: &h.p95, h.names[1]: &h.p99} {
+	for name, m := range map[string]*atomic.Pointer[metrics.Metric]{h.gauges[0]: &h.p95, h.gauges[1]: &h.p99} {
+		if name == "" {
+			continue
+		}
 		metric, err := r.NewMetric(name, metrics.Gauge, metrics.Time)
 		if err != nil {
 			return err
 		}
 		m.Store(metric)
+	}
+	if h.buckets != "" {
+		metric, err := r.NewMetric(h.buckets, metrics.Counter)
+		if err != nil {
+			return err
+		}
+		h.le.Store(metric)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -111,5 +112,46 @@ func TestExportHoldsEveryValueWithinItsError(t *testing.T) {
 	ps := h.percentiles(0.5, 0.95, 0.99)
 	if e["p50_ms"] != ps[0] || e["p95_ms"] != ps[1] || e["p99_ms"] != ps[2] {
 		t.Fatalf("exported p50/p95/p99 %v %v %v, want %v", e["p50_ms"], e["p95_ms"], e["p99_ms"], ps)
+	}
+}
+
+// The classic buckets Prometheus gets: each bound on a fine bucket's bound, so each count is
+// exactly the values below it, checked against the values themselves; +Inf counts them all;
+// the bounds as Prometheus reads them, in seconds, ascending.
+func TestClassicBucketsCountTheValuesBelowEachBound(t *testing.T) {
+	var h histogram
+	r := rand.New(rand.NewPCG(3, 4))
+	values := make([]int64, 50000)
+	for i := range values {
+		values[i] = int64(math.Exp(r.NormFloat64()*2) * float64(400*time.Microsecond))
+		h.add(time.Duration(values[i]))
+	}
+	got := h.cumulative()
+	last := 0.0
+	for i := range nCoarseBounds {
+		ns, _ := coarseBound(i)
+		want := uint64(0)
+		for _, v := range values {
+			if v < int64(ns) {
+				want++
+			}
+		}
+		if got[i] != want {
+			t.Errorf("bound %d (%d ns): %d values below it, want %d", i, ns, got[i], want)
+		}
+		le, err := strconv.ParseFloat(leTag(i), 64)
+		if err != nil || le != float64(ns)/1e9 || le <= last {
+			t.Errorf("bound %d: le %q for %d ns after %v", i, leTag(i), ns, last)
+		}
+		last = le
+	}
+	if got[nCoarseBounds] != uint64(len(values)) || leTag(nCoarseBounds) != "+Inf" {
+		t.Errorf("+Inf: %d of %d values, tag %q", got[nCoarseBounds], len(values), leTag(nCoarseBounds))
+	}
+	if first, _ := coarseBound(0); first != 1<<14 {
+		t.Errorf("first bound %d ns", first)
+	}
+	if lastNs, _ := coarseBound(nCoarseBounds - 1); lastNs != 1<<36 {
+		t.Errorf("last bound %d ns", lastNs)
 	}
 }

@@ -1,8 +1,9 @@
 // Package ingressbench is the k6 extension k6/x/ingressbench: the request hot loop of the
 // rps, tps and throughput scenarios run natively, a raw HTTP/1.1 client per connection (keep-
 // alive ones in one epoll loop per VU, eloop.go; a new connection per request on Go's
-// netpoller), emitting k6's standard HTTP metrics with k6/http's tags, so thresholds, outputs
-// and the summary work unchanged. The JS k6/http path stays the reference.
+// netpoller). k6 gets http_reqs with k6/http's tags; latency, failures and checks as bounded
+// histograms and counts (latency.go, outcomes.go), whose Gauges the thresholds judge, so that
+// its memory does not grow with the run. The JS k6/http path stays the reference.
 package ingressbench
 
 import (
@@ -47,10 +48,13 @@ const (
 )
 
 func register(r *metrics.Registry) (err error) {
-	for _, h := range []*histogram{&runLatency, &serviceLatency} {
+	for _, h := range []*histogram{&runLatency, &serviceLatency, &tlsLatency} {
 		if err = h.register(r); err != nil {
 			return err
 		}
+	}
+	if err = run.register(r); err != nil {
+		return err
 	}
 	if sendsLate, err = r.NewMetric(lateMetric, metrics.Counter); err != nil {
 		return err
@@ -91,19 +95,20 @@ func (m *moduleInstance) Exports() modules.Exports {
 	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency,
 		// For handleSummary: the run's latency histogram (http_req_duration's), mergeable.
 		"latencyHistogram": func() map[string]any { return runLatency.export() },
+		// For handleSummary: what k6/http's Rates and Trends would say of the load's requests.
+		"outcomes": func() map[string]any { return run.export() },
 		// For handleSummary: the run's 100 ms slots (timeline.go).
 		"timeline": func() map[string]any { return timeline.export() }}}
 }
 
-// publishLatency sends the whole run's percentiles (bench_http_req_duration_p95/p99), for
-// the teardown: after every request, so the thresholds judge all of them.
+// publishLatency sends the whole run's percentiles (bench_http_req_duration_p95/p99), rates
+// and buckets, for the teardown: after every request, so the thresholds judge all of them.
 func (m *moduleInstance) publishLatency() error {
 	st := m.vu.State()
 	if st == nil {
 		return errors.New("ingressbench.publishLatency() belongs in teardown, not the init context")
 	}
-	runLatency.publish(m.vu.Context(), st, true)
-	serviceLatency.publish(m.vu.Context(), st, true)
+	publish(m.vu.Context(), st, true)
 	return nil
 }
 
@@ -111,7 +116,7 @@ func (m *moduleInstance) publishLatency() error {
 // kind stops the script with one error naming it, rather than a default silently applied.
 type runOptions struct {
 	url, host, checkStatus, checkBody      string
-	reuse                                  bool
+	reuse, requestSamples                  bool
 	bodyBytes, sliceMs, endMs, connections float64
 	// A request's limit from its dial to its last byte (0: none); the timeline's origin.
 	timeoutMs, startMs float64
@@ -120,7 +125,7 @@ type runOptions struct {
 	rate, totalConnections, firstConnection float64
 }
 
-var optionNames = "url, host, reuse, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
+var optionNames = "url, host, reuse, requestSamples, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
 
 func parseOptions(o map[string]any) (runOptions, error) {
 	r := runOptions{reuse: true, connections: 1}
@@ -133,9 +138,9 @@ func parseOptions(o map[string]any) (runOptions, error) {
 			*p, err = stringOption(k, v)
 		} else if p, ok := nums[k]; ok {
 			*p, err = numberOption(k, v)
-		} else if k == "reuse" {
-			if r.reuse, ok = v.(bool); !ok {
-				err = fmt.Errorf("reuse must be true or false, got %v", v)
+		} else if p, ok := map[string]*bool{"reuse": &r.reuse, "requestSamples": &r.requestSamples}[k]; ok {
+			if *p, ok = v.(bool); !ok {
+				err = fmt.Errorf("%s must be true or false, got %v", k, v)
 			}
 		} else {
 			err = fmt.Errorf("unknown option '%s' (known: %s)", k, optionNames)
@@ -192,7 +197,8 @@ func (m *moduleInstance) setup(st *lib.State, opts runOptions) error {
 	}
 	m.t = t
 	newEmitter := func() *emitter {
-		return &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody,
+		return &emitter{st: st, t: t, checkStatus: opts.checkStatus, checkBody: opts.checkBody, perRequest: opts.requestSamples,
+			tally:    tally{checks: map[string]*[2]int64{}},
 			byStatus: map[int]*metrics.TagSet{}, checkTags: map[string]*metrics.TagSet{}, requests: map[int]float64{}}
 	}
 	var sched func(i int) *schedule // connection i's slots in the open model
@@ -299,9 +305,17 @@ func (m *moduleInstance) run(o map[string]any) (map[string]any, error) {
 		push(ctx, st.Samples, counts)
 		out["late"], out["clientLate"], out["dropped"] = late, clientLate, dropped
 	}
-	runLatency.publish(ctx, st, false)
-	serviceLatency.publish(ctx, st, false)
+	publish(ctx, st, false)
 	return out, nil
+}
+
+// publish hands k6 the run's percentiles, rates and buckets: once a second from the calls,
+// and final from the teardown.
+func publish(ctx context.Context, st *lib.State, final bool) {
+	for _, h := range []*histogram{&runLatency, &serviceLatency, &tlsLatency} {
+		h.publish(ctx, st, final)
+	}
+	run.publish(ctx, st, final)
 }
 
 // record counts one request's result, and closes the connection when it is not to be reused.

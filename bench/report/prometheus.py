@@ -19,8 +19,11 @@ def query_ranges(testid):
     server's does, and the two lines meet."""
     sel = f"{{testid={json.dumps(testid)}}}[{RULE_WINDOW}]"  # a JSON string is a valid PromQL string literal
     q = {"client_rps": f"sum(rate(k6_http_reqs_total{sel}))"}
-    for p in (50, 95, 99):  # k6_http_req_duration_seconds is a native histogram (remote write)
-        q[f"p{p}_ms"] = f"1000 * histogram_quantile({p / 100}, sum(rate(k6_http_req_duration_seconds{sel})))"
+    # The native engine's latency as a classic histogram (its bounds in le, xk6/latency.go),
+    # else k6/http's native one: a native-engine run has both, the latter of setup's request.
+    for p in (50, 95, 99):
+        q[f"p{p}_ms"] = (f"1000 * (histogram_quantile({p / 100}, sum by (le) (rate(k6_bench_http_req_duration_buckets_total{sel})))"
+                         f" or histogram_quantile({p / 100}, sum(rate(k6_http_req_duration_seconds{sel}))))")
     q.update(ingress_cpu_cores="sum(bench:ingress_cpu_cores:rate)",
              ingress_cpu_utilization="bench:ingress_cpu_utilization:ratio",
              nic_utilization="bench:nic_utilization:ratio",

@@ -27,14 +27,15 @@ def engine(request):
 
 @pytest.fixture
 def clean_bench(bench, tmp_path_factory):
-    """bench() for the runs assert_clean_run judges: a native run also writes every sample
-    (k6's CSV output, passed on by bench/run/bench.sh beside its own), so that its percentile Gauges
-    can be held to the exact ranks of the requests they summarize."""
+    """bench() for the runs assert_clean_run judges: a native run also gives k6 every request's
+    samples (REQUEST_SAMPLES=1) and k6 writes them (its CSV output, passed on by
+    bench/run/bench.sh beside its own), so that its percentile Gauges can be held to the exact
+    ranks of the requests they summarize."""
     def run(scenario, **env):
         samples = None
         if os.environ["ENGINE"] == "native":
             samples = tmp_path_factory.mktemp("samples") / "samples.csv"
-            env = {"K6_OUT": f"csv={samples}", **env}
+            env = {"K6_OUT": f"csv={samples}", "REQUEST_SAMPLES": "1", **env}
         r = bench(scenario, **env)
         r.samples = samples
         return r
@@ -84,10 +85,9 @@ def assert_clean_run(run, scenario, body_bytes):
     assert r["requests"] > 0
     assert r["errors"] == 0 and r["error_rate"] == 0
     assert r["passed"], r["thresholds"]
-    checks = run.metric("checks")
-    # Two checks (status, body size) per iteration; setup's readiness request is not checked.
-    assert checks["fails"] == 0
-    assert checks["passes"] == 2 * (r["requests"] - 1)
+    # Two checks (status, body size) per request of the load; setup's readiness request is
+    # not checked. (k6's checks metric on the JS path; the native engine's own counts.)
+    assert r["checks"] == {"passes": 2 * (r["requests"] - 1), "fails": 0}, r["checks"]
     # Body size from the byte counter too: every response carried at least the payload.
     assert run.metric("data_received")["count"] >= r["requests"] * body_bytes
     # Client and server agree: k6's count against the LB's stub_status delta, within 1%.
@@ -149,6 +149,42 @@ def test_lab_variant_is_an_overlay_read_through_its_knob_files():
     assert "variant nginx-lb-full" in sh("bash", "bench/platforms/lab.sh", "status").stdout
 
 
+@pytest.mark.one_engine
+def test_the_native_engine_gives_k6_counts_and_histograms_not_every_request(bench, tmp_path):
+    """By default k6 gets no sample per request from the native engine (k6 keeps every value of
+    a Trend: memory that grows with the run): http_reqs per status, the rates and percentiles
+    its thresholds judge as Gauges, its latency and TLS handshakes as classic histograms (a
+    Counter per bound, le). Counted exactly from k6's own JSON output of the run."""
+    out = tmp_path / "samples.json"
+    run = bench("rps", SCHEME="https", DURATION="2s", CONNECTIONS="4", K6_OUT=f"json={out}")
+    assert run.rc == 0, run.err
+    r = run.result
+    load = r["requests"] - 1  # http_reqs less setup's readiness GET (k6/http's)
+    points = [json.loads(line) for line in out.read_text().splitlines() if '"type":"Point"' in line]
+
+    def values(metric, **tags):
+        return [p["data"]["value"] for p in points
+                if p["metric"] == metric and all(p["data"]["tags"].get(k) == v for k, v in tags.items())]
+    # k6/http's per-request metrics hold setup's request and the teardown's queries, none of
+    # the load's (its group is the default function's, "")
+    for m in ("http_req_duration", "http_req_failed", "checks", "http_req_tls_handshaking"):
+        assert values(m, group="") == [], m
+    assert sum(values("http_reqs", group="")) == load
+    # The +Inf buckets: every request of the load, every handshake of its connections (from
+    # the calls and the teardown's last publication).
+    assert sum(values("bench_http_req_duration_buckets", le="+Inf")) == load
+    assert sum(values("bench_http_req_tls_handshaking_buckets", le="+Inf")) == r["tls_handshakes"] >= 4, r
+    # Each publication has every bound, the same ones: 8 per power of two from 2^14 to 2^36 ns,
+    # and +Inf (xk6/latency.go).
+    bounds = [p["data"]["tags"]["le"] for p in points if p["metric"] == "bench_http_req_duration_buckets"]
+    assert len(bounds) % 178 == 0 and len(set(bounds)) == 178, (len(bounds), len(set(bounds)))
+    assert r["checks"] == {"passes": 2 * load, "fails": 0} and r["errors"] == 0, r
+    assert (run.metric("bench_checks_rate")["value"], run.metric("bench_http_req_failed_rate")["value"]) == (1, 0)
+    judged = {t["metric"] for t in r["thresholds"]}
+    assert {"bench_checks_rate", "bench_http_req_failed_rate", "bench_http_req_duration_p99"} <= judged, judged
+    print(f"\n{load} requests, {r['tls_handshakes']} handshakes, {len(bounds) // 178} publications of the buckets")
+
+
 def test_tps_every_request_is_a_full_new_handshake(clean_bench):
     """Server-side proof: one connection accepted per request, and nginx's log shows each
     request alone on its connection, TLS 1.2 with the seed cipher, session not reused."""
@@ -170,6 +206,8 @@ def test_tps_every_request_is_a_full_new_handshake(clean_bench):
     assert fields and all(reused == "." for _, _, _, reused in fields)
     assert len({conn for conn, _, _, _ in fields}) == len(fields)
     assert run.metric("http_req_tls_handshaking")["min"] > 0  # client side agrees
+    if os.environ["ENGINE"] == "native":  # its own count: a handshake per request of the load
+        assert r["tls_handshakes"] == r["requests"] - 1, r
     print(f"\ntps: {r['rps']:.0f} handshakes/s, {len(lines)} requests on {len(lines)} new TLS connections")
 
 

@@ -312,7 +312,8 @@ def test_fetch_queries_the_contract_over_the_run_window(tmp_path):
     assert {p for p, _ in FakePrometheus.seen} == {"/api/v1/query_range"}
     assert FakePrometheus.seen and all((q["start"], q["end"], q["step"]) == ("1795276770.000", "1795276780.000", "1s") for _, q in FakePrometheus.seen)
     assert f'sum(rate(k6_http_reqs_total{{testid="{RUN.name}"}}[6s]))' in queries
-    assert f'1000 * histogram_quantile(0.95, sum(rate(k6_http_req_duration_seconds{{testid="{RUN.name}"}}[6s])))' in queries
+    assert (f'1000 * (histogram_quantile(0.95, sum by (le) (rate(k6_bench_http_req_duration_buckets_total{{testid="{RUN.name}"}}[6s])))'
+            f' or histogram_quantile(0.95, sum(rate(k6_http_req_duration_seconds{{testid="{RUN.name}"}}[6s]))))') in queries
     assert {"sum(bench:ingress_cpu_cores:rate)", "bench:ingress_cpu_utilization:ratio"} <= queries
     ts = read(d, "timeseries.json")
     assert sorted(ts["series"]) == sorted(set(SERIES) - {"server_rps", "nic_utilization"})

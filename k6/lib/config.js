@@ -45,19 +45,23 @@ export function parseTarget(text) {
   return { scheme: m[1], host: m[2], port, base: text.replace(/\/$/, '') };
 }
 
+// The native engine drives many connections from one VU: k6 gives every VU its own JS runtime
+// (~0.7 MB), so 1000 connections as 1000 VUs would hold ~700 MB before the first request. A
+// VU's keep-alive connections are one event loop (xk6/eloop.go), of at most
+// LOOP_MAX_CONNECTIONS: fewer, larger loops find more sockets ready per wait and park less
+// often, as wrk's one thread does; and at least one loop per client CPU while each keeps
+// LOOP_MIN_CONNECTIONS, so that every CPU of the client has a loop to run.
+export const LOOP_MAX_CONNECTIONS = 250;
+export const LOOP_MIN_CONNECTIONS = 25;
 
-// The native engine's closed model drives up to this many connections from one VU (a
-// goroutine each): k6 gives every VU its own JS runtime (~0.7 MB), so 1000 connections as
-// 1000 VUs hold ~700 MB before the first request.
-export const NATIVE_CONNECTIONS_PER_VU = 25;
-
-// VUs of a closed-model run: one per connection, or the native engine's groups of them.
+// VUs of a closed-model run: one per connection, or the native engine's loops.
 export function closedModelVus(cfg) {
+  if (cfg.engine !== 'native') return cfg.connections;
+  const loops = Math.max(Math.ceil(cfg.connections / LOOP_MAX_CONNECTIONS),
+    Math.min(Math.ceil(cfg.connections / LOOP_MIN_CONNECTIONS), cfg.clientCpus || 1));
   // At least a VU per execution segment: k6 splits VUs, not connections, between the pods,
   // and a pod given none ends at once (10 connections in two pods once loaded from one).
-  return cfg.engine === 'native'
-    ? Math.max(Math.ceil(cfg.connections / NATIVE_CONNECTIONS_PER_VU), cfg.segments || 1)
-    : cfg.connections;
+  return Math.max(loops, cfg.segments || 1);
 }
 
 // The connections VU `id` (exec.vu.idInTest, 1-based, unique across execution segments)
@@ -162,6 +166,7 @@ export function parseConfig(env, scenario, profile) {
   if (engine === 'native' && env.K6_HTTP_DEBUG) {
     fail('ENGINE=native does not support K6_HTTP_DEBUG (request dumps are k6/http\'s): use ENGINE=js to debug requests');
   }
+  const requestSamples = setting(env, 'REQUEST_SAMPLES'); // k6/http's samples are per request anyway
 
   const testid = setting(env, 'TESTID', `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`);
   const variant = setting(env, 'VARIANT', 'default');
@@ -179,7 +184,7 @@ export function parseConfig(env, scenario, profile) {
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
-    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, segments, rate, reuse, engine, discardBodies: profile.discardBodies,
+    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, clientCpus, segments, rate, reuse, engine, requestSamples, discardBodies: profile.discardBodies,
     thresholds: thresholdsOf(env, profile),
     prometheusUrl,
     existing,

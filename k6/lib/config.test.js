@@ -120,6 +120,8 @@ test('the engine: native unless ENGINE=js, anything else refused', () => {
   bad({ ENGINE: 'turbo' }, 'rps', /unknown ENGINE 'turbo' \(known: js, native\)/);
   bad({ K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
   assert.equal(config({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
+  assert.equal(config({ REQUEST_SAMPLES: '1' }, 'rps').requestSamples, true);
+  assert.equal(config({}, 'rps').requestSamples, false);
 });
 
 test('a Service DNS name is inside only from a pod', () => {

@@ -16,17 +16,18 @@ export function buildOptions(cfg) {
 
   // One array per metric: a second key for the same metric in this object would silently
   // replace the first (the ingress-nginx loadtest.js bug the design notes).
-  const thresholds = {
-    http_req_failed: [`rate<${t.errorRate}`],
-    checks: ['rate==1'],
-  };
+  const thresholds = {};
   if (cfg.engine === 'native') {
-    // The native engine's run-wide percentiles from a fixed-size histogram (xk6/latency.go):
-    // a Trend threshold re-sorts every stored value each 2 s, which at its request rates
-    // costs more CPU by the minute. http_req_duration still has every value for the summary.
+    // The native engine's run-wide rates and percentiles, from counts and a fixed-size
+    // histogram (xk6/outcomes.go, xk6/latency.go), as Gauges: k6 keeps every value of a Trend
+    // (memory that grows with the run) and a threshold on it re-sorts them all each 2 s.
+    thresholds.bench_http_req_failed_rate = [`value<${t.errorRate}`];
+    thresholds.bench_checks_rate = ['value==1'];
     thresholds.bench_http_req_duration_p95 = [`value<${t.p95}`];
     thresholds.bench_http_req_duration_p99 = [`value<${t.p99}`];
   } else {
+    thresholds.http_req_failed = [`rate<${t.errorRate}`];
+    thresholds.checks = ['rate==1'];
     thresholds.http_req_duration = [`p(95)<${t.p95}`, `p(99)<${t.p99}`];
   }
   if (t.rpsMin) thresholds.http_reqs = [`rate>=${t.rpsMin}`];

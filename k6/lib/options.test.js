@@ -42,19 +42,25 @@ test('throughput discards bodies; http has no TLS options', () => {
   assert.deepEqual(o.tags.scenario, 'throughput');
 });
 
-test('native engine: latency thresholds on its bounded-histogram Gauges, not the Trend', () => {
+test('native engine: thresholds on its Gauges of counts and a bounded histogram, not on Rates and the Trend', () => {
   const o = buildOptions(config({ ENGINE: 'native', P95_MS: '20' }, 'rps'));
   assert.deepEqual(o.thresholds.bench_http_req_duration_p95, ['value<20']);
   assert.deepEqual(o.thresholds.bench_http_req_duration_p99, ['value<500']);
-  assert.equal(o.thresholds.http_req_duration, undefined);
-  assert.deepEqual(o.thresholds.checks, ['rate==1']);
+  assert.deepEqual(o.thresholds.bench_http_req_failed_rate, ['value<0.0001']);
+  assert.deepEqual(o.thresholds.bench_checks_rate, ['value==1']);
+  for (const m of ['http_req_duration', 'http_req_failed', 'checks']) assert.equal(o.thresholds[m], undefined, m);
+  const js = buildOptions(config({ ENGINE: 'js', P95_MS: '20' }, 'rps'));
+  assert.deepEqual(js.thresholds.http_req_duration, ['p(95)<20', 'p(99)<500']);
+  assert.deepEqual(js.thresholds.checks, ['rate==1']);
 });
 
-test('native closed model: connections in groups of VUs, exactly CONNECTIONS in all', () => {
-  for (const n of [1, 24, 25, 26, 50, 999, 1000]) {
-    const cfg = config({ ENGINE: 'native', CONNECTIONS: String(n) }, 'rps');
+test('native closed model: a loop (VU) per client CPU of 25 connections or more, 250 at most each, exactly CONNECTIONS in all', () => {
+  const cases = [[1, 2, 1], [24, 2, 1], [25, 2, 1], [26, 2, 2], [50, 2, 2], [50, 1, 1], [999, 2, 4], [1000, 2, 4], [1001, 2, 5],
+    [100, 8, 4], [1000, 8, 8], [1000, 1, 4], [20000, 2, 80]];
+  for (const [n, cpus, want] of cases) {
+    const cfg = config({ ENGINE: 'native', CONNECTIONS: String(n), CLIENT_CPUS: String(cpus) }, 'rps');
     const vus = buildOptions(cfg).scenarios.rps.vus;
-    assert.equal(vus, Math.ceil(n / 25));
+    assert.equal(vus, want, `${n} connections on ${cpus} CPUs`);
     let total = 0;
     for (let id = 1; id <= vus; id++) total += vuConnections(cfg, id);
     assert.equal(total, n);
@@ -72,7 +78,7 @@ test('in-cluster segments: a VU for each pod, and a connection for each', () => 
 });
 
 test('native open model: the engine paces the connections; every connection has its own index', () => {
-  const cfg = config({ ENGINE: 'native', RATE: '2000', CONNECTIONS: '60', DURATION: '10s', LATE_MAX: '0.02' }, 'rps');
+  const cfg = config({ ENGINE: 'native', RATE: '2000', CONNECTIONS: '60', CLIENT_CPUS: '3', DURATION: '10s', LATE_MAX: '0.02' }, 'rps');
   const o = buildOptions(cfg);
   assert.equal(o.scenarios.rps.executor, 'constant-vus');
   assert.equal(o.scenarios.rps.vus, 3);

@@ -85,7 +85,7 @@ export function scenario(name, profile) {
     },
     iteration: cfg.engine === 'native'
       ? () => ib.run({
-        url: cfg.url, host: cfg.host, reuse: cfg.reuse, bodyBytes: cfg.bodyBytes,
+        url: cfg.url, host: cfg.host, reuse: cfg.reuse, bodyBytes: cfg.bodyBytes, requestSamples: cfg.requestSamples,
         // This VU's share of the connections, 100 ms of requests on each per call (the JS
         // call is then ~0.01% of the time), never past the scenario's end. Open model: each
         // connection sends on its slots of the test's RATE/s schedule from the scenario's
@@ -102,6 +102,6 @@ export function scenario(name, profile) {
       })
       : () => check(http.get(cfg.url, params), checks),
     // The native engine's run histogram rides along: a distributed run merges its segments'.
-    handleSummary: (data) => summaryFiles(data, cfg, new Date(), ib ? ib.latencyHistogram() : null, ib ? ib.timeline() : null),
+    handleSummary: (data) => summaryFiles(data, cfg, new Date(), ib ? { histogram: ib.latencyHistogram(), outcomes: ib.outcomes(), timeline: ib.timeline() } : null),
   };
 }

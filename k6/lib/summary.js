@@ -13,7 +13,10 @@ export function fmtInt(n) {
 export const gbits = (bytesPerSecond) => (bytesPerSecond * 8) / 1e9;
 
 // The numbers a result is judged by, in one flat object (written into summary.json as `result`).
-export function headline(data, cfg) {
+// outcomes: the native engine's counts of the load's requests (xk6/outcomes.go), which k6 gets
+// no per-request samples of (its Trend and Rates then hold only setup's and the teardown's
+// requests); null on the JS path.
+export function headline(data, cfg, outcomes = null) {
   const reqs = metric(data, 'http_reqs');
   const dur = metric(data, 'http_req_duration');
   const failed = metric(data, 'http_req_failed');
@@ -33,9 +36,20 @@ export function headline(data, cfg) {
     seconds,
     connections: cfg.connections,
     model: cfg.rate ? `open ${cfg.rate}/s` : 'closed',
-    p50_ms: dur.med, p95_ms: dur['p(95)'], p99_ms: dur['p(99)'], max_ms: dur.max,
-    error_rate: failed.rate || 0,
-    errors: failed.passes || 0, // http_req_failed is a Rate: passes are failed requests
+    p50_ms: dur.med, p95_ms: dur['p(95)'], p99_ms: dur['p(99)'],
+    ...(outcomes ? {
+      max_ms: outcomes.max_ms, error_rate: outcomes.failed_rate, errors: outcomes.failed,
+      checks: Object.values(outcomes.checks).reduce((s, c) => ({ passes: s.passes + c.passes, fails: s.fails + c.fails }), { passes: 0, fails: 0 }),
+      tls_handshakes: outcomes.tls_handshakes,
+      // k6's average: over requests, a reused connection's 0 included.
+      tls_handshake_avg_ms: outcomes.requests ? outcomes.tls_handshake_ms_sum / outcomes.requests : undefined,
+    } : {
+      max_ms: dur.max,
+      error_rate: failed.rate || 0,
+      errors: failed.passes || 0, // http_req_failed is a Rate: passes are failed requests
+      checks: { passes: metric(data, 'checks').passes || 0, fails: metric(data, 'checks').fails || 0 },
+      tls_handshake_avg_ms: tls.avg,
+    }),
     dropped_iterations: metric(data, 'dropped_iterations').count || 0,
     // The native engine's open model (xk6/pacing.go): latency above is from when each request
     // was due; the service time, from when it was sent; sends late past 2 ms and never made.
@@ -47,7 +61,6 @@ export function headline(data, cfg) {
       service_p99_ms: metric(data, 'bench_http_req_service_p99').value,
     } : {}),
     gbit_per_s: gbits(recv.rate || 0),
-    tls_handshake_avg_ms: tls.avg,
     thresholds,
     passed: thresholds.every((t) => t.ok),
   };
@@ -130,10 +143,12 @@ export function nativeLatency(histogram) {
 }
 
 // The map k6's handleSummary returns: file path -> content, plus stdout.
-// histogram: the native engine's latency histogram of the run (xk6/latency.go export), kept
-// in the result for merging segments; null on the JS path.
-export function summaryFiles(data, cfg, now = new Date(), histogram = null, timeline = null) {
-  const h = { ...headline(data, cfg), ...(histogram ? nativeLatency(histogram) : {}) };
+// native: the native engine's exports, null on the JS path: histogram, the run's latency
+// histogram (xk6/latency.go), kept in the result for merging segments; outcomes, its counts
+// (xk6/outcomes.go); timeline, its 100 ms slots (xk6/timeline.go).
+export function summaryFiles(data, cfg, now = new Date(), native = null) {
+  const { histogram = null, outcomes = null, timeline = null } = native || {};
+  const h = { ...headline(data, cfg, outcomes), ...(histogram ? nativeLatency(histogram) : {}) };
   const c = correlation(data, cfg, now);
   const v = verdict(c.signals);
   const text = textSummary(h, cfg, c, v);

@@ -122,9 +122,23 @@ test('correlation: the window the teardown averaged, from setup\'s end for DURAT
 
 test('native engine: the headline percentiles are its histogram\'s, the buckets kept to merge', () => {
   const hist = { relative_error: 1 / 256, buckets: [[1, 99], [5, 1]], p50_ms: 1, p95_ms: 1, p99_ms: 1.04 };
-  const files = summaryFiles(data(), config({ RESULTS_DIR: 'out/t2' }, 'rps'), new Date('2026-11-21T00:00:00Z'), hist);
+  const files = summaryFiles(data(), config({ RESULTS_DIR: 'out/t2' }, 'rps'), new Date('2026-11-21T00:00:00Z'), { histogram: hist });
   const r = JSON.parse(files['out/t2/summary.json']).result;
   assert.deepEqual([r.p50_ms, r.p95_ms, r.p99_ms], [1, 1, 1.04]);
   assert.deepEqual(r.latency_histogram, { relative_error: 1 / 256, buckets: [[1, 99], [5, 1]] });
   assert.match(files['out/t2/summary.txt'], /p99 1\.04 ms/);
+});
+
+test('native engine: errors, checks, the maximum and the TLS average are its counts of the load, not k6\'s few samples', () => {
+  const outcomes = {
+    requests: 1000, failed: 3, failed_rate: 0.003, max_ms: 42.5, latency_ms_sum: 900, tls_handshakes: 4, tls_handshake_ms_sum: 20,
+    checks: { 'status is 200': { passes: 997, fails: 3 }, 'body is 1024 B': { passes: 998, fails: 2 } }, checks_rate: 0.9975,
+  };
+  const h = headline(data(0.5), config({}, 'rps'), outcomes); // k6's Rate: setup's and the teardown's requests only
+  assert.deepEqual([h.errors, h.error_rate, h.max_ms], [3, 0.003, 42.5]);
+  assert.deepEqual(h.checks, { passes: 1995, fails: 5 });
+  assert.equal(h.tls_handshakes, 4);
+  assert.equal(h.tls_handshake_avg_ms, 0.02); // k6's average: over requests, a reused connection's 0 included
+  const js = headline({ ...data(), metrics: { ...data().metrics, checks: { values: { passes: 10, fails: 1 } } } }, config({}, 'rps'));
+  assert.deepEqual([js.errors, js.max_ms, js.checks], [0, 20, { passes: 10, fails: 1 }]);
 });
