@@ -4,19 +4,24 @@
 # (the servers on the others); per client: req/s, client CPU per request (user + system
 # of the whole process), peak RSS, the ratios to wrk and the client/server count. Then the
 # the native engine's open model (client native-open: RATE at OPEN_SHARE, 90 %, of the same
-# round's native closed-model rate; the share of the slots it sent). Then the
-# long-run checks of the native engine: CPU per request in minute 3 against minute 1 of a
-# LONG run with the default thresholds, and peak RSS at LONG_CONNECTIONS.
-# A benchmark: it prints what it measured (a Markdown table) and fails only when a run does.
-# Settings: DURATION (15s), CONNECTIONS (50), VARIANT (nginx-lb-full),
-# CASES (http-1kb https-1kb tls-handshakes throughput-1mb), CLIENTS (wrk js native native-open), ROUNDS (3),
-# LONG (180s; 0 skips the long runs), LONG_CONNECTIONS (1000).
+# round's native closed-model rate; the share of the slots it sent). Each case at each of
+# the connection counts. The native engine's CPU profile of each case and count (pprof,
+# k6's own profiling endpoint): its heaviest functions. Then the long-run checks of the
+# native engine: CPU per request in minute 3 against minute 1 of a LONG run with the default
+# thresholds, and peak RSS, at the first count and at LONG_CONNECTIONS.
+# A benchmark: it prints what it measured (Markdown tables, also RESULTS_ROOT/result.md) and
+# fails only when a run does.
+# Settings: DURATION (15s), CONNECTION_COUNTS (50 200 1000; CONNECTIONS: that one alone),
+# VARIANT (nginx-lb-full), CASES (http-1kb https-1kb tls-handshakes throughput-1mb),
+# CLIENTS (wrk js native native-open), ROUNDS (3), LONG (180s; 0 skips the long runs),
+# LONG_CONNECTIONS (1000).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 need_root "the calibration"
 # The registry's values and calibrate's own defaults (bench/settings/settings.yaml), checked there.
 D=$(setting DURATION calibrate)
-C=$(setting CONNECTIONS calibrate)
+COUNTS=$(setting CONNECTIONS calibrate)
+[ -n "$COUNTS" ] || COUNTS=$(setting CONNECTION_COUNTS)
 V=$(setting VARIANT calibrate)
 CASES=$(setting CASES)
 CLIENTS=$(setting CLIENTS)
@@ -70,11 +75,20 @@ Options = -SessionTicket
 EOF
 
 # measure ID CMD...: runs CMD as the pinned client under GNU time; sets CPU_S RSS_KB and
-# SERVED (requests nginx counted meanwhile, minus the second stub read itself).
+# SERVED (requests nginx counted meanwhile, minus the second stub read itself). With pprof_to
+# set, a CPU profile of the middle of the run from k6's profiling endpoint goes there.
+pprof_to=
 measure() {
   local id=$1 s0 s1 rc=0; shift
   s0=$(served)
-  /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" "${CLIENT[@]}" "$@" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" || rc=$?
+  /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" "${CLIENT[@]}" "$@" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" &
+  local job=$!
+  if [ -n "$pprof_to" ]; then # from 2 s in (setup, the connections) for half the load
+    sleep 2
+    ip netns exec "$LAB_CLIENT_NS" curl -sf -o "$pprof_to" "http://$K6_API/debug/pprof/profile?seconds=$((dsecs / 2))" ||
+      say calibrate "$id: no CPU profile from k6's endpoint"
+  fi
+  wait "$job" || rc=$?
   s1=$(served)
   [ $rc = 0 ] || [ $rc = 99 ] || die "$id failed (exit $rc): $(tail -n1 "$RESULTS_ROOT/$id.log")"
   local user sys; read -r _ user sys RSS_KB < <(tail -n1 "$RESULTS_ROOT/$id.time")
@@ -84,18 +98,18 @@ measure() {
 # Each run's figures, by "CASE/CLIENT": the table shows the median of the ROUNDS runs; every
 # run is also a line of runs.jsonl (bench:evidence's calibration claims read the rounds' ratios).
 declare -A RPS US RSS AGREE GBIT SENT
-record() { # CASE CLIENT REQUESTS RPS [GBIT]
-  local k=$1/$2 us; us=$(calc %.2f "$CPU_S * 1000000 / $3")
+record() { # CASE CLIENT REQUESTS RPS [GBIT] (at $C connections)
+  local k=$1/$C/$2 us; us=$(calc %.2f "$CPU_S * 1000000 / $3")
   RPS[$k]+="$4 " US[$k]+="$us " RSS[$k]+="$((RSS_KB / 1024)) " AGREE[$k]+="$(calc %.4f "$3 / $SERVED") " GBIT[$k]+="${5:-} "
-  jq -nc --arg case "$1" --arg client "$2" --argjson round "$ROUND" --argjson requests "$3" --argjson rps "$4" \
+  jq -nc --arg case "$1" --arg client "$2" --argjson connections "$C" --argjson round "$ROUND" --argjson requests "$3" --argjson rps "$4" \
     --argjson us "$us" --argjson rss "$((RSS_KB / 1024))" --argjson served "$SERVED" \
-    '{case: $case, client: $client, round: $round, requests: $requests, rps: $rps, cpu_us_per_request: $us,
+    '{case: $case, client: $client, connections: $connections, round: $round, requests: $requests, rps: $rps, cpu_us_per_request: $us,
       peak_rss_mib: $rss, served: $served}' >>"$RESULTS_ROOT/runs.jsonl"
-  echo "$1 / $2: $(calc %.0f "$4") req/s, $us µs CPU/request, $((RSS_KB / 1024)) MiB peak, client/server $(calc %.4f "$3 / $SERVED")" >&2
+  echo "$1 / $C / $2: $(calc %.0f "$4") req/s, $us µs CPU/request, $((RSS_KB / 1024)) MiB peak, client/server $(calc %.4f "$3 / $SERVED")" >&2
 }
 
 wrk_case() { # CASE ROUND URL [wrk args]
-  local case=$1 id=$1-wrk-$2 url=$3; shift 3
+  local case=$1 id=$1-$C-wrk-$2 url=$3; shift 3
   measure "$id" env OPENSSL_CONF="$RESULTS_ROOT/wrk-openssl.cnf" wrk -t1 -c"$C" -d"$D" -H 'Host: bench.ingress.test' "$@" "$url"
   local f=$RESULTS_ROOT/$id.out n
   n=$(awk '/requests in/ {print $1}' "$f")
@@ -105,60 +119,83 @@ wrk_case() { # CASE ROUND URL [wrk args]
 }
 
 k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
-  local case=$1 client=$3 scenario=$4 id=$1-$3-$2 rate=''; shift 4
+  local case=$1 client=$3 scenario=$4 id=$1-$C-$3-$2 rate='' pprof=''; shift 4
   if [ "$client" = native-open ]; then # this round's native closed-model rate, the last recorded
-    local closed=${RPS[$case/k6 native]% }
+    local closed=${RPS[$case/$C/k6 native]% }
     rate=$(calc %.0f "$OPEN_SHARE * ${closed##* }")
   fi
   mkdir "$RESULTS_ROOT/$id"
-  measure "$id" env "$@" ${rate:+RATE=$rate} TARGET="$BASE" ENGINE="${client%-open}" DURATION="$D" CONNECTIONS="$C" TESTID="$id" \
-    RESULTS_DIR="$RESULTS_ROOT/$id" k6 run --quiet --no-color "$IB_ROOT/k6/$scenario.js"
+  # The native closed model's profile in the first round (CLIENT_CPUS: k6 has the one CPU).
+  [ "$client/$ROUND" != native/1 ] || pprof=$RESULTS_ROOT/profiles/$case-$C.pprof
+  pprof_to=$pprof measure "$id" env "$@" ${rate:+RATE=$rate} TARGET="$BASE" ENGINE="${client%-open}" DURATION="$D" CONNECTIONS="$C" \
+    CLIENT_CPUS=1 TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
+    k6 run --quiet --no-color ${pprof:+--profiling-enabled --address "$K6_API"} "$IB_ROOT/k6/$scenario.js"
   local s=$RESULTS_ROOT/$id/summary.json
   [ "$(jq '.result.errors' "$s")" = 0 ] || die "$id had $(jq '.result.errors' "$s") failed requests"
   # The open model's slots sent (setup's readiness GET aside), of RATE x DURATION.
-  [ -z "$rate" ] || SENT[$case/k6 $client]+="$(calc %.4f "($(jq '.result.requests' "$s") - 1) / ($rate * $dsecs)") "
+  [ -z "$rate" ] || SENT[$case/$C/k6 $client]+="$(calc %.4f "($(jq '.result.requests' "$s") - 1) / ($rate * $dsecs)") "
   record "$case" "k6 $client" "$(jq '.result.requests' "$s")" "$(jq '.result.rps' "$s")" \
     "$([ "$scenario" = throughput ] && jq '.result.gbit_per_s * 100 | round / 100' "$s")"
 }
 
 # The whole calibration is one load (bench/lib/k6.sh load_lock): no other run's load beside it.
 load_lock
-# Rounds outside, clients inside: a drift of this shared machine falls on every client.
+mkdir -p "$RESULTS_ROOT/profiles"
+K6_API=127.0.0.1:6565 # k6's REST API in the client's namespace: its profiling endpoint
+# Rounds outside, counts and clients inside: a drift of this shared machine falls on every client.
 for round in $(seq "$R"); do
   ROUND=$round
-  for case in $CASES; do
-    case "$case" in
-      http-1kb|throughput-1mb) BASE=$BACKEND STUB=$BACKEND_STUB ;;
-      *) BASE=$LB STUB=$LB_STUB ;;
-    esac
-    for client in $CLIENTS; do
-      case "$case/$client" in
-        http-1kb/wrk|https-1kb/wrk) wrk_case "$case" "$round" "$BASE/1kb.bin" ;;
-        tls-handshakes/wrk) wrk_case "$case" "$round" "$BASE/0kb.bin" -H 'Connection: close' ;;
-        throughput-1mb/wrk) wrk_case "$case" "$round" "$BASE/1mb.bin" ;;
-        http-1kb/*) k6_case "$case" "$round" "$client" rps ;;
-        https-1kb/*) k6_case "$case" "$round" "$client" rps SCHEME=https ;;
-        tls-handshakes/*) k6_case "$case" "$round" "$client" tps ;;
-        throughput-1mb/*) k6_case "$case" "$round" "$client" throughput ;;
+  for C in $COUNTS; do
+    for case in $CASES; do
+      case "$case" in
+        http-1kb|throughput-1mb) BASE=$BACKEND STUB=$BACKEND_STUB ;;
+        *) BASE=$LB STUB=$LB_STUB ;;
       esac
+      for client in $CLIENTS; do
+        case "$case/$client" in
+          http-1kb/wrk|https-1kb/wrk) wrk_case "$case" "$round" "$BASE/1kb.bin" ;;
+          tls-handshakes/wrk) wrk_case "$case" "$round" "$BASE/0kb.bin" -H 'Connection: close' ;;
+          throughput-1mb/wrk) wrk_case "$case" "$round" "$BASE/1mb.bin" ;;
+          http-1kb/*) k6_case "$case" "$round" "$client" rps ;;
+          https-1kb/*) k6_case "$case" "$round" "$client" rps SCHEME=https ;;
+          tls-handshakes/*) k6_case "$case" "$round" "$client" tps ;;
+          throughput-1mb/*) k6_case "$case" "$round" "$client" throughput ;;
+        esac
+      done
     done
   done
 done
 
 rows=()
-for case in $CASES; do
-  for client in $CLIENTS; do
-    k=$case/$client; [ "$client" = wrk ] || k="$case/k6 $client"
-    rps=$(median "${RPS[$k]}") us=$(median "${US[$k]}") vs_cpu=- vs_rps=-
-    if [ "$client" != wrk ] && [[ " $CLIENTS " == *" wrk "* ]]; then
-      vs_cpu=$(calc %.2f× "$us / $(median "${US[$case/wrk]}")") vs_rps=$(calc %.0f%% "100 * $rps / $(median "${RPS[$case/wrk]}")")
-    fi
-    g=$(median "${GBIT[$k]}" || true) # only throughput has one
-    sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
-    [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $(calc %.0f%% "100 * $OPEN_SHARE") of native closed"
-    rows+=("| $case | ${k#*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
+for C in $COUNTS; do
+  for case in $CASES; do
+    for client in $CLIENTS; do
+      k=$case/$C/$client; [ "$client" = wrk ] || k="$case/$C/k6 $client"
+      rps=$(median "${RPS[$k]}") us=$(median "${US[$k]}") vs_cpu=- vs_rps=-
+      if [ "$client" != wrk ] && [[ " $CLIENTS " == *" wrk "* ]]; then
+        vs_cpu=$(calc %.2f× "$us / $(median "${US[$case/$C/wrk]}")") vs_rps=$(calc %.0f%% "100 * $rps / $(median "${RPS[$case/$C/wrk]}")")
+      fi
+      g=$(median "${GBIT[$k]}" || true) # only throughput has one
+      sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
+      [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $(calc %.0f%% "100 * $OPEN_SHARE") of native closed"
+      rows+=("| $case | $C | ${k##*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
+    done
   done
 done
+
+# What the native engine spent its CPU on: each profile's heaviest functions, by their own
+# share of the profile (system calls, which wrk pays too, are linux.Syscall6).
+profiles=()
+if command -v go >/dev/null; then
+  for f in "$RESULTS_ROOT"/profiles/*.pprof; do
+    [ -s "$f" ] || continue
+    go tool pprof -top -nodecount=8 "$(command -v k6)" "$f" 2>/dev/null >"${f%.pprof}.txt" || continue
+    # its lines: flat, flat%, sum%, cum, cum%, the function
+    top=$(awk '/^ *[0-9.]+(ms|s|us|µs) +[0-9.]+%/ { fn = $6; for (i = 7; i <= NF; i++) fn = fn " " $i
+      sub(/^.*\//, "", fn); printf "%s%s %s", sep, fn, $2; sep = ", " }' "${f%.pprof}.txt")
+    profiles+=("| $(basename "${f%.pprof}") | $top |")
+  done
+fi
 
 # The long runs (native engine, rps): k6's CPU per request in minute 1 and in minute 3, from
 # its /proc counters and nginx's, with the default latency thresholds evaluated all along.
@@ -174,7 +211,7 @@ if [ "$LONG" != 0 ]; then
     local id=long-$1 pid='' m1 m3 rss reqs
     mkdir "$RESULTS_ROOT/$id"
     "${CLIENT[@]}" /usr/bin/time -f '%e %U %S %M' -o "$RESULTS_ROOT/$id.time" \
-      env TARGET="$BACKEND" ENGINE=native DURATION="$LONG" CONNECTIONS="$1" TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
+      env TARGET="$BACKEND" ENGINE=native DURATION="$LONG" CONNECTIONS="$1" CLIENT_CPUS=1 TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
       k6 run --quiet --no-color "$IB_ROOT/k6/rps.js" >"$RESULTS_ROOT/$id.out" 2>"$RESULTS_ROOT/$id.log" &
     local job=$!
     # This k6: the child of the job's GNU time (ip netns exec and taskset exec into it), never
@@ -190,20 +227,29 @@ if [ "$LONG" != 0 ]; then
     reqs=$(jq '.result.requests' "$RESULTS_ROOT/$id/summary.json")
     long+=("| native, $1 connections, $LONG | $(calc %.0f "$reqs / $lsecs") | $m1 | $m3 | $(calc %+.1f%% "100 * ($m3 - $m1) / $m1") | $(calc %.0f "$rss / 1024") |")
   }
-  long_run "$C"
+  long_run "${COUNTS%% *}"
   long_run "$LC"
 fi
 
-echo
-echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_CPU_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); $C connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk)"
-echo
-echo "| case | client | req/s | client CPU µs/request | CPU vs wrk | req/s vs wrk | peak RSS MiB | client/server count | |"
-echo "|---|---|---|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
-if [ ${#long[@]} -gt 0 ]; then
+tables() {
+  echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_CPU_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); ${COUNTS// /, } connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk); $(date -u +%Y-%m-%d)"
   echo
-  echo "| long run (rps, default thresholds) | req/s | minute 1 µs/request | minute 3 µs/request | change | peak RSS MiB |"
-  echo "|---|---|---|---|---|---|"
-  printf '%s\n' "${long[@]}"
-fi
+  echo "| case | connections | client | req/s | client CPU µs/request | CPU vs wrk | req/s vs wrk | peak RSS MiB | client/server count | |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  if [ ${#profiles[@]} -gt 0 ]; then
+    echo
+    echo "| native engine's CPU profile (round 1, half the load) | heaviest functions, their own share |"
+    echo "|---|---|"
+    printf '%s\n' "${profiles[@]}"
+  fi
+  if [ ${#long[@]} -gt 0 ]; then
+    echo
+    echo "| long run (rps, default thresholds) | req/s | minute 1 µs/request | minute 3 µs/request | change | peak RSS MiB |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s\n' "${long[@]}"
+  fi
+}
+echo
+tables | tee "$RESULTS_ROOT/result.md"
 echo "Results: $RESULTS_ROOT"
