@@ -297,12 +297,14 @@ if [ -n "$interrupted" ] && [ ! -s "$dir/meta.json" ]; then
   # ... before it sent anything: the signal came as it started, before k6 set up its handling
   # (which it does before any request), and k6 died of it. The server says so where it
   # counts (no connection but the count's own: each stub_status read is one); elsewhere the
-  # job's shell, which died with k6 and never wrote the CPU times, does (whether the shell
-  # dies too is a race, so both are read); and where the shell lived on, k6's own status:
+  # job's shell, which died with k6 and never wrote the CPU times, does (its file is there,
+  # empty, once the shell opened it: a machine slow enough lets the shell get that far
+  # before the signal; whether the shell dies too is a race, so both are read); and where
+  # the shell lived on, k6's own status:
   # killed by the SIGINT itself (130), which a k6 that had set up its handling never is (its
   # graceful stop exits, its abort too). The server's count alone misses it while Prometheus's
   # exporter reads the same stub_status. Nothing was measured, and the run just ends.
-  if { [ -n "$before" ] && [ -n "$after" ] && [ $(( ${after%% *} - ${before%% *} )) -le 1 ]; } || [ ! -f "$scratch/cpu" ] || [ "$rc" = 130 ]; then
+  if { [ -n "$before" ] && [ -n "$after" ] && [ $(( ${after%% *} - ${before%% *} )) -le 1 ]; } || [ ! -s "$scratch/cpu" ] || [ "$rc" = 130 ]; then
     rm -rf "$dir"
     say results "none: interrupted by $interrupted as k6 started, before it sent a request"
     exit "$signal_rc"
