@@ -27,6 +27,39 @@ type target struct {
 	bodyBytes       int64
 	timeout         time.Duration // a request's, dial to last byte (0: none)
 	request         []byte        // the whole request, written as is
+	// TLS, beside k6's settings (its versions, ciphers, verification): the groups offered
+	// (nil: Go's default), and the VU's session cache when sessions are resumed (nil: never).
+	groups   []tls.CurveID
+	sessions tls.ClientSessionCache
+	tlsTag   string // k6/http's tls_version tag: the version k6's settings allow at most
+}
+
+// tlsGroups are the TLS_GROUP settings' offers: one group alone, or Go's default list with the
+// hybrid post-quantum key share first (stated, not left to GODEBUG and the Go release).
+var tlsGroups = map[string][]tls.CurveID{
+	"x25519":         {tls.X25519},
+	"p256":           {tls.CurveP256},
+	"x25519mlkem768": {tls.X25519MLKEM768, tls.X25519, tls.CurveP256, tls.CurveP384, tls.CurveP521},
+}
+
+// withTLS sets t's TLS offers: GROUP (a TLS_GROUP value; "" leaves Go's default) and whether
+// a new connection resumes a session the server gave an earlier one (tickets).
+func (t *target) withTLS(st *lib.State, group string, resume bool, connections int) error {
+	if group != "" {
+		g, ok := tlsGroups[group]
+		if !ok {
+			return fmt.Errorf("tlsGroup must be one of x25519, p256, x25519mlkem768, got %q", group)
+		}
+		t.groups = g
+	}
+	if resume {
+		t.sessions = tls.NewLRUClientSessionCache(connections)
+	}
+	t.tlsTag = "tls1.2"
+	if st.TLSConfig != nil && st.TLSConfig.MaxVersion == tls.VersionTLS13 {
+		t.tlsTag = "tls1.3"
+	}
+	return nil
 }
 
 func newTarget(rawURL, host string, reuse bool, bodyBytes int64, timeout time.Duration) (*target, error) {
@@ -144,13 +177,20 @@ func timedOut(ctx context.Context, err error) error {
 }
 
 // tlsHandshake starts a TLS session on raw with k6's TLS settings (its versions, ciphers,
-// verification), as k6/http would for the target.
+// verification), as k6/http would for the target, offering the target's groups and
+// resuming a session of its cache if it has one; what was negotiated is counted.
 func tlsHandshake(ctx context.Context, st *lib.State, t *target, raw net.Conn) (*tls.Conn, error) {
 	cfg := st.TLSConfig.Clone()
 	cfg.ServerName = hostOnly(t.host)
 	cfg.NextProtos = []string{"http/1.1"}
+	cfg.CurvePreferences = t.groups
+	cfg.ClientSessionCache = t.sessions
 	tc := tls.Client(raw, cfg)
-	return tc, tc.HandshakeContext(ctx)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return tc, err
+	}
+	run.negotiated(tc.ConnectionState())
+	return tc, nil
 }
 
 // serverCloseWait bounds close's wait for a server that said Connection: close: its end of
@@ -352,7 +392,7 @@ func (e *emitter) tags(status int) *metrics.TagSet {
 		With("proto", "HTTP/1.1").With("status", strconv.Itoa(status)).
 		With("expected_response", strconv.FormatBool(!(result{status: status}).failed()))
 	if e.t.tls {
-		ts = ts.With("tls_version", "tls1.2")
+		ts = ts.With("tls_version", e.t.tlsTag)
 	}
 	e.byStatus[status] = ts
 	return ts

@@ -115,9 +115,9 @@ func (m *moduleInstance) publishLatency() error {
 // runOptions are run()'s argument, checked: a key it does not know or a value of the wrong
 // kind stops the script with one error naming it, rather than a default silently applied.
 type runOptions struct {
-	url, host, checkStatus, checkBody      string
-	reuse, requestSamples                  bool
-	bodyBytes, sliceMs, endMs, connections float64
+	url, host, checkStatus, checkBody, tlsGroup string
+	reuse, requestSamples, tlsResumption        bool
+	bodyBytes, sliceMs, endMs, connections      float64
 	// A request's limit from its dial to its last byte (0: none); the timeline's origin.
 	timeoutMs, startMs float64
 	// The open model (rate > 0): the test's requests per second, its connections, the first
@@ -125,11 +125,11 @@ type runOptions struct {
 	rate, totalConnections, firstConnection float64
 }
 
-var optionNames = "url, host, reuse, requestSamples, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
+var optionNames = "url, host, reuse, requestSamples, tlsGroup, tlsResumption, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
 
 func parseOptions(o map[string]any) (runOptions, error) {
 	r := runOptions{reuse: true, connections: 1}
-	strs := map[string]*string{"url": &r.url, "host": &r.host, "checkStatus": &r.checkStatus, "checkBody": &r.checkBody}
+	strs := map[string]*string{"url": &r.url, "host": &r.host, "checkStatus": &r.checkStatus, "checkBody": &r.checkBody, "tlsGroup": &r.tlsGroup}
 	nums := map[string]*float64{"bodyBytes": &r.bodyBytes, "connections": &r.connections, "sliceMs": &r.sliceMs, "endMs": &r.endMs,
 		"timeoutMs": &r.timeoutMs, "rate": &r.rate, "totalConnections": &r.totalConnections, "firstConnection": &r.firstConnection, "startMs": &r.startMs}
 	for k, v := range o {
@@ -138,7 +138,7 @@ func parseOptions(o map[string]any) (runOptions, error) {
 			*p, err = stringOption(k, v)
 		} else if p, ok := nums[k]; ok {
 			*p, err = numberOption(k, v)
-		} else if p, ok := map[string]*bool{"reuse": &r.reuse, "requestSamples": &r.requestSamples}[k]; ok {
+		} else if p, ok := map[string]*bool{"reuse": &r.reuse, "requestSamples": &r.requestSamples, "tlsResumption": &r.tlsResumption}[k]; ok {
 			if *p, ok = v.(bool); !ok {
 				err = fmt.Errorf("%s must be true or false, got %v", k, v)
 			}
@@ -192,6 +192,9 @@ func numberOption(k string, v any) (float64, error) {
 // in the open model).
 func (m *moduleInstance) setup(st *lib.State, opts runOptions) error {
 	t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes), time.Duration(opts.timeoutMs*float64(time.Millisecond)))
+	if err == nil {
+		err = t.withTLS(st, opts.tlsGroup, opts.tlsResumption, int(opts.connections))
+	}
 	if err != nil {
 		return fmt.Errorf("ingressbench.run: %w", err)
 	}

@@ -2,6 +2,8 @@ package ingressbench
 
 import (
 	"context"
+	"crypto/tls"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,27 @@ type outcomes struct {
 	handshakes, tlsNs      atomic.Int64
 	failedRate, checksRate atomic.Pointer[metrics.Metric]
 	everySecond
+	tls sync.Map // what a handshake negotiated ("TLS 1.3 TLS_AES_128_GCM_SHA256 X25519 http/1.1 full") -> *atomic.Int64
+}
+
+// negotiated counts a handshake by what it negotiated: version, cipher suite, key exchange
+// group (a TLS 1.2 resumption exchanges none: Go states the group of the session's full
+// handshake), ALPN protocol, and whether it resumed a session.
+func (o *outcomes) negotiated(cs tls.ConnectionState) {
+	group := "-"
+	if cs.CurveID != 0 {
+		group = cs.CurveID.String()
+	}
+	alpn, how := cs.NegotiatedProtocol, "full"
+	if alpn == "" {
+		alpn = "-"
+	}
+	if cs.DidResume {
+		how = "resumed"
+	}
+	key := strings.Join([]string{tls.VersionName(cs.Version), tls.CipherSuiteName(cs.CipherSuite), group, alpn, how}, " ")
+	v, _ := o.tls.LoadOrStore(key, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
 }
 
 var run outcomes
@@ -148,5 +171,16 @@ func (o *outcomes) export() map[string]any {
 	failed, rate := o.rates()
 	return map[string]any{"requests": o.requests.Load(), "failed": o.failed.Load(), "failed_rate": failed, "checks": checks, "checks_rate": rate,
 		"latency_ms_sum": float64(o.latencyNs.Load()) / 1e6, "max_ms": float64(o.maxNs.Load()) / 1e6,
-		"tls_handshakes": o.handshakes.Load(), "tls_handshake_ms_sum": float64(o.tlsNs.Load()) / 1e6}
+		"tls_handshakes": o.handshakes.Load(), "tls_handshake_ms_sum": float64(o.tlsNs.Load()) / 1e6, "tls_negotiated": o.tlsExport()}
+}
+
+// tlsExport is the handshakes by what they negotiated: {"TLS 1.3 TLS_AES_128_GCM_SHA256
+// X25519 http/1.1 full": n, ...}.
+func (o *outcomes) tlsExport() map[string]any {
+	out := map[string]any{}
+	o.tls.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }

@@ -58,21 +58,33 @@ LB=https://$LAB_LB_IP LB_STUB=$LAB_STUB
 served() { stub_counts "$STUB" | cut -d' ' -f2; }
 CLIENT=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CPU")
 
-# wrk speaks what OpenSSL offers (TLS 1.3 here); held to the seed's TLS 1.2 and cipher, as
-# k6 is (k6/lib/options.js), so both pay for the same handshake.
-cat >"$RESULTS_ROOT/wrk-openssl.cnf" <<'EOF'
-openssl_conf = ib
-[ib]
-ssl_conf = ib_ssl
-[ib_ssl]
-system_default = ib_tls
-[ib_tls]
-MaxProtocol = TLSv1.2
-CipherString = ECDHE-RSA-AES256-GCM-SHA384
-# wrk keeps each connection's session and resumes it with nginx's tickets (on by default):
-# without them every request pays a full handshake, as the tps scenario asserts for k6.
-Options = -SessionTicket
-EOF
+# The handshake cases: a new connection per request, each case's TLS as k6's settings ask it
+# (TLS_VERSION, TLS_GROUP, TLS_RESUMPTION) and as wrk's OpenSSL is held to it. "-" for wrk: it
+# cannot. Its OpenSSL 3.0 has no ML-KEM group, and on TLS 1.3 it resumes every session by the
+# server's tickets whatever its options say (the LB's log shows it), so a full TLS 1.3
+# handshake per connection has no wrk row while the LB gives tickets.
+# case                     k6 settings                                         wrk: protocol, group, tickets
+TLS_CASES="tls-handshakes          TLS_VERSION=1.2                                     TLSv1.2 X25519 off
+tls13-handshakes        TLS_VERSION=1.3                                     - - -
+tls13-p256-handshakes   TLS_VERSION=1.3,TLS_GROUP=p256                      - - -
+tls13-hybrid-handshakes TLS_VERSION=1.3,TLS_GROUP=x25519mlkem768            - - -
+tls12-resumed           TLS_VERSION=1.2,TLS_RESUMPTION=tickets              TLSv1.2 X25519 on
+tls13-resumed           TLS_VERSION=1.3,TLS_RESUMPTION=tickets              TLSv1.3 X25519 on"
+tls_case() { awk -v c="$1" '$1 == c' <<<"$TLS_CASES"; }
+# wrk speaks what OpenSSL offers (TLS 1.3 here); held to each case's protocol and group (and
+# on TLS 1.2 to the seed's cipher), as k6 is (k6/lib/options.js), so both pay for the same
+# handshake. wrk keeps each connection's session and resumes it with nginx's tickets (on by
+# default): without them every request pays a full handshake, as the tps scenario asserts
+# for k6.
+wrk_openssl() { # CASE: the OpenSSL configuration wrk runs the case with
+  local f=$RESULTS_ROOT/wrk-$1.cnf proto group tickets
+  read -r _ _ proto group tickets < <(tls_case "$1")
+  [ "$1" != https-1kb ] || { proto=TLSv1.2 group=X25519 tickets=off; }
+  printf '%s\n' "openssl_conf = ib" "[ib]" "ssl_conf = ib_ssl" "[ib_ssl]" "system_default = ib_tls" "[ib_tls]" \
+    "MinProtocol = $proto" "MaxProtocol = $proto" "Groups = $group" "CipherString = ECDHE-RSA-AES256-GCM-SHA384" \
+    "Options = $([ "$tickets" = on ] && echo SessionTicket || echo -SessionTicket)" >"$f"
+  echo "$f"
+}
 
 # measure ID CMD...: runs CMD as the pinned client under GNU time; sets CPU_S RSS_KB and
 # SERVED (requests nginx counted meanwhile, minus the second stub read itself). With pprof_to
@@ -110,7 +122,7 @@ record() { # CASE CLIENT REQUESTS RPS [GBIT] (at $C connections)
 
 wrk_case() { # CASE ROUND URL [wrk args]
   local case=$1 id=$1-$C-wrk-$2 url=$3; shift 3
-  measure "$id" env OPENSSL_CONF="$RESULTS_ROOT/wrk-openssl.cnf" wrk -t1 -c"$C" -d"$D" -H 'Host: bench.ingress.test' "$@" "$url"
+  measure "$id" env OPENSSL_CONF="$(wrk_openssl "$case")" wrk -t1 -c"$C" -d"$D" -H 'Host: bench.ingress.test' "$@" "$url"
   local f=$RESULTS_ROOT/$id.out n
   n=$(awk '/requests in/ {print $1}' "$f")
   ! grep -q 'Non-2xx\|Socket errors' "$f" || die "wrk saw errors in $id: $(grep 'Non-2xx\|Socket errors' "$f")"
@@ -154,11 +166,14 @@ for round in $(seq "$R"); do
       for client in $CLIENTS; do
         case "$case/$client" in
           http-1kb/wrk|https-1kb/wrk) wrk_case "$case" "$round" "$BASE/1kb.bin" ;;
-          tls-handshakes/wrk) wrk_case "$case" "$round" "$BASE/0kb.bin" -H 'Connection: close' ;;
+          tls*/wrk) [ "$(tls_case "$case" | awk '{print $3}')" = - ] || wrk_case "$case" "$round" "$BASE/0kb.bin" -H 'Connection: close' ;;
           throughput-1mb/wrk) wrk_case "$case" "$round" "$BASE/1mb.bin" ;;
           http-1kb/*) k6_case "$case" "$round" "$client" rps ;;
           https-1kb/*) k6_case "$case" "$round" "$client" rps SCHEME=https ;;
-          tls-handshakes/*) k6_case "$case" "$round" "$client" tps ;;
+          tls*/js) [[ $(tls_case "$case" | awk '{print $2}') != *TLS_GROUP* && $(tls_case "$case" | awk '{print $2}') != *TLS_RESUMPTION* ]] &&
+            k6_case "$case" "$round" "$client" tps $(tls_case "$case" | awk '{gsub(",", " ", $2); print $2}') || true ;;
+          tls*/*) # shellcheck disable=SC2046 # the case's settings, one word each
+            k6_case "$case" "$round" "$client" tps $(tls_case "$case" | awk '{gsub(",", " ", $2); print $2}') ;;
           throughput-1mb/*) k6_case "$case" "$round" "$client" throughput ;;
         esac
       done
@@ -171,8 +186,9 @@ for C in $COUNTS; do
   for case in $CASES; do
     for client in $CLIENTS; do
       k=$case/$C/$client; [ "$client" = wrk ] || k="$case/$C/k6 $client"
+      [ -n "${RPS[$k]:-}" ] || continue # a client that cannot run the case (wrk: ML-KEM; k6/http: a group alone, resumption)
       rps=$(median "${RPS[$k]}") us=$(median "${US[$k]}") vs_cpu=- vs_rps=-
-      if [ "$client" != wrk ] && [[ " $CLIENTS " == *" wrk "* ]]; then
+      if [ "$client" != wrk ] && [ -n "${US[$case/$C/wrk]:-}" ]; then
         vs_cpu=$(calc %.2f× "$us / $(median "${US[$case/$C/wrk]}")") vs_rps=$(calc %.0f%% "100 * $rps / $(median "${RPS[$case/$C/wrk]}")")
       fi
       g=$(median "${GBIT[$k]}" || true) # only throughput has one

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import LAB_STATE, LOG_FIELDS, lab_leftovers, sh, stub, within
+from conftest import LAB_STATE, LOG_FIELDS, TLS_FIELDS, lab_leftovers, sh, stub, within
 
 pytestmark = pytest.mark.e2e
 
@@ -209,6 +209,43 @@ def test_tps_every_request_is_a_full_new_handshake(clean_bench):
     if os.environ["ENGINE"] == "native":  # its own count: a handshake per request of the load
         assert r["tls_handshakes"] == r["requests"] - 1, r
     print(f"\ntps: {r['rps']:.0f} handshakes/s, {len(lines)} requests on {len(lines)} new TLS connections")
+
+
+# nginx's names for the groups (OpenSSL's): what TLS_GROUP asks, as $ssl_curve says it.
+NGINX_GROUP = {"x25519": "X25519", "p256": "prime256v1"}
+
+
+@pytest.mark.one_engine
+@pytest.mark.parametrize("version,group,resumption", [("1.3", "x25519", "tickets"), ("1.2", "p256", "tickets"), ("1.3", "p256", "none")])
+def test_tls_the_server_saw_every_connection_negotiate_what_was_asked(bench, version, group, resumption):
+    """The native engine's TLS settings, confirmed from nginx's log of each connection (a new
+    one per request): the version, the group, ALPN http/1.1, and resumption: with tickets the
+    server resumed exactly the handshakes the client counts as resumed, and none without.
+    The client's own record (the summary's tls_negotiated) agrees with the server's, count
+    for count. Setup's readiness GET (k6/http, the log's first line) is not the engine's."""
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+    assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
+    log = LAB_STATE / "lb/logs/access.log"
+    offset = log.stat().st_size
+    run = bench("tps", MONITORING="0", DURATION="1s", CONNECTIONS="4", TLS_VERSION=version, TLS_GROUP=group, TLS_RESUMPTION=resumption)
+    assert run.rc == 0, run.why
+    fields = [TLS_FIELDS.search(line).groups() for line in log.read_bytes()[offset:].decode().splitlines()][1:]
+    r = run.result
+    assert len(fields) == r["requests"] - 1 == r["tls_handshakes"], (len(fields), r["requests"], r["tls_handshakes"])
+    protocol = f"TLSv{version}"
+    assert {(tls.split("/")[0], alpn) for tls, _, _, alpn in fields} == {(protocol, "http/1.1")}, set(fields)
+    full = [f for f in fields if f[1] == "."]
+    assert {g for _, _, g, _ in full} == {NGINX_GROUP[group]}, set(full)
+    resumed = len(fields) - len(full)
+    # exact: with tickets every connection but the first few (those that started before any
+    # ticket came) resumed; the client counted the same handshakes as the server
+    assert (resumed > len(fields) // 2) if resumption == "tickets" else resumed == 0, (resumed, len(fields))
+    client = {"full": 0, "resumed": 0}
+    for key, n in r["tls_negotiated"].items():
+        assert key.startswith(f"TLS {version} ") and " http/1.1 " in key, key
+        client[key.rsplit(" ", 1)[1]] += n
+    assert client == {"full": len(full), "resumed": resumed}, (client, len(full), resumed)
+    assert f"asked TLS {version}, {group}, resumption {resumption}; negotiated TLS {version}" in run.out, run.out
 
 
 def test_throughput_reports_gbits(clean_bench):

@@ -12,8 +12,9 @@ export const LAB_LB_ADDRESS = '198.18.0.2';
 export { PAYLOADS, durationMs };
 
 
-// The seed's TLS client settings (seed 002: RSA-2048, PFS, ECDHE-RSA-AES256-GCM-SHA384).
-export const TLS_CIPHER = 'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384';
+// The seed's TLS 1.2 cipher (seed 002: RSA-2048, PFS, ECDHE-RSA-AES256-GCM-SHA384), and its
+// twin for a server with an ECDSA key: the server's key decides which one it takes.
+export const TLS_CIPHERS = ['TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384'];
 
 function fail(message) {
   throw new Error(message);
@@ -167,6 +168,14 @@ export function parseConfig(env, scenario, profile) {
     fail('ENGINE=native does not support K6_HTTP_DEBUG (request dumps are k6/http\'s): use ENGINE=js to debug requests');
   }
   const requestSamples = setting(env, 'REQUEST_SAMPLES'); // k6/http's samples are per request anyway
+  // TLS: the version (both engines, k6's tlsVersion); the group offered and resumption are
+  // the native engine's (k6/http offers Go's default groups and never resumes).
+  const tls = { version: setting(env, 'TLS_VERSION'), group: setting(env, 'TLS_GROUP'), resumption: setting(env, 'TLS_RESUMPTION') };
+  if (engine === 'js') {
+    for (const name of ['TLS_GROUP', 'TLS_RESUMPTION']) {
+      if (env[name]) fail(`${name} is the native engine's: k6/http offers Go's default groups and never resumes a session (ENGINE=js): leave it out or use ENGINE=native`);
+    }
+  }
 
   const testid = setting(env, 'TESTID', `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`);
   const variant = setting(env, 'VARIANT', 'default');
@@ -184,7 +193,7 @@ export function parseConfig(env, scenario, profile) {
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
-    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, clientCpus, segments, rate, reuse, engine, requestSamples, discardBodies: profile.discardBodies,
+    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, clientCpus, segments, rate, reuse, engine, requestSamples, tls, discardBodies: profile.discardBodies,
     thresholds: thresholdsOf(env, profile),
     prometheusUrl,
     existing,

@@ -121,6 +121,14 @@ test('the engine: native unless ENGINE=js, anything else refused', () => {
   bad({ K6_HTTP_DEBUG: 'full' }, 'rps', /ENGINE=native does not support K6_HTTP_DEBUG/);
   assert.equal(config({ ENGINE: 'js', K6_HTTP_DEBUG: 'full' }, 'rps').engine, 'js');
   assert.equal(config({ REQUEST_SAMPLES: '1' }, 'rps').requestSamples, true);
+  // TLS: the version on either engine; the group and resumption the native engine's only.
+  assert.deepEqual(config({}, 'tps').tls, { version: '1.2', group: 'x25519', resumption: 'none' });
+  assert.deepEqual(config({ TLS_VERSION: '1.3', TLS_GROUP: 'p256', TLS_RESUMPTION: 'tickets' }, 'tps').tls, { version: '1.3', group: 'p256', resumption: 'tickets' });
+  assert.equal(config({ ENGINE: 'js', TLS_VERSION: '1.3' }, 'tps').tls.version, '1.3');
+  bad({ ENGINE: 'js', TLS_GROUP: 'x25519' }, 'tps', /TLS_GROUP is the native engine's: k6\/http offers Go's default groups/);
+  bad({ ENGINE: 'js', TLS_RESUMPTION: 'tickets' }, 'tps', /TLS_RESUMPTION is the native engine's/);
+  bad({ TLS_VERSION: '1.1' }, 'tps', /TLS_VERSION/);
+  bad({ TLS_RESUMPTION: 'ids' }, 'tps', /TLS_RESUMPTION/);
   assert.equal(config({}, 'rps').requestSamples, false);
 });
 

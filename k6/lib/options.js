@@ -1,5 +1,5 @@
 // k6 options from a parsed config. Pure: unit-tested under node.
-import { TLS_CIPHER, closedModelVus } from './config.js';
+import { TLS_CIPHERS, closedModelVus } from './config.js';
 import { LIMITS, SATURATION } from './signals.js';
 
 export function buildOptions(cfg) {
@@ -62,8 +62,10 @@ export function buildOptions(cfg) {
     setupTimeout: '30s',
   };
   if (cfg.scheme === 'https') {
-    options.tlsVersion = { min: 'tls1.2', max: 'tls1.2' };
-    options.tlsCipherSuites = [TLS_CIPHER];
+    const v = `tls${cfg.tls.version}`;
+    options.tlsVersion = { min: v, max: v };
+    // TLS 1.2's: the seed's; TLS 1.3 has its own suites, which Go does not let a client pick.
+    if (cfg.tls.version === '1.2') options.tlsCipherSuites = TLS_CIPHERS;
   }
   return options;
 }

@@ -28,11 +28,13 @@ test('k6/http open model gates on dropped iterations; RPS floor is optional', ()
   assert.deepEqual(o.thresholds.http_reqs, ['rate>=4000']);
 });
 
-test('tps: the seed TLS 1.2 cipher, no connection reuse', () => {
+test('tps: the seed TLS 1.2 cipher (its ECDSA twin for an ECDSA key), no connection reuse', () => {
   const o = buildOptions(config({}, 'tps'));
   assert.deepEqual(o.tlsVersion, { min: 'tls1.2', max: 'tls1.2' });
-  assert.deepEqual(o.tlsCipherSuites, ['TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384']);
+  assert.deepEqual(o.tlsCipherSuites, ['TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384']);
   assert.equal(o.noConnectionReuse, true);
+  const v13 = buildOptions(config({ TLS_VERSION: '1.3' }, 'tps'));
+  assert.deepEqual([v13.tlsVersion, v13.tlsCipherSuites], [{ min: 'tls1.3', max: 'tls1.3' }, undefined]);
 });
 
 test('throughput discards bodies; http has no TLS options', () => {

@@ -86,6 +86,7 @@ export function scenario(name, profile) {
     iteration: cfg.engine === 'native'
       ? () => ib.run({
         url: cfg.url, host: cfg.host, reuse: cfg.reuse, bodyBytes: cfg.bodyBytes, requestSamples: cfg.requestSamples,
+        tlsGroup: cfg.tls.group, tlsResumption: cfg.tls.resumption === 'tickets',
         // This VU's share of the connections, 100 ms of requests on each per call (the JS
         // call is then ~0.01% of the time), never past the scenario's end. Open model: each
         // connection sends on its slots of the test's RATE/s schedule from the scenario's

@@ -41,6 +41,7 @@ export function headline(data, cfg, outcomes = null) {
       max_ms: outcomes.max_ms, error_rate: outcomes.failed_rate, errors: outcomes.failed,
       checks: Object.values(outcomes.checks).reduce((s, c) => ({ passes: s.passes + c.passes, fails: s.fails + c.fails }), { passes: 0, fails: 0 }),
       tls_handshakes: outcomes.tls_handshakes,
+      tls_negotiated: outcomes.tls_negotiated,
       // k6's average: over requests, a reused connection's 0 included.
       tls_handshake_avg_ms: outcomes.requests ? outcomes.tls_handshake_ms_sum / outcomes.requests : undefined,
     } : {
@@ -97,6 +98,20 @@ export function correlation(data, cfg, now) {
   };
 }
 
+// What the native engine's handshakes negotiated against what was asked (TLS_VERSION,
+// TLS_GROUP, TLS_RESUMPTION), by count: "tls  asked TLS 1.3, X25519, tickets; negotiated
+// TLS 1.3 TLS_AES_128_GCM_SHA256 X25519 http/1.1: 4 full, 1,196 resumed".
+export function tlsLine(negotiated, cfg) {
+  const by = {};
+  for (const [key, n] of Object.entries(negotiated)) {
+    const how = key.slice(key.lastIndexOf(' ') + 1);
+    const what = key.slice(0, key.lastIndexOf(' '));
+    (by[what] = by[what] || []).push([how, n]);
+  }
+  return `${'tls'.padEnd(COL)}asked TLS ${cfg.tls.version}, ${cfg.tls.group}, resumption ${cfg.tls.resumption}; negotiated ` +
+    Object.entries(by).sort().map(([what, counts]) => `${what}: ${counts.sort().map(([how, n]) => `${fmtInt(n)} ${how}`).join(', ')}`).join('; ');
+}
+
 export function textSummary(h, cfg, c, v) {
   const lines = [];
   const label = `k6 ${cfg.scenario}`.padEnd(COL);
@@ -106,6 +121,7 @@ export function textSummary(h, cfg, c, v) {
     (h.dropped_iterations ? `, dropped ${fmtInt(h.dropped_iterations)}` : '') +
     `, received ${h.gbit_per_s.toFixed(3)} Gbit/s` +
     (h.tls_handshake_avg_ms ? `, TLS handshake avg ${ms(h.tls_handshake_avg_ms)}` : ''));
+  if (h.tls_negotiated && Object.keys(h.tls_negotiated).length) lines.push(tlsLine(h.tls_negotiated, cfg));
   if (h.sends_late !== undefined) {
     lines.push(`${'open model'.padEnd(COL)}${fmtInt(h.rps)} of ${fmtInt(cfg.rate)} req/s asked (${(h.rps / cfg.rate * 100).toFixed(2)}%), ` +
       `late ${fmtInt(h.sends_late)} (the client's own ${fmtInt(h.sends_client_late)}), dropped ${fmtInt(h.sends_dropped)}; ` +

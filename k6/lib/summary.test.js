@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseConfig } from './config.js';
-import { correlation, headline, textSummary, summaryFiles, fmtInt, gbits } from './summary.js';
+import { correlation, headline, textSummary, summaryFiles, fmtInt, gbits, tlsLine } from './summary.js';
 import { verdict } from './correlation.js';
 import { PROFILES } from './profiles.mjs';
 
@@ -141,4 +141,10 @@ test('native engine: errors, checks, the maximum and the TLS average are its cou
   assert.equal(h.tls_handshake_avg_ms, 0.02); // k6's average: over requests, a reused connection's 0 included
   const js = headline({ ...data(), metrics: { ...data().metrics, checks: { values: { passes: 10, fails: 1 } } } }, config({}, 'rps'));
   assert.deepEqual([js.errors, js.max_ms, js.checks], [0, 20, { passes: 10, fails: 1 }]);
+});
+
+test('native engine: the handshakes by what they negotiated, beside what was asked', () => {
+  const cfg = config({ TLS_VERSION: '1.3', TLS_RESUMPTION: 'tickets' }, 'tps');
+  const line = tlsLine({ 'TLS 1.3 TLS_AES_128_GCM_SHA256 X25519 http/1.1 resumed': 1196, 'TLS 1.3 TLS_AES_128_GCM_SHA256 X25519 http/1.1 full': 4 }, cfg);
+  assert.equal(line, 'tls           asked TLS 1.3, x25519, resumption tickets; negotiated TLS 1.3 TLS_AES_128_GCM_SHA256 X25519 http/1.1: 4 full, 1,196 resumed');
 });
