@@ -13,7 +13,8 @@
 # fails only when a run does.
 # Settings: DURATION (15s), CONNECTION_COUNTS (50 200 1000; CONNECTIONS: that one alone),
 # VARIANT (nginx-lb-full), CASES (http-1kb https-1kb tls-handshakes throughput-1mb),
-# CLIENTS (wrk js native native-open), ROUNDS (3), LONG (180s; 0 skips the long runs),
+# CLIENTS (wrk js native native-open), OPEN_RATE (native-open's rate; 90 % of native's), ROUNDS (3),
+# LONG (180s; 0 skips the long runs),
 # LONG_CONNECTIONS (1000).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
@@ -29,7 +30,8 @@ LONG=$(setting LONG)
 LC=$(setting LONG_CONNECTIONS)
 R=$(setting ROUNDS calibrate)
 OPEN_SHARE=0.9 # the open model's cost measured where it still keeps up: 90 % of the closed model's rate
-[[ " $CLIENTS " != *" native-open "* ]] || [[ " ${CLIENTS%% native-open*} " == *" native "* ]] ||
+OPEN_RATE=$(setting OPEN_RATE) # or at this rate
+[[ " $CLIENTS " != *" native-open "* ]] || [ -n "$OPEN_RATE" ] || [[ " ${CLIENTS%% native-open*} " == *" native "* ]] ||
   die "CLIENTS: native-open paces a share of the native closed model's rate: list native before it"
 # calibrate's own rule: whole seconds (its Gbit/s and the long run's minutes are counted so)
 secs() { [[ $1 =~ ^([1-9][0-9]*)s$ ]] || die "$2 must be whole seconds like 15s, got '$1'"; echo "${BASH_REMATCH[1]}"; }
@@ -132,7 +134,9 @@ wrk_case() { # CASE ROUND URL [wrk args]
 
 k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
   local case=$1 client=$3 scenario=$4 id=$1-$C-$3-$2 rate='' pprof=''; shift 4
-  if [ "$client" = native-open ]; then # this round's native closed-model rate, the last recorded
+  if [ "$client" = native-open ] && [ -n "$OPEN_RATE" ]; then
+    rate=$OPEN_RATE
+  elif [ "$client" = native-open ]; then # this round's native closed-model rate, the last recorded
     local closed=${RPS[$case/$C/k6 native]% }
     rate=$(calc %.0f "$OPEN_SHARE * ${closed##* }")
   fi
@@ -193,7 +197,7 @@ for C in $COUNTS; do
       fi
       g=$(median "${GBIT[$k]}" || true) # only throughput has one
       sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
-      [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $(calc %.0f%% "100 * $OPEN_SHARE") of native closed"
+      [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $([ -n "$OPEN_RATE" ] && echo "$OPEN_RATE/s" || echo "$(calc %.0f%% "100 * $OPEN_SHARE") of native closed")"
       rows+=("| $case | $C | ${k##*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
     done
   done

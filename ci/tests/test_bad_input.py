@@ -260,6 +260,7 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
     ("calibrate", {"DURATION": "1m"}, "DURATION must be whole seconds like 15s, got '1m'"),
     ("calibrate", {"LONG": "60s"}, "LONG must be at least 150s (minute 1 against minute 3), got '60s'"),
     ("calibrate", {"LONG_CONNECTIONS": "lots"}, "LONG_CONNECTIONS must be a whole number, got 'lots'"),
+    ("calibrate", {"OPEN_RATE": "fast"}, "OPEN_RATE must be a whole number, got 'fast'"),
     ("calibrate", {"CONNECTION_COUNTS": "50,200"}, "CONNECTION_COUNTS must be connection counts separated by spaces, like 50 200 1000, got '50,200'"),
     ("calibrate", {"VARIANT": "turbo"}, "unknown variant 'turbo'"),
     ("rounds", {"ROUNDS": "0"}, "ROUNDS must be at least 1, got 0"),
