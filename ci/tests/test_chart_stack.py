@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import K6_UNJUDGED, KUBECONFIG, PINS, ROOT, VALIDITY_UNJUDGED, kubectl, query_gaps, sh, urlopen, within
+from conftest import K6_UNJUDGED, KUBECONFIG, PINS, ROOT, VALIDITY_UNJUDGED, kubectl, sh, urlopen, within
+from queries import query_gaps
 
 pytestmark = pytest.mark.leaves_monitoring_down  # the chart's stack in place of the local one
 

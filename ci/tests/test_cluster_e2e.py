@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import LOG_FIELDS, UNMONITORED, Run, dashboard_query_gaps, kubectl, sh, task, within
+from conftest import LOG_FIELDS, UNMONITORED, Run, kubectl, sh, task, within
+from queries import dashboard_query_gaps
 
 pytestmark = pytest.mark.usefixtures("local_cluster")
 # The one node (conftest: NODES=1): its address and namespace (bench/platforms/local/nodes.sh).

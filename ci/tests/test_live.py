@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import K6_UNJUDGED, LAB, ROOT, VALIDITY_UNJUDGED, Run, browser_env, empty_by_design, sh, task
+from conftest import K6_UNJUDGED, LAB, ROOT, VALIDITY_UNJUDGED, Run, browser_env, sh, task
+from queries import empty_by_design
 
 def browser_dir():
     return sh("bash", "-c", ". bench/lib.sh && echo $IB_BROWSER_DIR").stdout.strip()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import LAB, ROOT, dashboard_query_gaps, lint, no_load, prom_query, sh, within
+from conftest import LAB, ROOT, lint, no_load, sh, within
+from queries import dashboard_query_gaps, prom_query
 
 sys.path.insert(0, str(ROOT / "monitoring"))
 import signals as contract  # noqa: E402  (monitoring/signals.py)

@@ -1,11 +1,13 @@
 #!/bin/bash
 # Old engine (5dd33eb) against new (this checkout) and wrk, alternated in each round, on the
 # lab's backend 1 from the client CPU alone: client CPU per request, rate, peak RSS.
-# Usage: ab.sh CONNECTIONS ROUNDS OUT
+# Usage: ab.sh CONNECTIONS ROUNDS OUT OLD_CHECKOUT (a checkout of the engine before, its
+# ./task tools run: its k6 is the one its lib.sh finds); the new is this checkout's.
 set -u
-C=$1 R=$2 OUT=$3
-OLD=/root/.cache/ingress-bench/k6-v1.8.1-xk6-f5ad344c118f/k6
-NEW=$(cd /work/main && export IB_CACHE=/root/.cache/ingress-bench && . bench/lib.sh && command -v k6)
+C=$1 R=$2 OUT=$3 OLD_ROOT=$(cd "$4" && pwd)
+ROOT=$(cd "$(dirname "$0")/../../../.." && pwd)
+k6_of() { (cd "$1" && . bench/lib.sh && command -v k6); }
+OLD=$(k6_of "$OLD_ROOT") NEW=$(k6_of "$ROOT")
 URL=http://198.18.0.11
 mkdir -p "$OUT"
 served() { ip netns exec ibench-client curl -s $URL/stub_status | awk 'NR==3 {print $3}'; }
@@ -21,6 +23,6 @@ run() { # NAME CMD...
 for r in $(seq "$R"); do
   run wrk wrk -t1 -c"$C" -d6s -H 'Host: bench.ingress.test' $URL/1kb.bin
   mkdir -p "$OUT/k"; rm -rf "$OUT/k"/*
-  run old env TARGET=$URL ENGINE=native DURATION=6s CONNECTIONS="$C" RESULTS_DIR="$OUT/k/old$r" $OLD run --quiet --no-color /root/ibw/old/k6/rps.js
-  run new env TARGET=$URL ENGINE=native DURATION=6s CONNECTIONS="$C" CLIENT_CPUS=1 RESULTS_DIR="$OUT/k/new$r" $NEW run --quiet --no-color /work/main/k6/rps.js
+  run old env TARGET=$URL ENGINE=native DURATION=6s CONNECTIONS="$C" RESULTS_DIR="$OUT/k/old$r" "$OLD" run --quiet --no-color "$OLD_ROOT/k6/rps.js"
+  run new env TARGET=$URL ENGINE=native DURATION=6s CONNECTIONS="$C" CLIENT_CPUS=1 RESULTS_DIR="$OUT/k/new$r" "$NEW" run --quiet --no-color "$ROOT/k6/rps.js"
 done
