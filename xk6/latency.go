@@ -180,12 +180,16 @@ func (h *histogram) publish(ctx context.Context, st *lib.State, final bool) {
 			metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: m, Tags: tags}, Time: now, Value: p[0]},
 			metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: h.p99.Load(), Tags: tags}, Time: now, Value: p[1]})
 	}
+	// The classic buckets from the first value on: a histogram that has none (the TLS one of
+	// a plain-HTTP run) adds no series.
 	if m := h.le.Load(); m != nil {
-		for i, n := range h.cumulative() {
-			// Every bound each time, zeros too: histogram_quantile needs them all in a window.
-			samples = append(samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: m, Tags: tags.With("le", leTag(i))},
-				Time: now, Value: float64(n - h.sent[i])})
-			h.sent[i] = n
+		if cum := h.cumulative(); cum[nCoarseBounds] > 0 {
+			for i, n := range cum {
+				// Every bound each time, zeros too: histogram_quantile needs them all in a window.
+				samples = append(samples, metrics.Sample{TimeSeries: metrics.TimeSeries{Metric: m, Tags: tags.With("le", leTag(i))},
+					Time: now, Value: float64(n - h.sent[i])})
+				h.sent[i] = n
+			}
 		}
 	}
 	metrics.PushIfNotDone(ctx, st.Samples, samples)

@@ -1,12 +1,16 @@
 package ingressbench
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"sort"
 	"strconv"
 	"testing"
 	"time"
+
+	"go.k6.io/k6/lib"
+	"go.k6.io/k6/metrics"
 )
 
 // trendP is the percentile k6's Trend reports (metrics.TrendSink.P): the sorted values' rank
@@ -153,5 +157,34 @@ func TestClassicBucketsCountTheValuesBelowEachBound(t *testing.T) {
 	}
 	if lastNs, _ := coarseBound(nCoarseBounds - 1); lastNs != 1<<36 {
 		t.Errorf("last bound %d ns", lastNs)
+	}
+}
+
+// A publication gives k6 every classic bucket once the histogram has a value, and none before:
+// the TLS histogram of a plain-HTTP run adds no series.
+func TestBucketsArePublishedFromTheFirstValue(t *testing.T) {
+	r := metrics.NewRegistry()
+	h := histogram{buckets: "bench_test_buckets"}
+	if err := h.register(r); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan metrics.SampleContainer, 4)
+	st := &lib.State{Tags: lib.NewVUStateTags(r.RootTagSet()), Samples: ch}
+	count := func() int {
+		n := 0
+		for len(ch) > 0 {
+			n += len((<-ch).GetSamples())
+		}
+		return n
+	}
+	h.publish(context.Background(), st, true)
+	if n := count(); n != 0 {
+		t.Errorf("an empty histogram published %d samples", n)
+	}
+	h.add(3 * time.Millisecond)
+	h.publish(context.Background(), st, true)
+	h.publish(context.Background(), st, true)
+	if n := count(); n != 2*(nCoarseBounds+1) {
+		t.Errorf("two publications of a histogram with a value: %d samples, want %d", n, 2*(nCoarseBounds+1))
 	}
 }
