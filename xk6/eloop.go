@@ -72,6 +72,7 @@ type econn struct {
 	fd    int
 	tc    *tls.Conn     // on an https target, the TLS session over sock
 	sock  *sock         // the socket tc reads and writes
+	h2    *h2Conn       // on HTTP/2, the connection's streams (nil: HTTP/1.1)
 	tlsAt time.Duration // the handshake's time, reported with the connection's first request
 	carry []byte        // the start of a response head a read ended in, for the next
 	h     head          // the response's head once read (h.status > 0)
@@ -173,9 +174,12 @@ func (l *eloop) closed(st *lib.State, end time.Time) {
 			return
 		}
 		l.handle(st, k, &pushed, func(c *econn) {
-			busy--
-			// The next request starts when the last ended (one clock read less per request).
-			if l.ended.Before(end) && l.send(ctx, st, c, l.ended) {
+			if !c.busy {
+				busy--
+			}
+			// The next request starts when the last ended (one clock read less per request);
+			// on HTTP/2 the free streams of c are filled.
+			if was := c.busy; l.ended.Before(end) && l.send(ctx, st, c, l.ended) && !was {
 				busy++
 			}
 		})
@@ -250,7 +254,13 @@ func (l *eloop) handle(st *lib.State, k int, pushed *time.Time, ended func(c *ec
 	if now := time.Now(); l.t.timeout > 0 && now.Sub(l.scanned) >= 10*time.Millisecond {
 		l.scanned = now
 		for _, c := range l.conns {
-			if c.busy && now.Sub(c.start) > l.t.timeout {
+			switch {
+			case !c.busy:
+			case c.h2 != nil:
+				if l.expiredH2(c, now) {
+					ended(c)
+				}
+			case now.Sub(c.start) > l.t.timeout:
 				l.finish(c, result{err: errTimeout})
 				ended(c)
 			}
@@ -299,9 +309,13 @@ func (l *eloop) failed(err error) bool {
 	if err == nil || errors.Is(err, syscall.EINTR) {
 		return false
 	}
+	err = fmt.Errorf("epoll_wait: %w", err)
 	for _, c := range l.conns {
-		if c.busy {
-			l.finish(c, result{err: fmt.Errorf("epoll_wait: %w", err)})
+		switch {
+		case c.busy && c.h2 != nil:
+			l.failStreams(c, err, err)
+		case c.busy:
+			l.finish(c, result{err: err})
 		}
 	}
 	return true

@@ -39,13 +39,19 @@ func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
 		return fmt.Errorf("k6's dialer returned a %T, not a socket", kc.Conn)
 	}
 	l.counters.Do(func() { l.bytesRead, l.bytesSent = kc.BytesRead, kc.BytesWritten }) // the VU's dialer's
+	var proto net.Conn = nc // what HTTP/2 starts on
 	if l.t.tls {
 		s, start := &sock{Conn: nc, fd: -1, l: l}, time.Now()
 		tc, err := tlsHandshake(ctx, st, l.t, s)
 		if err != nil {
 			return err
 		}
-		c.tc, c.sock, c.tlsAt = tc, s, time.Since(start)
+		c.tc, c.sock, c.tlsAt, proto = tc, s, time.Since(start), tc
+	}
+	if l.t.h2 {
+		if c.h2, err = h2Begin(proto, l.t.streams, l.t.timeout); err != nil {
+			return err
+		}
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
@@ -81,22 +87,33 @@ func (l *eloop) closeConn(c *econn) {
 		syscall.Close(c.fd) // also leaves the epoll set
 		c.fd = -1
 	}
-	c.carry, c.busy = c.carry[:0], false
+	c.carry, c.busy, c.h2 = c.carry[:0], false, nil
+}
+
+// redial connects c, within the target's timeout.
+func (l *eloop) redial(ctx context.Context, st *lib.State, c *econn) error {
+	if l.t.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.t.timeout)
+		defer cancel()
+	}
+	if err := l.dial(ctx, st, c); err != nil {
+		return timedOut(ctx, err)
+	}
+	return nil
 }
 
 // send starts a request on c at now, dialling first when it has no socket; false when it
 // could not (the failure is recorded as the request's result).
+// On HTTP/2, it fills c's free streams.
 func (l *eloop) send(ctx context.Context, st *lib.State, c *econn, now time.Time) bool {
+	if l.t.h2 {
+		return l.sendH2(ctx, st, c, now)
+	}
 	c.start = now
 	if c.fd < 0 {
-		dctx := ctx
-		if l.t.timeout > 0 {
-			var cancel context.CancelFunc
-			dctx, cancel = context.WithTimeout(ctx, l.t.timeout)
-			defer cancel()
-		}
-		if err := l.dial(dctx, st, c); err != nil {
-			l.finish(c, result{err: timedOut(dctx, err)})
+		if err := l.redial(ctx, st, c); err != nil {
+			l.finish(c, result{err: err})
 			return false
 		}
 	}
@@ -125,28 +142,36 @@ func (l *eloop) send(ctx context.Context, st *lib.State, c *econn, now time.Time
 
 // finish records c's request, and closes c when it is not to be reused.
 func (l *eloop) finish(c *econn, res result) {
-	now := time.Now()
-	l.ended = now
-	res.tlsTime, c.tlsAt = c.tlsAt, 0
-	from := c.start
-	if c.s != nil {
-		from, c.free = c.from, now
-		serviceLatency.add(now.Sub(c.start))
-	}
-	l.e.add(now, now.Sub(from), res)
-	l.reqs.Add(1)
-	if res.failed() {
-		l.fails.Add(1)
-	}
+	l.record(c, c.start, res)
 	c.busy = false
 	if res.err != nil || c.h.closeAfter {
 		l.closeConn(c)
 	}
 }
 
+// record counts a request of c sent at start (an HTTP/2 stream's, or c's one).
+func (l *eloop) record(c *econn, start time.Time, res result) {
+	now := time.Now()
+	l.ended = now
+	res.tlsTime, c.tlsAt = c.tlsAt, 0
+	from := start
+	if c.s != nil {
+		from, c.free = c.from, now
+		serviceLatency.add(now.Sub(start))
+	}
+	l.e.add(now, now.Sub(from), res)
+	l.reqs.Add(1)
+	if res.failed() {
+		l.fails.Add(1)
+	}
+}
+
 // readable reads c's socket once and parses what it holds; true when the request ended.
 // The bytes go to the loop's one buffer, after the part of a response head c carried over.
 func (l *eloop) readable(c *econn) bool {
+	if c.h2 != nil {
+		return l.readableH2(c)
+	}
 	if c.tc != nil {
 		return l.readableTLS(c)
 	}
@@ -191,8 +216,6 @@ func (l *eloop) readableTLS(c *econn) bool {
 		}
 	}
 }
-
-var errClosedEarly = errors.New("the server closed the connection before its response ended")
 
 // parse takes b, c's response from where it was (a head carried over first): done when the
 // request ended in an error, complete when its response is whole (both recorded). The body
@@ -268,12 +291,17 @@ func (s *sock) Write(p []byte) (int, error) {
 	if s.fd < 0 {
 		return s.Conn.Write(p)
 	}
+	return writeAll(s.fd, p, s.l.bytesSent)
+}
+
+// writeAll writes p whole to the loop's descriptor fd, counting the bytes in sent.
+func writeAll(fd int, p []byte, sent *int64) (int, error) {
 	done := 0
 	for done < len(p) {
-		w, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(s.fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done))
+		w, _, errno := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done))
 		switch {
 		case errno == syscall.EAGAIN:
-			fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLOUT}}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 			if k, err := unix.Poll(fds, 5000); err != nil || k == 0 {
 				return done, errors.Join(errors.New("the socket accepted no more bytes for 5 s"), err)
 			}
@@ -281,7 +309,7 @@ func (s *sock) Write(p []byte) (int, error) {
 		case errno != 0:
 			return done, errno
 		}
-		atomic.AddInt64(s.l.bytesSent, int64(w))
+		atomic.AddInt64(sent, int64(w))
 		done += int(w)
 	}
 	return done, nil

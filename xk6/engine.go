@@ -32,6 +32,17 @@ type target struct {
 	groups   []tls.CurveID
 	sessions tls.ClientSessionCache
 	tlsTag   string // k6/http's tls_version tag: the version k6's settings allow at most
+	// HTTP/2 (h2 over TLS by ALPN, h2c by prior knowledge on http://): streams in flight per
+	// connection, and the request's header blocks.
+	h2      bool
+	streams int
+	blocks  h2Blocks
+}
+
+// withHTTP2 makes t's requests HTTP/2 streams, streams at once per connection.
+func (t *target) withHTTP2(streams int) {
+	u, _ := url.Parse(t.url) // parsed by newTarget already
+	t.h2, t.streams, t.blocks = true, streams, newH2Blocks(u, t.host)
 }
 
 // tlsGroups are the TLS_GROUP settings' offers: one group alone, or Go's default list with the
@@ -183,13 +194,24 @@ func tlsHandshake(ctx context.Context, st *lib.State, t *target, raw net.Conn) (
 	cfg := st.TLSConfig.Clone()
 	cfg.ServerName = hostOnly(t.host)
 	cfg.NextProtos = []string{"http/1.1"}
+	if t.h2 {
+		cfg.NextProtos = []string{"h2"}
+	}
 	cfg.CurvePreferences = t.groups
 	cfg.ClientSessionCache = t.sessions
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
+		// A server that knows ALPN but not h2 ends the handshake with this alert (nginx does).
+		if t.h2 && strings.HasSuffix(err.Error(), "tls: no application protocol") {
+			err = fmt.Errorf("%s (%w)", errNoH2, err)
+		}
 		return tc, err
 	}
-	run.negotiated(tc.ConnectionState())
+	cs := tc.ConnectionState()
+	run.negotiated(cs)
+	if t.h2 && cs.NegotiatedProtocol != "h2" {
+		return tc, fmt.Errorf("%s (ALPN: it chose %q)", errNoH2, cs.NegotiatedProtocol)
+	}
 	return tc, nil
 }
 
@@ -228,6 +250,10 @@ func abortive(nc net.Conn) {
 		tcp.SetLinger(0) //nolint:errcheck
 	}
 }
+
+const errNoH2 = "it does not offer HTTP/2 over TLS: nginx-lb takes it with the http2 knob (VARIANT=…+http2)"
+
+var errClosedEarly = errors.New("the server closed the connection before its response ended")
 
 var errChunked = errors.New("the native engine reads Content-Length bodies only (the response was chunked)")
 
@@ -389,7 +415,7 @@ func (e *emitter) tags(status int) *metrics.TagSet {
 	}
 	ts := e.st.Tags.GetCurrentValues().Tags.
 		With("method", "GET").With("url", e.t.url).With("name", e.t.url).
-		With("proto", "HTTP/1.1").With("status", strconv.Itoa(status)).
+		With("proto", map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[e.t.h2]).With("status", strconv.Itoa(status)).
 		With("expected_response", strconv.FormatBool(!(result{status: status}).failed()))
 	if e.t.tls {
 		ts = ts.With("tls_version", e.t.tlsTag)

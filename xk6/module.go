@@ -92,7 +92,7 @@ func (*rootModule) NewModuleInstance(vu modules.VU) modules.Instance {
 }
 
 func (m *moduleInstance) Exports() modules.Exports {
-	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency,
+	return modules.Exports{Named: map[string]any{"version": Version, "run": m.run, "publishLatency": m.publishLatency, "probe": m.probe,
 		// For handleSummary: the run's latency histogram (http_req_duration's), mergeable.
 		"latencyHistogram": func() map[string]any { return runLatency.export() },
 		// For handleSummary: what k6/http's Rates and Trends would say of the load's requests.
@@ -112,12 +112,39 @@ func (m *moduleInstance) publishLatency() error {
 	return nil
 }
 
+// probe is setup's readiness request for an HTTP/2 run, which k6/http cannot send (it is held
+// to HTTP/1.1; it has no h2c): one GET as a stream of the engine's own HTTP/2 client, on k6's
+// dialer, counted in http_reqs as k6/http counts its own. What it answered: status, body
+// bytes, protocol, error.
+func (m *moduleInstance) probe(url, host string, timeoutMs float64) (map[string]any, error) {
+	st := m.vu.State()
+	if st == nil {
+		return nil, errors.New("ingressbench.probe() belongs in setup, not the init context")
+	}
+	t, err := newTarget(url, host, true, 0, time.Duration(timeoutMs*float64(time.Millisecond)))
+	if err != nil {
+		return nil, fmt.Errorf("ingressbench.probe: %w", err)
+	}
+	t.withHTTP2(1)
+	out := map[string]any{"status": 0, "bodyBytes": 0, "proto": "HTTP/2.0", "error": ""}
+	res := probeH2(m.vu.Context(), st, t)
+	if res.err != nil {
+		out["error"] = res.err.Error()
+	}
+	out["status"], out["bodyBytes"] = res.status, res.bodyBytes
+	e := &emitter{st: st, t: t, byStatus: map[int]*metrics.TagSet{}}
+	push(m.vu.Context(), st.Samples, metrics.Samples{{TimeSeries: metrics.TimeSeries{Metric: st.BuiltinMetrics.HTTPReqs,
+		Tags: e.tags(res.status)}, Time: time.Now(), Value: 1}})
+	return out, nil
+}
+
 // runOptions are run()'s argument, checked: a key it does not know or a value of the wrong
 // kind stops the script with one error naming it, rather than a default silently applied.
 type runOptions struct {
 	url, host, checkStatus, checkBody, tlsGroup string
-	reuse, requestSamples, tlsResumption        bool
+	reuse, requestSamples, tlsResumption, http2 bool
 	bodyBytes, sliceMs, endMs, connections      float64
+	streams                                     float64 // HTTP/2's per connection
 	// A request's limit from its dial to its last byte (0: none); the timeline's origin.
 	timeoutMs, startMs float64
 	// The open model (rate > 0): the test's requests per second, its connections, the first
@@ -125,32 +152,41 @@ type runOptions struct {
 	rate, totalConnections, firstConnection float64
 }
 
-var optionNames = "url, host, reuse, requestSamples, tlsGroup, tlsResumption, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
+var optionNames = "url, host, reuse, requestSamples, tlsGroup, tlsResumption, http2, streams, bodyBytes, connections, sliceMs, endMs, timeoutMs, checkStatus, checkBody, rate, totalConnections, firstConnection, startMs"
 
 func parseOptions(o map[string]any) (runOptions, error) {
-	r := runOptions{reuse: true, connections: 1}
+	r := runOptions{reuse: true, connections: 1, streams: 1}
 	strs := map[string]*string{"url": &r.url, "host": &r.host, "checkStatus": &r.checkStatus, "checkBody": &r.checkBody, "tlsGroup": &r.tlsGroup}
 	nums := map[string]*float64{"bodyBytes": &r.bodyBytes, "connections": &r.connections, "sliceMs": &r.sliceMs, "endMs": &r.endMs,
-		"timeoutMs": &r.timeoutMs, "rate": &r.rate, "totalConnections": &r.totalConnections, "firstConnection": &r.firstConnection, "startMs": &r.startMs}
+		"timeoutMs": &r.timeoutMs, "rate": &r.rate, "totalConnections": &r.totalConnections, "firstConnection": &r.firstConnection, "startMs": &r.startMs, "streams": &r.streams}
 	for k, v := range o {
 		var err error
 		if p, ok := strs[k]; ok {
 			*p, err = stringOption(k, v)
 		} else if p, ok := nums[k]; ok {
 			*p, err = numberOption(k, v)
-		} else if p, ok := map[string]*bool{"reuse": &r.reuse, "requestSamples": &r.requestSamples, "tlsResumption": &r.tlsResumption}[k]; ok {
+		} else if p, ok := map[string]*bool{"reuse": &r.reuse, "requestSamples": &r.requestSamples, "tlsResumption": &r.tlsResumption, "http2": &r.http2}[k]; ok {
 			if *p, ok = v.(bool); !ok {
 				err = fmt.Errorf("%s must be true or false, got %v", k, v)
 			}
 		} else {
 			err = fmt.Errorf("unknown option '%s' (known: %s)", k, optionNames)
 		}
-		if err == nil && k == "connections" && (r.connections < 1 || r.connections != float64(int(r.connections))) {
-			err = fmt.Errorf("connections must be a whole number of at least 1, got %v", v)
+		if err == nil && (k == "connections" || k == "streams") && (*nums[k] < 1 || *nums[k] != float64(int(*nums[k]))) {
+			err = fmt.Errorf("%s must be a whole number of at least 1, got %v", k, v)
 		}
 		if err != nil {
 			return r, fmt.Errorf("ingressbench.run: %w", err)
 		}
+	}
+	// HTTP/2 runs in the event loop: keep-alive connections, closed model.
+	switch {
+	case r.streams > 1 && !r.http2:
+		return r, errors.New("ingressbench.run: streams are HTTP/2's: set http2")
+	case r.http2 && !r.reuse:
+		return r, errors.New("ingressbench.run: http2 runs on keep-alive connections (reuse)")
+	case r.http2 && r.rate > 0:
+		return r, errors.New("ingressbench.run: http2 runs the closed model only, not a rate")
 	}
 	if r.rate > 0 {
 		// The schedule needs all of it: a missing part would send at another rate than asked.
@@ -194,6 +230,12 @@ func (m *moduleInstance) setup(st *lib.State, opts runOptions) error {
 	t, err := newTarget(opts.url, opts.host, opts.reuse, int64(opts.bodyBytes), time.Duration(opts.timeoutMs*float64(time.Millisecond)))
 	if err == nil {
 		err = t.withTLS(st, opts.tlsGroup, opts.tlsResumption, int(opts.connections))
+	}
+	if err == nil && opts.http2 {
+		if !(opts.sliceMs > 0 && opts.endMs > 0 && eloopFor(t)) {
+			err = errors.New("http2 runs in the event loop: sliceMs and endMs, on Linux")
+		}
+		t.withHTTP2(int(opts.streams))
 	}
 	if err != nil {
 		return fmt.Errorf("ingressbench.run: %w", err)

@@ -11,8 +11,10 @@
 # thresholds, and peak RSS, at the first count and at LONG_CONNECTIONS.
 # A benchmark: it prints what it measured (Markdown tables, also RESULTS_ROOT/result.md) and
 # fails only when a run does.
+# The HTTP/2 cases (h2c-1kb-mN to a backend's cleartext port, h2-1kb-mN to the LB over TLS, N
+# streams per connection) compare the native engine with h2load, the reference HTTP/2 client.
 # Settings: DURATION (15s), CONNECTION_COUNTS (50 200 1000; CONNECTIONS: that one alone),
-# VARIANT (nginx-lb-full), CASES (http-1kb https-1kb tls-handshakes throughput-1mb),
+# VARIANT (full+http2), CASES (all of the registry's),
 # CLIENTS (wrk js native native-open), OPEN_RATE (native-open's rate; 90 % of native's), ROUNDS (3),
 # LONG (180s; 0 skips the long runs),
 # LONG_CONNECTIONS (1000).
@@ -55,7 +57,7 @@ CPU=${CLIENT_CPU_LIST%%[-,]*} # one core: a per-request cost, not how well a cli
 # The target: plain HTTP goes to a backend itself (nginx serving from memory, no proxy hop),
 # so the client, not the server's core, is the limit; TLS to the LB, the lab's TLS endpoint.
 # Each is counted by its own stub_status (bench/platforms/lab.env).
-BACKEND=http://$(lab_backend_ip 1) BACKEND_STUB=http://$(lab_backend_ip 1)/stub_status
+BACKEND=http://$(lab_backend_ip 1) BACKEND_STUB=http://$(lab_backend_ip 1)/stub_status BACKEND_H2C=http://$(lab_backend_ip 1):81
 LB=https://$LAB_LB_IP LB_STUB=$LAB_STUB
 served() { stub_counts "$STUB" | cut -d' ' -f2; }
 CLIENT=(ip netns exec "$LAB_CLIENT_NS" taskset -c "$CPU")
@@ -132,6 +134,21 @@ wrk_case() { # CASE ROUND URL [wrk args]
     "$([ "$case" = throughput-1mb ] && calc %.2f "$n * 1048576 * 8 / ($dsecs * 1e9)")"
 }
 
+# h2load, the HTTP/2 reference client (nghttp2), in wrk's place for the HTTP/2 cases: its
+# -m streams per connection as the case's name says (h2c-1kb-m10: 10); over TLS, 1.3 with
+# X25519 and AES-128-GCM, what Go's client negotiates with nginx. Its row is under "wrk".
+h2load_case() { # CASE ROUND URL
+  local case=$1 id=$1-$C-h2load-$2 url=$3 f n
+  measure "$id" h2load -t1 -c"$C" -m"${case##*-m}" -D"$dsecs" --groups=X25519 --tls13-ciphers=TLS_AES_128_GCM_SHA256 \
+    -H ':authority: bench.ingress.test' "$url"
+  f=$RESULTS_ROOT/$id.out
+  n=$(awk '/^requests:/ {print $8}' "$f") # succeeded (in-flight at the end: started, not done, not counted)
+  [ "${n:-0}" -gt 0 ] && grep -q '^requests: .* 0 failed, 0 errored, 0 timeout$' "$f" && grep -q '^status codes: .* 0 3xx, 0 4xx, 0 5xx$' "$f" ||
+    die "h2load saw errors in $id: $(grep -E '^(requests|status codes):' "$f" | tr '\n' ' ')"
+  ! grep -q '^Application protocol:' "$f" || grep -q '^Application protocol: h2' "$f" || die "h2load did not negotiate h2 in $id"
+  record "$case" wrk "$n" "$(awk '/^finished in/ {print $4}' "$f")"
+}
+
 k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
   local case=$1 client=$3 scenario=$4 id=$1-$C-$3-$2 rate='' pprof=''; shift 4
   if [ "$client" = native-open ] && [ -n "$OPEN_RATE" ]; then
@@ -143,7 +160,9 @@ k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
   mkdir "$RESULTS_ROOT/$id"
   # The native closed model's profile in the first round (CLIENT_CPUS: k6 has the one CPU).
   [ "$client/$ROUND" != native/1 ] || pprof=$RESULTS_ROOT/profiles/$case-$C.pprof
-  pprof_to=$pprof measure "$id" env "$@" ${rate:+RATE=$rate} TARGET="$BASE" ENGINE="${client%-open}" DURATION="$D" CONNECTIONS="$C" \
+  # k6/http held to HTTP/1.1 as wrk is (the LB offers h2), by k6's own switch.
+  local http1=''; [ "$client" != js ] || http1=GODEBUG=http2client=0
+  pprof_to=$pprof measure "$id" env "$@" ${rate:+RATE=$rate} TARGET="$BASE" ENGINE="${client%-open}" DURATION="$D" CONNECTIONS="$C" $http1 \
     CLIENT_CPUS=1 TESTID="$id" RESULTS_DIR="$RESULTS_ROOT/$id" \
     k6 run --quiet --no-color ${pprof:+--profiling-enabled --address "$K6_API"} "$IB_ROOT/k6/$scenario.js"
   local s=$RESULTS_ROOT/$id/summary.json
@@ -165,10 +184,15 @@ for round in $(seq "$R"); do
     for case in $CASES; do
       case "$case" in
         http-1kb|throughput-1mb) BASE=$BACKEND STUB=$BACKEND_STUB ;;
+        h2c-*) BASE=$BACKEND_H2C STUB=$BACKEND_STUB ;;
         *) BASE=$LB STUB=$LB_STUB ;;
       esac
       for client in $CLIENTS; do
         case "$case/$client" in
+          h2*/wrk) h2load_case "$case" "$round" "$BASE/1kb.bin" ;;
+          h2*/js|h2*/native-open) ;; # HTTP/2 is the native engine's, closed model
+          h2c-*/native) k6_case "$case" "$round" native rps HTTP_VERSION=2 STREAMS="${case##*-m}" ;;
+          h2-*/native) k6_case "$case" "$round" native rps HTTP_VERSION=2 STREAMS="${case##*-m}" SCHEME=https TLS_VERSION=1.3 ;;
           http-1kb/wrk|https-1kb/wrk) wrk_case "$case" "$round" "$BASE/1kb.bin" ;;
           tls*/wrk) [ "$(tls_case "$case" | awk '{print $3}')" = - ] || wrk_case "$case" "$round" "$BASE/0kb.bin" -H 'Connection: close' ;;
           throughput-1mb/wrk) wrk_case "$case" "$round" "$BASE/1mb.bin" ;;
@@ -198,7 +222,8 @@ for C in $COUNTS; do
       g=$(median "${GBIT[$k]}" || true) # only throughput has one
       sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
       [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $([ -n "$OPEN_RATE" ] && echo "$OPEN_RATE/s" || echo "$(calc %.0f%% "100 * $OPEN_SHARE") of native closed")"
-      rows+=("| $case | $C | ${k##*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
+      shown=${k##*/}; [[ $case/$client != h2*/wrk ]] || shown=h2load
+      rows+=("| $case | $C | $shown | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
     done
   done
 done
@@ -252,9 +277,9 @@ if [ "$LONG" != 0 ]; then
 fi
 
 tables() {
-  echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_CPU_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); ${COUNTS// /, } connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk); $(date -u +%Y-%m-%d)"
+  echo "Calibration: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); client on CPU $CPU alone, servers on CPU $SERVER_CPU_LIST (plain HTTP: backend 1 directly; TLS: the LB, $V); ${COUNTS// /, } connections × $D, medians of $R rounds; $(k6 version | head -n1 | cut -d' ' -f1-2), wrk $(dpkg-query -W -f='${Version}' wrk), h2load $(dpkg-query -W -f='${Version}' nghttp2-client); $(date -u +%Y-%m-%d)"
   echo
-  echo "| case | connections | client | req/s | client CPU µs/request | CPU vs wrk | req/s vs wrk | peak RSS MiB | client/server count | |"
+  echo "| case | connections | client | req/s | client CPU µs/request | CPU vs wrk (HTTP/2: h2load) | req/s vs wrk (h2load) | peak RSS MiB | client/server count | |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   if [ ${#profiles[@]} -gt 0 ]; then

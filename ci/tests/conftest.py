@@ -246,8 +246,9 @@ def registry():
 
 
 # The native engine's own settings, which k6/http refuses: ENGINE's example is js, so a run of
-# every example leaves them out (test_lab_e2e.py's TLS test gives them to the native engine).
-NATIVE_ONLY = ("TLS_GROUP", "TLS_RESUMPTION")
+# every example leaves them out (test_lab_e2e.py's TLS and HTTP/2 tests give them to the native
+# engine).
+NATIVE_ONLY = ("TLS_GROUP", "TLS_RESUMPTION", "HTTP_VERSION", "STREAMS")
 
 
 def examples(reach, runs_k6=True, **overrides):

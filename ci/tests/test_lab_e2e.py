@@ -4,6 +4,7 @@ import csv
 import json
 import math
 import os
+import re
 
 import pytest
 
@@ -246,6 +247,45 @@ def test_tls_the_server_saw_every_connection_negotiate_what_was_asked(bench, ver
         client[key.rsplit(" ", 1)[1]] += n
     assert client == {"full": len(full), "resumed": resumed}, (client, len(full), resumed)
     assert f"asked TLS {version}, {group}, resumption {resumption}; negotiated TLS {version}" in run.out, run.out
+
+
+H2_LINE = re.compile(r'"GET /1kb\.bin HTTP/2\.0" 200 1024 conn=(\d+) reqs=(\d+) .* alpn=h2 ')
+
+
+@pytest.mark.one_engine
+def test_http2_streams_are_counted_by_client_and_server_alike(bench):
+    """HTTP_VERSION=2 against the LB with HTTP/2 on (the http2 knob, ALPN h2): every request
+    of the load a stream nginx logged as HTTP/2.0 on an h2 connection, as many as the client
+    counted (setup's readiness GET, the engine's probe, is the log's first). nginx's keepalive_requests
+    (1,000 by default) ends each connection with a GOAWAY after 1,000 streams: the client
+    opens the next connection without losing or failing a request."""
+    log = LAB_STATE / "lb/logs/access.log"
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": "http2"}).returncode == 0
+    offset = log.stat().st_size
+    run = bench("rps", VARIANT="http2", MONITORING="0", DURATION="2s", CONNECTIONS="3", HTTP_VERSION="2", STREAMS="4", SCHEME="https")
+    assert run.rc == 0, run.why
+    lines = log.read_bytes()[offset:].decode().splitlines()
+    streams = [H2_LINE.search(line) for line in lines]
+    assert streams and all(streams), [l for l, m in zip(lines, streams) if not m][:3]
+    r = run.result
+    assert len(streams) == r["requests"] and r["errors"] == 0, (len(streams), r)
+    per_conn = {}
+    for m in streams[1:]:
+        per_conn[m[1]] = max(per_conn.get(m[1], 0), int(m[2]))
+    assert max(per_conn.values()) <= 1000 and sum(per_conn.values()) == r["requests"] - 1, per_conn
+    assert len(per_conn) > 3, f"{r['requests']} requests on {len(per_conn)} connections: no GOAWAY met"
+    assert "3 connections of HTTP/2, 4 streams each," in run.out, run.out
+
+
+@pytest.mark.one_engine
+def test_http2_asked_of_a_server_without_it_is_refused_before_the_load(bench):
+    """The LB without the http2 knob offers no h2 by ALPN: the run stops at setup, naming it."""
+    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+    log = LAB_STATE / "lb/logs/access.log"
+    offset = log.stat().st_size
+    run = bench("rps", MONITORING="0", DURATION="2s", CONNECTIONS="3", HTTP_VERSION="2", SCHEME="https")
+    assert run.rc != 0 and 'not ready for HTTP/2: it does not offer HTTP/2 over TLS: nginx-lb takes it with the http2 knob' in run.err, run.err[-2000:]
+    assert log.read_bytes()[offset:] == b""  # setup's probe ended at the handshake: no request, no load
 
 
 def test_throughput_reports_gbits(clean_bench):

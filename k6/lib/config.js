@@ -177,6 +177,14 @@ export function parseConfig(env, scenario, profile) {
     }
   }
 
+  // HTTP/2: the native engine's event loop runs it, on keep-alive connections, closed model.
+  const http2 = setting(env, 'HTTP_VERSION') === '2';
+  const streams = setting(env, 'STREAMS');
+  if (http2 && engine === 'js') fail('HTTP_VERSION=2 is the native engine\'s: k6/http chooses the protocol itself (ENGINE=js): leave it out or use ENGINE=native');
+  if (http2 && !reuse) fail('HTTP_VERSION=2 runs on keep-alive connections: tps and NO_REUSE=1 open a connection per request over HTTP/1.1');
+  if (http2 && rate) fail('HTTP_VERSION=2 runs the closed model: leave RATE out');
+  if (!http2 && env.STREAMS) fail('STREAMS is HTTP/2\'s (streams in flight per connection): set HTTP_VERSION=2 or leave it out');
+
   const testid = setting(env, 'TESTID', `${new Date().toISOString().replace(/[-:]|\.\d+/g, '')}-${scenario}`);
   const variant = setting(env, 'VARIANT', 'default');
   // The tag of a run started by k6 alone (no ci/ entry point resolved a platform): it loads a
@@ -193,7 +201,7 @@ export function parseConfig(env, scenario, profile) {
   return {
     scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
-    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, clientCpus, segments, rate, reuse, engine, requestSamples, tls, discardBodies: profile.discardBodies,
+    duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, clientCpus, segments, rate, reuse, engine, requestSamples, tls, http2, streams, discardBodies: profile.discardBodies,
     thresholds: thresholdsOf(env, profile),
     prometheusUrl,
     existing,

@@ -132,6 +132,18 @@ test('the engine: native unless ENGINE=js, anything else refused', () => {
   assert.equal(config({}, 'rps').requestSamples, false);
 });
 
+test('HTTP/2: the native engine, keep-alive, closed model; streams only with it', () => {
+  assert.deepEqual([config({}, 'rps').http2, config({}, 'rps').streams], [false, 1]);
+  assert.deepEqual([config({ HTTP_VERSION: '2', STREAMS: '8' }, 'throughput').http2, config({ HTTP_VERSION: '2', STREAMS: '8' }, 'rps').streams], [true, 8]);
+  bad({ HTTP_VERSION: '2', ENGINE: 'js' }, 'rps', /HTTP_VERSION=2 is the native engine's/);
+  bad({ HTTP_VERSION: '2' }, 'tps', /HTTP_VERSION=2 runs on keep-alive connections/);
+  bad({ HTTP_VERSION: '2', NO_REUSE: '1' }, 'rps', /HTTP_VERSION=2 runs on keep-alive connections/);
+  bad({ HTTP_VERSION: '2', RATE: '100' }, 'rps', /HTTP_VERSION=2 runs the closed model/);
+  bad({ STREAMS: '4' }, 'rps', /STREAMS is HTTP\/2's/);
+  bad({ HTTP_VERSION: '3' }, 'rps', /HTTP_VERSION/);
+  bad({ HTTP_VERSION: '2', STREAMS: '0' }, 'rps', /STREAMS/);
+});
+
 test('a Service DNS name is inside only from a pod', () => {
   const pod = { KUBERNETES_SERVICE_HOST: '198.18.128.1' };
   assert.ok(isClusterService('prometheus.monitoring.svc', pod));

@@ -115,7 +115,8 @@ export function tlsLine(negotiated, cfg) {
 export function textSummary(h, cfg, c, v) {
   const lines = [];
   const label = `k6 ${cfg.scenario}`.padEnd(COL);
-  lines.push(`${label}${cfg.connections} connections × ${cfg.duration} (${h.model}) → ${fmtInt(h.rps)} req/s` +
+  const streams = cfg.http2 ? ` of HTTP/2, ${cfg.streams} stream${cfg.streams === 1 ? '' : 's'} each,` : '';
+  lines.push(`${label}${cfg.connections} connections${streams} × ${cfg.duration} (${h.model}) → ${fmtInt(h.rps)} req/s` +
     `  p50 ${ms(h.p50_ms)}  p95 ${ms(h.p95_ms)}  p99 ${ms(h.p99_ms)}`);
   lines.push(`${''.padEnd(COL)}${fmtInt(h.requests)} requests, errors ${(h.error_rate * 100).toFixed(3)}% (${fmtInt(h.errors)})` +
     (h.dropped_iterations ? `, dropped ${fmtInt(h.dropped_iterations)}` : '') +

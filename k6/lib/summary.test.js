@@ -52,6 +52,8 @@ test('headline and text name the crossed threshold', () => {
   assert.match(text, /FAIL \(1\/3 thresholds\)/);
   assert.match(text, /✗ http_req_duration p\(99\)<500/);
   assert.match(text, /18,422 req\/s/);
+  assert.match(text, /100 connections × 15s/);
+  assert.match(textSummary(h, config({ HTTP_VERSION: '2', STREAMS: '8' }, 'rps')), /100 connections of HTTP\/2, 8 streams each, × 15s/);
 });
 
 test('files: summary.json, summary.txt, meta.json in the run directory', () => {
