@@ -3,6 +3,7 @@ module github.com/ingress-bench/ingress-bench/xk6
 go 1.25.0
 
 require (
+	github.com/sirupsen/logrus v1.9.3
 	go.k6.io/k6 v1.8.1
 	golang.org/x/net v0.56.0
 	golang.org/x/sys v0.46.0
@@ -29,7 +30,6 @@ require (
 	github.com/onsi/ginkgo v1.16.5 // indirect
 	github.com/onsi/gomega v1.44.0 // indirect
 	github.com/serenize/snaker v0.0.0-20201027110005-a7ad2135616e // indirect
-	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/spf13/afero v1.1.2 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.44.0 // indirect

@@ -136,7 +136,7 @@ wrk_case() { # CASE ROUND URL [wrk args]
 
 # h2load, the HTTP/2 reference client (nghttp2), in wrk's place for the HTTP/2 cases: its
 # -m streams per connection as the case's name says (h2c-1kb-m10: 10); over TLS, 1.3 with
-# X25519 and AES-128-GCM, what Go's client negotiates with nginx. Its row is under "wrk".
+# X25519 and AES-128-GCM, what Go's client negotiates with nginx.
 h2load_case() { # CASE ROUND URL
   local case=$1 id=$1-$C-h2load-$2 url=$3 f n
   measure "$id" h2load -t1 -c"$C" -m"${case##*-m}" -D"$dsecs" --groups=X25519 --tls13-ciphers=TLS_AES_128_GCM_SHA256 \
@@ -146,7 +146,7 @@ h2load_case() { # CASE ROUND URL
   [ "${n:-0}" -gt 0 ] && grep -q '^requests: .* 0 failed, 0 errored, 0 timeout$' "$f" && grep -q '^status codes: .* 0 3xx, 0 4xx, 0 5xx$' "$f" ||
     die "h2load saw errors in $id: $(grep -E '^(requests|status codes):' "$f" | tr '\n' ' ')"
   ! grep -q '^Application protocol:' "$f" || grep -q '^Application protocol: h2' "$f" || die "h2load did not negotiate h2 in $id"
-  record "$case" wrk "$n" "$(awk '/^finished in/ {print $4}' "$f")"
+  record "$case" h2load "$n" "$(awk '/^finished in/ {print $4}' "$f")"
 }
 
 k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
@@ -212,18 +212,18 @@ done
 rows=()
 for C in $COUNTS; do
   for case in $CASES; do
+    ref=wrk; [[ $case != h2* ]] || ref=h2load # the reference client: h2load in wrk's place on HTTP/2
     for client in $CLIENTS; do
-      k=$case/$C/$client; [ "$client" = wrk ] || k="$case/$C/k6 $client"
+      k=$case/$C/$client; [ "$client" = wrk ] && k=$case/$C/$ref || k="$case/$C/k6 $client"
       [ -n "${RPS[$k]:-}" ] || continue # a client that cannot run the case (wrk: ML-KEM; k6/http: a group alone, resumption)
       rps=$(median "${RPS[$k]}") us=$(median "${US[$k]}") vs_cpu=- vs_rps=-
-      if [ "$client" != wrk ] && [ -n "${US[$case/$C/wrk]:-}" ]; then
-        vs_cpu=$(calc %.2f× "$us / $(median "${US[$case/$C/wrk]}")") vs_rps=$(calc %.0f%% "100 * $rps / $(median "${RPS[$case/$C/wrk]}")")
+      if [ "$client" != wrk ] && [ -n "${US[$case/$C/$ref]:-}" ]; then
+        vs_cpu=$(calc %.2f× "$us / $(median "${US[$case/$C/$ref]}")") vs_rps=$(calc %.0f%% "100 * $rps / $(median "${RPS[$case/$C/$ref]}")")
       fi
       g=$(median "${GBIT[$k]}" || true) # only throughput has one
       sent=$(median "${SENT[$k]:-}" || true) # only the open model has one
       [ -z "$sent" ] || sent="$(calc %.2f%% "100 * $sent") of RATE × DURATION sent at $([ -n "$OPEN_RATE" ] && echo "$OPEN_RATE/s" || echo "$(calc %.0f%% "100 * $OPEN_SHARE") of native closed")"
-      shown=${k##*/}; [[ $case/$client != h2*/wrk ]] || shown=h2load
-      rows+=("| $case | $C | $shown | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
+      rows+=("| $case | $C | ${k##*/} | $(calc %.0f "$rps") | $us | $vs_cpu | $vs_rps | $(median "${RSS[$k]}") | $(median "${AGREE[$k]}") | ${g:+$g Gbit/s}${g:+${sent:+; }}$sent |")
     done
   done
 done

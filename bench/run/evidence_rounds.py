@@ -111,11 +111,13 @@ def calibration_settings(run):
 
 
 def calibration_figure(runs, case, client):
-    """A calibrate.sh round's runs (its runs.jsonl): CLIENT's CPU per request over wrk's on CASE."""
+    """A calibrate.sh round's runs (its runs.jsonl): CLIENT's CPU per request over the
+    reference client's on CASE: wrk's, h2load's on HTTP/2 (calibrate.sh runs it in wrk's place)."""
     by = {r["client"]: r for r in runs if r["case"] == case}
-    k6, wrk = by.get(f"k6 {client}"), by.get("wrk")
+    ref = "h2load" if case.startswith("h2") else "wrk"
+    k6, wrk = by.get(f"k6 {client}"), by.get(ref)
     if not k6 or not wrk:
-        raise Failed(f"calibrate.sh measured no {'wrk' if k6 else 'k6 ' + client} run of {case}")
+        raise Failed(f"calibrate.sh measured no {ref if k6 else 'k6 ' + client} run of {case}")
     return {"value": k6["cpu_us_per_request"] / wrk["cpu_us_per_request"], "cpu_us_per_request": k6["cpu_us_per_request"],
             "wrk_cpu_us_per_request": wrk["cpu_us_per_request"], "rps": k6["rps"], "wrk_rps": wrk["rps"]}
 

@@ -94,6 +94,12 @@ def test_a_calibration_round_is_the_clients_cpu_per_request_over_wrks():
     assert got == {"value": 1.25, "cpu_us_per_request": 15.0, "wrk_cpu_us_per_request": 12.0, "rps": 50000, "wrk_rps": 60000}
     with pytest.raises(evidence_rounds.Failed, match="calibrate.sh measured no k6 native run of tls-handshakes"):
         evidence_rounds.calibration_figure(runs, "tls-handshakes", "native")
+    # HTTP/2: h2load's run is the reference, wrk has none
+    h2 = [{"case": "h2c-1kb-m10", "client": "h2load", "cpu_us_per_request": 16.0, "rps": 48000},
+          {"case": "h2c-1kb-m10", "client": "k6 native", "cpu_us_per_request": 20.0, "rps": 50000}]
+    assert evidence_rounds.calibration_figure(h2, "h2c-1kb-m10", "native")["value"] == 1.25
+    with pytest.raises(evidence_rounds.Failed, match="calibrate.sh measured no h2load run of h2c-1kb-m10"):
+        evidence_rounds.calibration_figure(h2[1:], "h2c-1kb-m10", "native")
     run = SPEC["runs"]["calibration-http"]
     iv = evidence_rounds.interval_of(run, [{"value": 1.25}, {"value": 1.1}], run["level"])
     assert iv == ratio_interval([1.25, 1.1], [1.0], run["level"])
