@@ -186,7 +186,7 @@ def test_bash_reads_a_setting_as_the_registry_says():
         return sh("bash", "-c", '. bench/lib.sh && setting "$@"', "_", *args, env={"DURATION": "", "CONNECTIONS": "", "MONITORING": "", "VARIANT": "", **env})
     assert setting("DURATION").stdout == "15s\n" and setting("DURATION", "change").stdout == "30s\n"
     assert setting("DURATION", "change", DURATION="7s").stdout == "7s\n"
-    assert setting("CONNECTIONS").stdout == "\n" and setting("VARIANT", "calibrate").stdout == "nginx-lb-full\n"
+    assert setting("CONNECTIONS").stdout == "\n" and setting("VARIANT", "calibrate").stdout == "full+http2\n"
     assert setting("MONITORING", MONITORING="true").stdout == "1\n"
     for args, env, message in ((("DURATION",), {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
                                (("CONNECTIONS",), {"CONNECTIONS": "0"}, "CONNECTIONS must be at least 1, got 0"),
