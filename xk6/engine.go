@@ -45,10 +45,13 @@ func (t *target) withHTTP2(streams int) {
 	t.h2, t.streams, t.blocks = true, streams, newH2Blocks(u, t.host)
 }
 
-// tlsGroups are the TLS_GROUP settings' offers: one group alone, or Go's default list with the
-// hybrid post-quantum key share first (stated, not left to GODEBUG and the Go release).
+// tlsGroups are the TLS_GROUP settings' offers: X25519 (with P-256 listed after it: on TLS 1.2
+// an ECDSA P-256 certificate is only served to a client that lists its curve; the server
+// takes X25519, the client's first, and on TLS 1.3 the client's one key share is X25519's),
+// P-256 alone, or Go's default list with the hybrid post-quantum key share first (stated, not
+// left to GODEBUG and the Go release).
 var tlsGroups = map[string][]tls.CurveID{
-	"x25519":         {tls.X25519},
+	"x25519":         {tls.X25519, tls.CurveP256},
 	"p256":           {tls.CurveP256},
 	"x25519mlkem768": {tls.X25519MLKEM768, tls.X25519, tls.CurveP256, tls.CurveP384, tls.CurveP521},
 }

@@ -41,3 +41,16 @@ without_our_fds() {
   for fd in "${fds[@]}"; do eval "exec $fd>&-"; done
   exec "$@"
 }
+
+# make_certs DIR NAME [IP]: the ingress's certificates for NAME (and IP), made at each start,
+# never committed: tls.crt/tls.key RSA-2048 (seed 002's) and ecdsa.crt/ecdsa.key P-256 (the
+# ecdsa knob's), self-signed.
+make_certs() {
+  local dir=$1 san="DNS:$2${3:+,IP:$3}" name
+  mkdir -p "$dir"
+  for name in tls ecdsa; do
+    local key=(rsa:2048); [ "$name" = tls ] || key=(ec -pkeyopt ec_paramgen_curve:P-256)
+    openssl req -x509 -newkey "${key[@]}" -nodes -days 30 -subj "/CN=$2" -addext "subjectAltName=$san" \
+      -keyout "$dir/$name.key" -out "$dir/$name.crt" 2>/dev/null || die "openssl could not make the $name certificate"
+  done
+}

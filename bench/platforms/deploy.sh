@@ -219,13 +219,16 @@ prune_monitoring() {
   [ -z "$ours" ] || kubectl -n "$NS" delete $ours --wait --timeout=60s >/dev/null
 }
 
-# The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002,
-# generated here for each new namespace, never committed.
+# The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002 (tls.crt,
+# tls.key, what every controller reads) and P-256 beside it (ecdsa.crt, ecdsa.key: nginx-lb's
+# ecdsa knob), generated here for each new namespace, never committed.
 [ "$same" = 1 ] || kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
-if ! kubectl -n "$NS" get secret ingress-tls >/dev/null 2>&1; then
-  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=$HOST_HEADER" -addext "subjectAltName=DNS:$HOST_HEADER" \
-    -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
-  kubectl -n "$NS" create secret tls ingress-tls --cert="$work/tls.crt" --key="$work/tls.key" >/dev/null
+if [ -z "$(kubectl -n "$NS" get secret ingress-tls -o jsonpath='{.data.ecdsa\.key}' 2>/dev/null)" ]; then
+  make_certs "$work/tls" "$HOST_HEADER"
+  kubectl -n "$NS" delete secret ingress-tls --ignore-not-found >/dev/null
+  # shellcheck disable=SC2046 # one option a word
+  kubectl -n "$NS" create secret generic ingress-tls --type=kubernetes.io/tls \
+    $(for f in tls.crt tls.key ecdsa.crt ecdsa.key; do echo "--from-file=$f=$work/tls/$f"; done) >/dev/null
 fi
 if [ "$same" = 1 ]; then say deploy "overlay $OVERLAY → $PLATFORM: deployed already, ready"; else say deploy "overlay $OVERLAY → $PLATFORM"; fi
 # Ready, or the reason a pod is not: one line.

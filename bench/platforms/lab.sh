@@ -99,6 +99,8 @@ render_lb() { # OUT GENERATION: $VARIANT's nginx.conf
 }
 
 start_lb() {
+  # The LB's certificates, once per lab (the variant's CERT knob picks one).
+  [ -f "$STATE/lb/tls/ecdsa.key" ] || make_certs "$STATE/lb/tls" bench.ingress.test "$LB_IP"
   render_lb "$STATE/lb/nginx.conf" 0
   start_nginx lb "$STATE/lb/nginx.conf"
   wait_http "http://$LB_IP:$LB_STATUS_PORT/stub_status"
@@ -166,11 +168,6 @@ up() {
   for i in $(seq "$LAB_BACKENDS"); do wait_http "http://$(backend_ip "$i")/1kb.bin"; done
   failpoint after-backends
 
-  # The LB's certificate: RSA-2048 as in seed 002, generated here, never committed.
-  mkdir -p "$STATE/lb/tls"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 7 -subj "/CN=bench.ingress.test" \
-    -addext "subjectAltName=DNS:bench.ingress.test,IP:$LB_IP" \
-    -keyout "$STATE/lb/tls/tls.key" -out "$STATE/lb/tls/tls.crt" 2>/dev/null || die "openssl could not make the LB certificate"
   start_lb
   echo "$LAB_BACKENDS $SERVER_CPUS" >"$STATE/shape"
   touch "$STATE/up"

@@ -73,8 +73,16 @@ tls13-handshakes        TLS_VERSION=1.3                                     - - 
 tls13-p256-handshakes   TLS_VERSION=1.3,TLS_GROUP=p256                      - - -
 tls13-hybrid-handshakes TLS_VERSION=1.3,TLS_GROUP=x25519mlkem768            - - -
 tls12-resumed           TLS_VERSION=1.2,TLS_RESUMPTION=tickets              TLSv1.2 X25519 on
-tls13-resumed           TLS_VERSION=1.3,TLS_RESUMPTION=tickets              TLSv1.3 X25519 on"
+tls13-resumed           TLS_VERSION=1.3,TLS_RESUMPTION=tickets              TLSv1.3 X25519 on
+tls12-session-id        -                                                   TLSv1.2 X25519 off"
 tls_case() { awk -v c="$1" '$1 == c' <<<"$TLS_CASES"; }
+# The LB's knobs the TLS cases depend on: its certificate (the ecdsa knob: wrk then asks the
+# seed's cipher's ECDSA twin, as k6 offers both) and its session cache (tls12-session-id: wrk
+# resumes by session ID, which Go's client cannot, so that case has no k6 row).
+knob() { grep -h "^$1=" $(variant_knob_files "$V") | tail -n1 | cut -d= -f2-; }
+CIPHER=ECDHE-RSA-AES256-GCM-SHA384; [ "$(knob CERT)" != ecdsa ] || CIPHER=ECDHE-ECDSA-AES256-GCM-SHA384
+[[ " $CASES " != *" tls12-session-id "* ]] || [ -n "$(knob SSL_SESSION_CACHE)" ] ||
+  die "CASES: tls12-session-id needs the LB's session cache: VARIANT=$V+session-ids"
 # wrk speaks what OpenSSL offers (TLS 1.3 here); held to each case's protocol and group (and
 # on TLS 1.2 to the seed's cipher), as k6 is (k6/lib/options.js), so both pay for the same
 # handshake. wrk keeps each connection's session and resumes it with nginx's tickets (on by
@@ -84,8 +92,9 @@ wrk_openssl() { # CASE: the OpenSSL configuration wrk runs the case with
   local f=$RESULTS_ROOT/wrk-$1.cnf proto group tickets
   read -r _ _ proto group tickets < <(tls_case "$1")
   [ "$1" != https-1kb ] || { proto=TLSv1.2 group=X25519 tickets=off; }
+  [ "$group" != X25519 ] || group=X25519:P-256 # as k6's x25519 offers: an ECDSA certificate's curve listed
   printf '%s\n' "openssl_conf = ib" "[ib]" "ssl_conf = ib_ssl" "[ib_ssl]" "system_default = ib_tls" "[ib_tls]" \
-    "MinProtocol = $proto" "MaxProtocol = $proto" "Groups = $group" "CipherString = ECDHE-RSA-AES256-GCM-SHA384" \
+    "MinProtocol = $proto" "MaxProtocol = $proto" "Groups = $group" "CipherString = $CIPHER" \
     "Options = $([ "$tickets" = on ] && echo SessionTicket || echo -SessionTicket)" >"$f"
   echo "$f"
 }
@@ -198,6 +207,7 @@ for round in $(seq "$R"); do
           throughput-1mb/wrk) wrk_case "$case" "$round" "$BASE/1mb.bin" ;;
           http-1kb/*) k6_case "$case" "$round" "$client" rps ;;
           https-1kb/*) k6_case "$case" "$round" "$client" rps SCHEME=https ;;
+          tls12-session-id/*) ;; # Go's client resumes by tickets only
           tls*/js) [[ $(tls_case "$case" | awk '{print $2}') != *TLS_GROUP* && $(tls_case "$case" | awk '{print $2}') != *TLS_RESUMPTION* ]] &&
             k6_case "$case" "$round" "$client" tps $(tls_case "$case" | awk '{gsub(",", " ", $2); print $2}') || true ;;
           tls*/*) # shellcheck disable=SC2046 # the case's settings, one word each

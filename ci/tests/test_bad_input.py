@@ -253,7 +253,7 @@ def test_native_engine_refuses_options_it_does_not_support(options, message, tmp
     ("overhead", {"PLATFORM": "lab", "VARIANT": "turbo"}, "unknown variant 'turbo'"),
     ("overhead", {"VARIANT": "turbo"}, "unknown overlay 'turbo'"),  # the default platform: local
     ("overhead", {"DURATION": "ten"}, "DURATION must look like 30s, 3m or 1m30s, got 'ten'"),
-    ("calibrate", {"CASES": "http-1kb grpc"}, "unknown CASES 'grpc' (known: http-1kb, https-1kb, tls-handshakes, tls13-handshakes, tls13-p256-handshakes, tls13-hybrid-handshakes, tls12-resumed, tls13-resumed, throughput-1mb, h2c-1kb-m1, h2c-1kb-m10, h2-1kb-m10)"),
+    ("calibrate", {"CASES": "http-1kb grpc"}, "unknown CASES 'grpc' (known: http-1kb, https-1kb, tls-handshakes, tls13-handshakes, tls13-p256-handshakes, tls13-hybrid-handshakes, tls12-resumed, tls13-resumed, tls12-session-id, throughput-1mb, h2c-1kb-m1, h2c-1kb-m10, h2-1kb-m10)"),
     ("calibrate", {"CLIENTS": "wrk ab"}, "unknown CLIENTS 'ab' (known: wrk, js, native, native-open)"),
     ("calibrate", {"CLIENTS": "wrk native-open"}, "CLIENTS: native-open paces a share of the native closed model's rate: list native before it"),
     ("calibrate", {"ROUNDS": "0"}, "ROUNDS must be at least 1, got 0"),

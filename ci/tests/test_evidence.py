@@ -154,7 +154,7 @@ CLAIMS = {"alpha": 0.05, "runs": {"r": {"kind": "signal", "scenario": "rps", "va
      "run 'r': CHANGE_AT 10s and DURATION 12s: the load needs 3 s or more before the change"),
     (lambda d: d["runs"]["r"].update(kind="calibration", case="http-1kb"), "run 'r': needs client"),
     (lambda d: d["runs"]["r"].update(kind="calibration", case="grpc", client="native"),
-     "run 'r': unknown CASES 'grpc' (known: http-1kb, https-1kb, tls-handshakes, tls13-handshakes, tls13-p256-handshakes, tls13-hybrid-handshakes, tls12-resumed, tls13-resumed, throughput-1mb, h2c-1kb-m1, h2c-1kb-m10, h2-1kb-m10)"),
+     "run 'r': unknown CASES 'grpc' (known: http-1kb, https-1kb, tls-handshakes, tls13-handshakes, tls13-p256-handshakes, tls13-hybrid-handshakes, tls12-resumed, tls13-resumed, tls12-session-id, throughput-1mb, h2c-1kb-m1, h2c-1kb-m10, h2-1kb-m10)"),
     (lambda d: d["runs"]["r"].update(budget="soon"), "run 'r': budget must be a duration like 5m"),
     (lambda d: d["runs"]["r"].update(max_rounds=1), "run 'r': max_rounds must be a whole number from 2 to 99"),
     (lambda d: d["runs"]["r"].pop("value"), "run 'r': needs value"),

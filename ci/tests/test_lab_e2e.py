@@ -216,25 +216,33 @@ def test_tps_every_request_is_a_full_new_handshake(clean_bench):
 NGINX_GROUP = {"x25519": "X25519", "p256": "prime256v1"}
 
 
+# The suite each server key gives on TLS 1.2 (the seed's cipher or its ECDSA twin, both offered).
+TLS12_SUITE = {"default": "ECDHE-RSA-AES256-GCM-SHA384", "ecdsa": "ECDHE-ECDSA-AES256-GCM-SHA384"}
+
+
 @pytest.mark.one_engine
-@pytest.mark.parametrize("version,group,resumption", [("1.3", "x25519", "tickets"), ("1.2", "p256", "tickets"), ("1.3", "p256", "none")])
-def test_tls_the_server_saw_every_connection_negotiate_what_was_asked(bench, version, group, resumption):
+@pytest.mark.parametrize("version,group,resumption,variant", [("1.3", "x25519", "tickets", "default"), ("1.2", "p256", "tickets", "default"),
+                                                              ("1.3", "p256", "none", "default"), ("1.2", "x25519", "none", "ecdsa")])
+def test_tls_the_server_saw_every_connection_negotiate_what_was_asked(bench, version, group, resumption, variant):
     """The native engine's TLS settings, confirmed from nginx's log of each connection (a new
-    one per request): the version, the group, ALPN http/1.1, and resumption: with tickets the
-    server resumed exactly the handshakes the client counts as resumed, and none without.
-    The client's own record (the summary's tls_negotiated) agrees with the server's, count
-    for count. Setup's readiness GET (k6/http, the log's first line) is not the engine's."""
-    assert sh("bash", "bench/platforms/lab.sh", "up").returncode == 0
+    one per request): the version, the group, the suite (TLS 1.2: by the server's key, RSA or
+    the ecdsa knob's P-256), ALPN http/1.1, and resumption: with tickets the server resumed
+    exactly the handshakes the client counts as resumed, and none without. The client's own
+    record (the summary's tls_negotiated) agrees with the server's, count for count. Setup's
+    readiness GET (k6/http, the log's first line) is not the engine's."""
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
     assert sh("bash", "bench/platforms/monitoring/monitoring.sh", "down", env={"PLATFORM": "lab"}).returncode == 0
     log = LAB_STATE / "lb/logs/access.log"
     offset = log.stat().st_size
-    run = bench("tps", MONITORING="0", DURATION="1s", CONNECTIONS="4", TLS_VERSION=version, TLS_GROUP=group, TLS_RESUMPTION=resumption)
+    run = bench("tps", VARIANT=variant, MONITORING="0", DURATION="1s", CONNECTIONS="4", TLS_VERSION=version, TLS_GROUP=group, TLS_RESUMPTION=resumption)
     assert run.rc == 0, run.why
     fields = [TLS_FIELDS.search(line).groups() for line in log.read_bytes()[offset:].decode().splitlines()][1:]
     r = run.result
     assert len(fields) == r["requests"] - 1 == r["tls_handshakes"], (len(fields), r["requests"], r["tls_handshakes"])
     protocol = f"TLSv{version}"
     assert {(tls.split("/")[0], alpn) for tls, _, _, alpn in fields} == {(protocol, "http/1.1")}, set(fields)
+    if version == "1.2":
+        assert {tls.split("/")[1] for tls, _, _, _ in fields} == {TLS12_SUITE[variant]}, set(fields)
     full = [f for f in fields if f[1] == "."]
     assert {g for _, _, g, _ in full} == {NGINX_GROUP[group]}, set(full)
     resumed = len(fields) - len(full)
