@@ -167,8 +167,11 @@ k6_case() { # CASE ROUND CLIENT SCENARIO [ENV=VALUE...]
     rate=$(calc %.0f "$OPEN_SHARE * ${closed##* }")
   fi
   mkdir "$RESULTS_ROOT/$id"
-  # The native closed model's profile in the first round (CLIENT_CPUS: k6 has the one CPU).
-  [ "$client/$ROUND" != native/1 ] || pprof=$RESULTS_ROOT/profiles/$case-$C.pprof
+  # The native engine's profile in the first round, each model's (CLIENT_CPUS: k6 has the one CPU).
+  case "$client/$ROUND" in
+    native/1) pprof=$RESULTS_ROOT/profiles/$case-$C.pprof ;;
+    native-open/1) pprof=$RESULTS_ROOT/profiles/$case-$C-open.pprof ;;
+  esac
   # k6/http held to HTTP/1.1 as wrk is (the LB offers h2), by k6's own switch.
   local http1=''; [ "$client" != js ] || http1=GODEBUG=http2client=0
   pprof_to=$pprof measure "$id" env "$@" ${rate:+RATE=$rate} TARGET="$BASE" ENGINE="${client%-open}" DURATION="$D" CONNECTIONS="$C" $http1 \
@@ -294,7 +297,7 @@ tables() {
   printf '%s\n' "${rows[@]}"
   if [ ${#profiles[@]} -gt 0 ]; then
     echo
-    echo "| native engine's CPU profile (round 1, half the load) | heaviest functions, their own share |"
+    echo "| native engine's CPU profile (round 1, half the load; -open: the open model) | heaviest functions, their own share |"
     echo "|---|---|"
     printf '%s\n' "${profiles[@]}"
   fi
