@@ -39,7 +39,8 @@ func (l *eloop) dial(ctx context.Context, st *lib.State, c *econn) error {
 		return fmt.Errorf("k6's dialer returned a %T, not a socket", kc.Conn)
 	}
 	l.counters.Do(func() { l.bytesRead, l.bytesSent = kc.BytesRead, kc.BytesWritten }) // the VU's dialer's
-	var proto net.Conn = nc // what HTTP/2 starts on
+	// What HTTP/2 starts on: the socket, or the TLS session over it.
+	var proto net.Conn = nc
 	if l.t.tls {
 		s, start := &sock{Conn: nc, fd: -1, l: l}, time.Now()
 		tc, err := tlsHandshake(ctx, st, l.t, s)

@@ -39,12 +39,6 @@ type target struct {
 	blocks  h2Blocks
 }
 
-// withHTTP2 makes t's requests HTTP/2 streams, streams at once per connection.
-func (t *target) withHTTP2(streams int) {
-	u, _ := url.Parse(t.url) // parsed by newTarget already
-	t.h2, t.streams, t.blocks = true, streams, newH2Blocks(u, t.host)
-}
-
 // tlsGroups are the TLS_GROUP settings' offers: X25519 (with P-256 listed after it: on TLS 1.2
 // an ECDSA P-256 certificate is only served to a client that lists its curve; the server
 // takes X25519, the client's first, and on TLS 1.3 the client's one key share is X25519's),
@@ -253,8 +247,6 @@ func abortive(nc net.Conn) {
 		tcp.SetLinger(0) //nolint:errcheck
 	}
 }
-
-const errNoH2 = "it does not offer HTTP/2 over TLS: nginx-lb takes it with the http2 knob (VARIANT=…+http2)"
 
 var errClosedEarly = errors.New("the server closed the connection before its response ended")
 

@@ -67,6 +67,14 @@ func newH2Blocks(u *url.URL, host string) h2Blocks {
 	return b
 }
 
+// withHTTP2 makes t's requests HTTP/2 streams, streams at once per connection.
+func (t *target) withHTTP2(streams int) {
+	u, _ := url.Parse(t.url) // parsed by newTarget already
+	t.h2, t.streams, t.blocks = true, streams, newH2Blocks(u, t.host)
+}
+
+const errNoH2 = "it does not offer HTTP/2 over TLS: nginx-lb takes it with the http2 knob (VARIANT=…+http2)"
+
 // appendFrame appends a frame's 9-byte header and payload.
 func appendFrame(b []byte, typ, flags byte, stream uint32, payload ...byte) []byte {
 	n := len(payload)
@@ -93,7 +101,7 @@ func h2Start() []byte {
 	return appendWindowUpdate(b, 0, h2MaxWindow-65535)
 }
 
-// h2Settings reads a SETTINGS frame's payload: the server's limit on concurrent streams
+// h2ReadSettings reads a SETTINGS frame's payload: the server's limit on concurrent streams
 // (0: none said) and whether its HPACK table stays at least the default 4,096 bytes (the
 // indexed blocks fit in it).
 func h2ReadSettings(p []byte) (maxStreams uint32, smallTable bool, err error) {
@@ -161,18 +169,18 @@ type h2Stream struct {
 
 // h2Conn is an HTTP/2 connection's state in the loop.
 type h2Conn struct {
-	dec        *hpack.Decoder
-	status     int    // the :status of the header block being read
-	inBlock    uint32 // the stream whose header block continues (CONTINUATION), 0 none
-	blockEnds  bool   // that block's HEADERS frame ended its stream
-	next       uint32 // the next stream's identifier
-	max        int    // streams at once: the setting, at most the server's limit
-	plain      bool   // the server's HPACK table is smaller than the default
-	sent       bool   // the first block (the indexing one) went out
-	streams    []h2Stream
-	received   int64  // DATA bytes since the connection's window was last topped up
-	goaway     bool   // the server said it takes no new streams: close when the last ends
-	out        []byte // frames to write at the end of this read (ACKs, window, resets)
+	dec       *hpack.Decoder
+	status    int    // the :status of the header block being read
+	inBlock   uint32 // the stream whose header block continues (CONTINUATION), 0 none
+	blockEnds bool   // that block's HEADERS frame ended its stream
+	next      uint32 // the next stream's identifier
+	max       int    // streams at once: the setting, at most the server's limit
+	plain     bool   // the server's HPACK table is smaller than the default
+	sent      bool   // the first block (the indexing one) went out
+	streams   []h2Stream
+	received  int64  // DATA bytes since the connection's window was last topped up
+	goaway    bool   // the server said it takes no new streams: close when the last ends
+	out       []byte // frames to write at the end of this read (ACKs, window, resets)
 }
 
 func newH2Conn(streams int) *h2Conn {
