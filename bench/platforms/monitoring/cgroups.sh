@@ -6,7 +6,10 @@
 # (bench_cgroup_cpu_seconds_total, bench_cgroup_cpus: monitoring/lab/rules.yaml,
 # kustomize/components/monitoring/rules.yaml).
 #   bench/platforms/monitoring/cgroups.sh run ROLE CMD...   run CMD (and its children) in ROLE's group
-#   bench/platforms/monitoring/cgroups.sh sample DIR        write DIR/bench-cgroups.prom every second
+#   bench/platforms/monitoring/cgroups.sh sample DIR [ROLE=CPUS...]  write DIR/bench-cgroups.prom every
+#                                                        second (ROLE=CPUS: a role outside our groups
+#                                                        whose CPUs are fixed, as the local cluster's
+#                                                        ingress node's)
 #   bench/platforms/monitoring/cgroups.sh remove            remove the (empty) groups
 #   bench/platforms/monitoring/cgroups.sh usage [CPUS] < GROUPS  CPU used so far by each role, and the host's
 #                                                        (GROUPS: lines "ROLE REL": a group's path in
@@ -51,7 +54,15 @@ expand_cpus() {
 }
 
 sample() {
-  local dir=$1 d role c tick
+  local dir=$1 d role c tick fixed=() kv
+  shift
+  # Roles whose CPUs are fixed outside our groups: published as they are given, each second,
+  # so the rules judge how busy those CPUs are (an ingress starved on its node by the host's
+  # steal or a neighbour reads as the limit it is, as the lab's LB does).
+  for kv in "$@"; do
+    expand_cpus "${kv#*=}"
+    for c in "${CPUS[@]}"; do fixed+=("bench_cgroup_cpu_allowed{role=\"${kv%%=*}\",cpu=\"$c\"} 1"); done
+  done
   mkdir -p "$dir"
   exec {tick}<> <(:) # a pipe nobody writes: read -t on it is a sleep without a fork
   while :; do
@@ -74,6 +85,7 @@ sample() {
         # limit too.
         for c in "${CPUS[@]}"; do echo "bench_cgroup_cpu_allowed{role=\"$role\",cpu=\"$c\"} 1"; done
       done
+      [ "${#fixed[@]}" = 0 ] || printf '%s\n' "${fixed[@]}"
     } >"$dir/.bench-cgroups.prom.tmp"
     mv "$dir/.bench-cgroups.prom.tmp" "$dir/bench-cgroups.prom" # never a half-written file
     read -r -t 1 -u "$tick" || true
@@ -132,7 +144,7 @@ usage() {
 case "${1:-}" in
   usage) usage "${2:-}" ;;
   run) cg_join "$GROUP/$2" $$; shift 2; exec "$@" ;;
-  sample) sample "$2" ;;
+  sample) shift; sample "$@" ;;
   remove) cg_detect; cg_remove_tree $GROUP ;;
-  *) echo "usage: bench/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR | remove | usage [CPUS]" >&2; exit 2 ;;
+  *) echo "usage: bench/platforms/monitoring/cgroups.sh run ROLE CMD... | sample DIR [ROLE=CPUS...] | remove | usage [CPUS]" >&2; exit 2 ;;
 esac
