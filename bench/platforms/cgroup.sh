@@ -60,13 +60,16 @@ cg_hierarchies() {
   if [ "$CG_MODE" != v1 ]; then echo "$CG_UNIFIED"; fi
 }
 
-# cg_join REL PID: makes group REL where CPU is accounted and limited, and moves PID into it.
+# cg_join REL PID: makes group REL where CPU is accounted and limited, and memory accounted
+# (v1: in the memory hierarchy too, where one is mounted: bench:routes reads the LB's
+# working set and RSS there), and moves PID into it.
 cg_join() {
   local d dirs
   if [ "$CG_MODE" = v2 ]; then dirs=("$CG_UNIFIED")
   else
     cg_need_v1 "the group $1" cpuacct cpu
     dirs=("${CG_HIER[cpuacct]}"); [ "${CG_HIER[cpu]}" = "${dirs[0]}" ] || dirs+=("${CG_HIER[cpu]}")
+    [ -z "${CG_HIER[memory]:-}" ] || dirs+=("${CG_HIER[memory]}")
   fi
   # Another run's remove (a lab's down) may take the empty group away between the mkdir and
   # the move: it is made again.

@@ -7,7 +7,7 @@
 #   bench/platforms/lab.sh status   print what is running; exit 1 when the lab is not up
 #   bench/platforms/lab.sh check    validate the lab settings only
 #   bench/platforms/lab.sh procs    print the pids of every live process of the lab (none: nothing runs)
-#   bench/platforms/lab.sh reload GENERATION   the running LB reloaded in place into $VARIANT's knobs
+#   bench/platforms/lab.sh reload GENERATION [KEY=VALUE...]   the running LB reloaded in place into $VARIANT's knobs (and these)
 #                                (bench:change CHANGE=reload); its status port's /generation
 #                                answers GENERATION once the new workers serve
 #   bench/platforms/lab.sh backend stop|start I   backend I's nginx stopped (SIGTERM, as a kubelet
@@ -90,11 +90,11 @@ failpoint() { # lets the test suite make `up` fail half-way, to prove the rollba
   return 0
 }
 
-render_lb() { # OUT GENERATION: $VARIANT's nginx.conf
+render_lb() { # OUT GENERATION [KNOBFILE]: $VARIANT's nginx.conf (KNOBFILE's knobs last)
   local files; files=$(variant_knob_files "$VARIANT") || exit 1
   mkdir -p "$STATE/lb/tls"
   # shellcheck disable=SC2086
-  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files | sed "s/@GENERATION@/$2/g" >"$1"
+  sh "$IB_LB_DIR/render.sh" "$IB_LB_DIR/nginx.conf.tmpl" $files ${3:-} | sed "s/@GENERATION@/$2/g" >"$1"
   local i; for i in $(seq "$LAB_BACKENDS"); do echo "server $(backend_ip "$i"):80;"; done >"$STATE/lb/upstreams.conf"
 }
 
@@ -178,12 +178,16 @@ up() {
 # reload GENERATION: as an ingress controller applies a configuration change (and as the
 # in-cluster LB's lb.sh reload does): the new config tested, then SIGHUP to the master; a
 # config nginx refuses leaves the running one as it was.
+# KEY=VALUE arguments after it are knobs over the variant's (bench:routes' ROUTES), as lb.sh
+# reload's stdin is in the cluster.
 reload() {
   [[ ${1:-} =~ ^[0-9]+$ ]] || die "lab.sh reload: GENERATION must be a number, got '${1:-}'"
+  local kv; for kv in "${@:2}"; do [[ $kv =~ ^[A-Z_][A-Z0-9_]*= ]] || die "lab.sh reload: a knob is KEY=VALUE, got '$kv'"; done
   is_up || die "the lab is not up: ./task lab:up"
   local p=$STATE/lb
   read -r LAB_BACKENDS _ <"$STATE/shape" # the upstreams render_lb writes: the running lab's
-  render_lb "$p/nginx.conf.new" "$1" # checks $VARIANT first (variant_knob_files)
+  printf '%s\n' "${@:2}" >"$p/knobs.extra"
+  render_lb "$p/nginx.conf.new" "$1" "$p/knobs.extra" # checks $VARIANT first (variant_knob_files)
   ip netns exec "$NS_PREFIX"lb nginx -q -t -p "$p/" -c "$p/nginx.conf.new" -e "$p/logs/error.log" 2>"$p/logs/test.log" ||
     die "variant $VARIANT's config is invalid: $(grep -m1 emerg "$p/logs/test.log" || tail -n1 "$p/logs/test.log")"
   mv "$p/nginx.conf.new" "$p/nginx.conf"
@@ -234,7 +238,7 @@ case "${1:-}" in
   down) need_root "lab:down"; down; say lab "down" ;;
   status) status ;;
   procs) procs ;;
-  reload) need_root "lab:reload"; reload "${2:-}" ;;
+  reload) need_root "lab:reload"; reload "${@:2}" ;;
   backend) need_root "lab:backend"; backend "${2:-}" "${3:-}" ;;
   lb-prefix) echo "$STATE/lb" ;;
   *) die "usage: bench/platforms/lab.sh up|down|status|check|procs|reload|backend|lb-prefix" ;;

@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import matrix as mx  # noqa: E402  (the one runner: checks, runs)
-from change_actions import (INGRESS, WAIT_S, Cluster, Lab, built, changer, knobs_in, lab_knobs,  # noqa: E402
+from change_actions import (INGRESS, WAIT_S, built, changer, deployed, knobs_in, lab_knobs,  # noqa: E402
                             restore, scale_down)
 from change_yours import Yours, changer as yours_changer  # noqa: E402
 from report.change import analyse  # noqa: E402
@@ -306,7 +306,7 @@ def subject(kind, variant, lab, reload_to):
     return knobs, upstream, backends, route
 
 
-def load_rate(env, kind, c, m, mdir, share, backends, upstream):
+def load_rate(env, kind, c, m, mdir, share, backends, upstream, tag="change"):
     """The open model's rate: RATE, or SHARE % of what a closed-model run of PROBE measures.
     A scale's smallest state (one backend pod) serves less than the variant as deployed: the
     load is a share of that state's capacity, or the scale would measure capacity (one pod
@@ -316,7 +316,7 @@ def load_rate(env, kind, c, m, mdir, share, backends, upstream):
     probe, run = m["cases"]
     variant, smallest = run["variant"], kind == "scale"
     state = f"{variant} with 1 of its {backends} backend pods" if smallest else variant
-    mx.say("change", f"capacity: a closed-model run of {PROBE} ({state}), then {share} % of it")
+    mx.say(tag, f"capacity: a closed-model run of {PROBE} ({state}), then {share} % of it")
     if smallest:
         scale_down(c, upstream)
     try:
@@ -405,14 +405,8 @@ def run_change(env, reg):
     if not yours:
         # The variant deployed (the cluster or lab up first), as bench.sh does: what the change
         # acts on, and the access log counted from here.
-        up = mx.shell('load_platform && pf_check rps && pf_up rps >/dev/null', env=run["env"])
-        if up.returncode != 0:
-            raise mx.Bad(mx.error_line(up.stderr + up.stdout))
-        if lab:
-            c = Lab(run["env"])
-            backends = c.backends()
-        else:
-            c = Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs, route)
+        c, lab_backends = deployed(env, run["env"], lab, knobs, route)
+        backends = lab_backends or backends
     rate, rate_from = load_rate(env, kind, c, m, mdir, share, backends, upstream)
     r, marks, log_before, log_after, events = under_load(kind, c, m, mdir, rate, at_s, reload_to, backends, upstream)
 

@@ -190,8 +190,7 @@ class Lab:
             return None, None
 
     def reload(self, variant, gen, extra=""):
-        assert not extra, "the lab renders its variants' knob files only"
-        self.lab("reload", gen, variant=variant)
+        self.lab("reload", gen, *extra.split(), variant=variant)
 
     def events(self, since_ms):
         return []  # the lab script's return is its only record
@@ -278,6 +277,18 @@ def reload_into(c, variant, extra=""):
     gen = str(int(generation(c.address()) or 0) + 1)
     c.reload(variant, gen, extra)
     return gen
+
+
+def deployed(env, run_env, lab, knobs, route):
+    """The variant deployed (the cluster or the lab up first), as bench.sh does, and what acts
+    on it: (a Lab or a Cluster with KNOBS and ROUTE, the lab's backends or None)."""
+    up = mx.shell('load_platform && pf_check rps && pf_up rps >/dev/null', env=run_env)
+    if up.returncode != 0:
+        raise mx.Bad(mx.error_line(up.stderr + up.stdout))
+    if lab:
+        c = Lab(run_env)
+        return c, c.backends()
+    return Cluster(dict(env, KUBECONFIG=mx.shell('echo "$IB_CLUSTER_KUBECONFIG"').stdout.strip()), knobs, route), None
 
 
 def host_of(c):

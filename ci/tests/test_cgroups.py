@@ -223,19 +223,23 @@ def test_usage_with_cpus_reads_those_cpus_busy_time(tmp_path):
         "host 15500000000", "steal 200000000", f"busy 1,3 {(229 + 451) * 10**7}"], r.stdout
 
 
-@pytest.mark.parametrize("layout", ["v2", "v1 apart", "v1 co-mounted"])
+@pytest.mark.parametrize("layout", ["v2", "v1 apart", "v1 co-mounted", "v1 without memory"])
 def test_run_moves_its_pid_into_the_role_group(tmp_path, layout):
     """run writes the pid CMD then has (exec keeps it) into the role's cgroup.procs: once on
-    v2, in the cpuacct and cpu hierarchies on v1, once where they are co-mounted."""
+    v2, in the cpuacct, cpu and memory hierarchies on v1 (once where cpu and cpuacct are
+    co-mounted; memory where it is mounted)."""
     if layout == "v2":
         mounts, root = v2_fixture(tmp_path)
         dirs = [root]
     elif layout == "v1 apart":
         mounts, base = v1_fixture(tmp_path)
-        dirs = [base / "cpuacct", base / "cpu"]
+        dirs = [base / "cpuacct", base / "cpu", base / "memory"]
+    elif layout == "v1 without memory":
+        mounts, base = v1_fixture(tmp_path, ("cpu,cpuacct", "cpuset", "pids"))
+        dirs = [base / "cpu,cpuacct"]
     else:
         mounts, base = v1_fixture(tmp_path, ("cpu,cpuacct", "cpuset", "memory", "pids"))
-        dirs = [base / "cpu,cpuacct"]
+        dirs = [base / "cpu,cpuacct", base / "memory"]
     r = sh("bash", CGROUPS, "run", "loadgen", "sh", "-c", "echo $$", env={"IB_CGROUP_MOUNTS": str(mounts)})
     assert r.returncode == 0, r.stderr
     pid = r.stdout.strip()

@@ -6,11 +6,12 @@ against the pinned CRDs' schemas."""
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
 from changes import agrees, bench_change, covered
-from conftest import K6_UNJUDGED, ROOT, VALIDITY_UNJUDGED, kubectl, sh, within
+from conftest import K6_UNJUDGED, ROOT, VALIDITY_UNJUDGED, kubectl, sh, task, within
 
 VARIANT = "envoy-gateway-default"
 
@@ -84,6 +85,34 @@ def test_a_route_added_and_edited_under_load_through_the_gateway(tmp_path):
     assert doc["server"]["probes"] >= 2, doc["server"]
     route = json.loads(kubectl("-n", "ingress-bench", "get", "httproute", "bench", "-o", "json").stdout)
     assert len(route["spec"]["rules"]) == 1 and not route["spec"]["rules"][0].get("filters"), route["spec"]
+
+
+@pytest.mark.usefixtures("local_cluster")
+def test_a_route_step_through_the_gateway(tmp_path):
+    """bench:routes on Envoy Gateway: 20 HTTPRoutes created under load, each answering 200 on a
+    new connection, then deleted, each answering as /routes/0 (never a route) does; Envoy
+    counted its route table's reloads in each step; every reading at rest from the cgroups of
+    the proxy's and the controller's containers; after, no HTTPRoute of the steps is left."""
+    results = tmp_path / "results"
+    r = task("bench:routes", f"RESULTS_ROOT={results}", "PLATFORM=local", f"VARIANT={VARIANT}", "ROUTE_STEPS=20,0", "DURATION=8s",
+             "CHANGE_AT=3s", "RATE=2000", *(f"{k}={v}" for k, v in {**K6_UNJUDGED, **VALIDITY_UNJUDGED}.items()), timeout=900)
+    docs = sorted(results.glob("routes-*/routes.json"))
+    assert r.returncode == 0 and len(docs) == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads(docs[0].read_text())
+    assert doc["how"] == "httproute" and [row["routes"] for row in doc["rows"]] == [0, 20, 0]
+    up, down = doc["rows"][1:]
+    assert up["marks"]["want"] == 200 and len(up["found_ms"]) == 20, up["marks"]
+    assert down["marks"]["want"] == doc["unrouted_status"] == 404 and len(down["found_ms"]) == 20, down["marks"]
+    # A controller may batch changes: at least one reload of the route table a step.
+    assert up["updates"] >= 1 and down["updates"] >= 1, (up["updates"], down["updates"])
+    pods = {p["metadata"]["uid"] for sel in ("ingress-bench/role=ingress", "control-plane=envoy-gateway")
+            for p in json.loads(kubectl("-n", "ingress-bench", "get", "pods", "-l", sel, "-o", "json").stdout)["items"]}
+    for row in doc["rows"]:
+        for side in ("data_plane", "controller"):
+            d = row["rest"][side]
+            assert any(f"pod{uid}/" in d["cgroup"] for uid in pods) and Path(d["cgroup"], "cgroup.procs").read_text().split(), d
+            assert d["working_set_bytes"] > 0 and d["rss_bytes"] > 0, d
+    assert kubectl("-n", "ingress-bench", "get", "httproute", "-l", "ingress-bench/routes=1", "-o", "name").stdout.strip() == ""
 
 
 @pytest.mark.usefixtures("local_cluster")
