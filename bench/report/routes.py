@@ -14,10 +14,17 @@ def rank(values, p):
     return values[max(0, math.ceil(p * len(values)) - 1)] if values else None
 
 
-def propagation(row):
-    """(p50, p99, max) ms from the step's start to its routes' answers."""
-    f = row["found_ms"]
+def propagation(row, key="found_ms"):
+    """(p50, p99, max) ms from the step's start to its routes' answers (KEY after_ms: to the
+    last probe each route did not answer so: the lower bounds)."""
+    f = row.get(key) or []
     return rank(f, 0.5), rank(f, 0.99), f[-1] if f else None
+
+
+def bounded(row):
+    """The routes' times as "p50 / p99 / max", each the answer's, after the lower bound's."""
+    hi, lo = propagation(row), propagation(row, "after_ms")
+    return " / ".join(f"{h:,.0f}" + ("" if lo[0] is None else f" (≥ {l:,.0f})") for h, l in zip(hi, lo))
 
 
 def mib(v):
@@ -48,11 +55,10 @@ def change_text(row):
 
 
 def step_line(row):
-    p50, p99, top = propagation(row)
     m, a = row["marks"], row["analysis"]
     answer = "answering 200" if m["want"] == 200 else f"answering {m['want']} again"
     return (f"{row['from']:,} -> {row['routes']:,} routes: each {answer} "
-            f"after p50 {p50:,.0f} / p99 {p99:,.0f} / max {top:,.0f} ms ({m['probes']:,} probes, rounds up to {m['round_ms']:,.0f} ms); "
+            f"by p50 / p99 / max {bounded(row)} ms ({m['probes']:,} probes, rounds up to {m['round_ms']:,.0f} ms); "
             f"the load: {errors(a)} failed, p99 {p99s(a)} ms; {row['updates']} configuration updates; at rest: data plane {side(row['rest'], 'data_plane')}"
             + (f", controller {side(row['rest'], 'controller')}" if "controller" in row["rest"] else ""))
 
@@ -75,7 +81,7 @@ def scale_down(result):
 def page(result):
     """routes.md: the settings, the table and the scale-down line."""
     controller = any("controller" in r["rest"] for r in result["rows"])
-    head = ["step", "routes", "change", "to each route's answer p50 / p99 / max (ms)", "probes (longest round, ms)",
+    head = ["step", "routes", "change", "each route changed by p50 / p99 / max (ms; after ≥)", "probes (longest round, ms)",
             "load: failed during the step", "load p99 during / before (ms)", "updates", "data plane at rest: CPU, WS / RSS"]
     head += ["controller at rest: CPU, WS / RSS"] if controller else []
     lines = [f"# Routes under load: {result['variant']} ({result['platform']})", "",
@@ -83,7 +89,8 @@ def page(result):
              f"Each step under a load of its own: {result['rate']:,} req/s, open model ({result['rate_from']}), {result['duration']}, "
              f"the routes changed {result['change_at_s']:g} s into it. Each added route probed until its first 200, each removed one until it "
              f"answers {result['unrouted_status']} as a path that was never a route does, on new connections, every route in turn "
-             f"(at most {result['probes_per_s']:,} probes/s: the longest round bounds the figures' resolution). "
+             f"(at most {result['probes_per_s']:,} probes/s): a route changed after its last probe that did not answer so (≥) and by "
+             "its answer; the longest round bounds the gap. "
              "Updates: the reloads nginx logged, or Envoy's route configuration reloads (RDS). At rest: the load over and the routes "
              "settled, CPU over 5 s and memory (working set, RSS) from each one's cgroup.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -91,9 +98,8 @@ def page(result):
         if i == 0:
             cells = ["as deployed", "0", "", "", "", "", "", str(row["updates_total"]) + " so far", side(row["rest"], "data_plane")]
         else:
-            p50, p99, top = propagation(row)
             m = row["marks"]
-            cells = [str(i), f"{row['routes']:,}", change_text(row), f"{p50:,.0f} / {p99:,.0f} / {top:,.0f}",
+            cells = [str(i), f"{row['routes']:,}", change_text(row), bounded(row),
                      f"{m['probes']:,} ({m['round_ms']:,.0f})", errors(row["analysis"]), p99s(row["analysis"]), str(row["updates"]),
                      side(row["rest"], "data_plane")]
         cells += [side(row["rest"], "controller")] if controller else []
@@ -117,7 +123,9 @@ def chart(result, path):
     xs = list(range(len(rows)))
     steps = [propagation(r) if i else (None, None, None) for i, r in enumerate(rows)]
     for k, name, color in ((0, "p50", "#1f77b4"), (1, "p99", "#d62728")):
-        top.plot(xs[1:], [s[k] for s in steps[1:]], "o-", color=color, label=f"to each route's answer, {name}")
+        top.plot(xs[1:], [s[k] for s in steps[1:]], "o-", color=color, label=f"each route changed by, {name}")
+        top.plot(xs[1:], [propagation(r, "after_ms")[k] or float("nan") for r in rows[1:]], "o:", color=color, alpha=0.5,
+                 label=f"after, {name}")
     top.set_ylabel("ms from the step's start")
     top.set_yscale("log")
     mid.plot(xs[1:], [(r["analysis"]["during"] or {}).get("p99_ms") for r in rows[1:]], "o-", color="#d62728", label="during the step")

@@ -34,7 +34,7 @@ def status(addr, path, host, timeout=2.0):
 
 
 async def _watch(addr, host, paths, want, t0_ms, deadline, stop):
-    pending, found, sent, rounds = list(paths), {}, 0, []
+    pending, found, before, sent, rounds = list(paths), {}, {}, 0, []
     sem = asyncio.Semaphore(PARALLEL)
     began = time.monotonic()
 
@@ -44,8 +44,11 @@ async def _watch(addr, host, paths, want, t0_ms, deadline, stop):
             # Paced: the n-th probe of the watch no earlier than n / PROBES_PER_S s in.
             await asyncio.sleep(max(0.0, began + sent / PROBES_PER_S - time.monotonic()))
             sent += 1
+            asked = time.time() * 1000 - t0_ms
             if await _status(addr, path, host, 1.0) == want:
-                found[path] = time.time() * 1000 - t0_ms
+                found[path] = (before.get(path, 0.0), time.time() * 1000 - t0_ms)
+            else:
+                before[path] = asked
     while pending and time.monotonic() < deadline and not stop():
         r0 = time.monotonic()
         await asyncio.gather(*(one(p) for p in pending))
@@ -58,8 +61,9 @@ async def _watch(addr, host, paths, want, t0_ms, deadline, stop):
 
 def watch(addr, host, paths, want, t0_ms, within_s, stop=lambda: False):
     """Probes each of PATHS (new connections, in turn, at most PROBES_PER_S) until it answers
-    WANT: ({path: ms from T0_MS to its answer}, probes sent, each round's ms). A path not found
-    within WITHIN_S (or once STOP() holds) is missing from the first."""
+    WANT: ({path: (after, by)}, probes sent, each round's ms): the route changed after AFTER
+    (ms from T0_MS: when its last probe that did not answer so was sent, 0 if none) and by BY
+    (its answer). A path not found within WITHIN_S (or once STOP() holds) is missing."""
     return asyncio.run(_watch(addr, host, list(paths), want, t0_ms, time.monotonic() + within_s, stop))
 
 

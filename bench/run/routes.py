@@ -167,12 +167,13 @@ def step(c, how, variant, route, prev, n, addr, host, unrouted, run_dir, at_s, m
         want, paths = (200, rp.paths(prev, n)) if n > prev else (unrouted, rp.paths(n, prev))
         found, sent, rounds = rp.watch(addr, host, paths, want, marks["start"], WAIT_S, stop=lambda: bool(failed))
         t.join(timeout=WAIT_S)
-        marks.update(want=want, routes=len(paths), found_ms=sorted(found.values()), probes=sent, round_ms=max(rounds or [0]))
+        marks.update(want=want, routes=len(paths), found_ms=sorted(by for _, by in found.values()),
+                     after_ms=sorted(after for after, _ in found.values()), probes=sent, round_ms=max(rounds or [0]))
         if failed:
             raise failed[0]
         if len(found) < len(paths):
             raise RuntimeError(f"{len(paths) - len(found):,} of {len(paths):,} routes did not answer {want} within {WAIT_S} s")
-        marks["end"] = marks["start"] + round(max(found.values()))
+        marks["end"] = marks["start"] + round(marks["found_ms"][-1])
     except Exception as e:  # noqa: BLE001  (said by the main thread, after the step's run)
         failures.append(f"step {prev} -> {n} routes: {e}")
 
@@ -228,7 +229,8 @@ def run_routes(env, reg):
                 raise mx.Bad(failures[0])
             tl = json.loads((Path(r["dir"]) / "timeline.json").read_text())
             a, _ = analyse(tl, {k: marks[k] for k in ("start", "end") if k in marks})
-            row.update(marks={k: v for k, v in marks.items() if k != "found_ms"}, found_ms=marks["found_ms"], analysis=a,
+            row.update(marks={k: v for k, v in marks.items() if k not in ("found_ms", "after_ms")}, found_ms=marks["found_ms"],
+                       after_ms=marks["after_ms"], analysis=a,
                        run=str(r["dir"]), rest=sides.at_rest())
             row["updates"] = sides.updates() - before
             rows.append(row)

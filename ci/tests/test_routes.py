@@ -11,7 +11,7 @@ import pytest
 from conftest import K6_UNJUDGED, LAB_STATE, ROOT, lab_leftovers, sh, task
 
 sys.path.insert(0, str(ROOT / "bench"))
-from report.routes import propagation, rank, scale_down  # noqa: E402
+from report.routes import bounded, propagation, rank, scale_down  # noqa: E402
 
 
 def bench_routes(tmp_path, settings):
@@ -53,6 +53,8 @@ def test_the_tables_figures_from_recorded_steps():
     answers = [float(i) for i in range(1, 201)]  # 200 routes, 1..200 ms
     # exact: ceil(0.5 * 200) = 100th, ceil(0.99 * 200) = 198th
     assert propagation({"found_ms": answers}) == (100.0, 198.0, 200.0)
+    # each quantile of the answers beside the same quantile of the lower bounds
+    assert bounded({"found_ms": [10.0, 20.0], "after_ms": [0.0, 5.0]}) == "10 (≥ 0) / 20 (≥ 5) / 20 (≥ 5)"
     mem = lambda ws, rss: {"data_plane": {"working_set_bytes": ws, "rss_bytes": rss, "cpu_cores": 0.0}}  # noqa: E731
     rows = [{"routes": 0, "rest": mem(10, 5)}, {"routes": 10, "rest": mem(20, 6)}, {"routes": 100, "rest": mem(40, 8)},
             {"routes": 10, "rest": mem(30, 7)}]
