@@ -137,3 +137,36 @@ def add_to_index(index, date, folder, first, command, what):
     name = folder[len(date) + 1:]
     lines.insert(at, f"| {date} | [{name}]({folder}/{first}) | `{command}` | {what} |")
     Path(index).write_text("\n".join(lines) + "\n")
+
+
+def write_set(stem, mdir, result, page, chart, runs, pub):
+    """A driver's result (bench:routes, bench:soak): STEM.json, STEM.md (PAGE of it, also
+    printed) and STEM.png (CHART) in MDIR; with PUB (the set's folder from check(), and
+    "env", "started", "steal", "settings", "what"), the same and each of RUNS' summary and
+    meta as a dated set of docs/results, stamped and listed in the index."""
+    mdir = Path(mdir)
+    (mdir / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    text = page(result)
+    (mdir / f"{stem}.md").write_text(text)
+    chart(result, mdir / f"{stem}.png")
+    print("\n" + text + f"\nRun: {mdir}/\n", end="", flush=True)
+    if not pub:
+        return None
+    out = Path(pub["out"])
+    out.mkdir(parents=True)
+    for f in (f"{stem}.md", f"{stem}.png"):
+        shutil.copy2(mdir / f, out / f)
+    (out / f"{stem}.json").write_text(json.dumps(set_relative(result, str(mdir)), indent=1) + "\n")
+    for run in map(Path, runs):
+        (out / run.name).mkdir()
+        for f in RUN_FILES:
+            if (run / f).is_file():
+                (out / run.name / f).write_text(json.dumps(set_relative(json.loads((run / f).read_text()), str(mdir)), indent=1) + "\n")
+    env = pub["env"]
+    stamp = {"date": f"{pub['started']:%Y-%m-%d}", "started": pub["started"].isoformat(timespec="seconds"),
+             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "written_by": f"./task bench:{stem} PUBLISH=1",
+             **commit(), "machine": dict(machine(), steal_percent=steal_percent(pub["steal"])),
+             "settings": {k: env[k] for k in pub["settings"] if env.get(k)}}
+    (out / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
+    add_to_index(INDEX, stamp["date"], out.name, f"{stem}.md", f"./task bench:{stem}", pub["what"])
+    return out

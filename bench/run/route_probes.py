@@ -11,6 +11,7 @@ PREFIX = "/routes/"  # route I is the exact path /routes/I (I from 1); /routes/0
 PROBES_PER_S = 1000  # the probes' ceiling: new connections the ingress serves beside the load
 PARALLEL = 16
 LABEL = "ingress-bench/routes"  # on every HTTPRoute bench:routes makes, beside the variant's own
+INDEX = "ingress-bench/route"  # and its number I: a removal is one request (a label selector), not one a route
 TO = "/1kb.bin"  # what every route serves: the load's payload
 
 
@@ -67,6 +68,13 @@ def watch(addr, host, paths, want, t0_ms, within_s, stop=lambda: False):
     return asyncio.run(_watch(addr, host, list(paths), want, t0_ms, time.monotonic() + within_s, stop))
 
 
+def selectors(lo, hi, most=1000):
+    """Label selectors for routes LO+1 to HI, at most MOST numbers each: the API server deletes
+    a collection in one request (by names, kubectl asks for each in turn: 990 of them took over
+    5 minutes while Envoy Gateway re-translated its routes after each)."""
+    return [f"{INDEX} in ({','.join(map(str, range(a, min(hi, a + most - 1) + 1)))})" for a in range(lo + 1, hi + 1, most)]
+
+
 def paths(lo, hi):
     """The paths of routes LO+1 to HI."""
     return [f"{PREFIX}{i}" for i in range(lo + 1, hi + 1)]
@@ -80,7 +88,7 @@ def httproutes(route, lo, hi):
     for i in range(lo + 1, hi + 1):
         r = {"apiVersion": route["apiVersion"], "kind": "HTTPRoute",
              "metadata": {"name": f"bench-route-{i}", "namespace": route["metadata"].get("namespace", "ingress-bench"),
-                          "labels": {LABEL: "1"}},
+                          "labels": {LABEL: "1", INDEX: str(i)}},
              "spec": {"parentRefs": copy.deepcopy(route["spec"]["parentRefs"]), "hostnames": list(route["spec"].get("hostnames") or []),
                       "rules": [{"matches": [{"path": {"type": "Exact", "value": f"{PREFIX}{i}"}}],
                                  "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": TO}}}],

@@ -53,17 +53,23 @@ def main(argv):
     return rc
 
 
-def checked(env, reg):
-    """ENV's settings, checked before anything starts: (the steps, CHANGE_AT's seconds, the share)."""
-    names = [n for n in ("ROUTE_STEPS", "CHANGE_AT", "LOAD_SHARE", "DURATION", "RATE") if env.get(n)]
-    mx.check_values([{"where": "", "names": names, "env": env}])
+def ours_only(env, task, names, what):
+    """The checks bench:routes and bench:soak share: NAMES (and the load's settings) by the
+    registry's rules, on what the suite deploys (the local cluster or the lab), the rps scenario."""
+    given = [n for n in (*names, "LOAD_SHARE", "DURATION", "RATE") if env.get(n)]
+    mx.check_values([{"where": "", "names": given, "env": env}])
     if env.get("TARGET") or env.get("INGRESS_PODS"):
-        raise mx.Bad("bench:routes adds routes to what it deploys (the local cluster or the lab): unset TARGET and INGRESS_PODS")
+        raise mx.Bad(f"bench:{task} {what}: unset TARGET and INGRESS_PODS")
     ours = mx.platforms(cluster=("own", "none"))
     if env.get("PLATFORM", "local") not in ours:
-        raise mx.Bad(f"bench:routes runs on the local cluster or the lab (PLATFORM={'|'.join(ours)}), got PLATFORM={env['PLATFORM']}")
+        raise mx.Bad(f"bench:{task} runs on the local cluster or the lab (PLATFORM={'|'.join(ours)}), got PLATFORM={env['PLATFORM']}")
     if env.get("SCENARIO", "rps") != "rps":
-        raise mx.Bad("bench:routes runs the rps scenario (a steady keep-alive load): unset SCENARIO")
+        raise mx.Bad(f"bench:{task} runs the rps scenario (a steady keep-alive load): unset SCENARIO")
+
+
+def checked(env, reg):
+    """ENV's settings, checked before anything starts: (the steps, CHANGE_AT's seconds, the share)."""
+    ours_only(env, "routes", ("ROUTE_STEPS", "CHANGE_AT"), "adds routes to what it deploys (the local cluster or the lab)")
     text = env.get("ROUTE_STEPS") or reg["ROUTE_STEPS"]["default"]
     steps, prev = [int(x) for x in text.split(",")], 0
     for i, n in enumerate(steps, 1):
@@ -145,7 +151,8 @@ def apply(c, how, variant, route, prev, n):
     elif n > prev:
         c.kubectl("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": rp.httproutes(route, prev, n)}), timeout=WAIT_S)
     else:
-        c.kubectl("delete", "httproute", "--wait=false", *(f"bench-route-{i}" for i in range(n + 1, prev + 1)), timeout=WAIT_S)
+        for selector in rp.selectors(n, prev):
+            c.kubectl("delete", "httproute", "--wait=false", "-l", selector, timeout=WAIT_S)
 
 
 def step(c, how, variant, route, prev, n, addr, host, unrouted, run_dir, at_s, marks, failures):
@@ -240,13 +247,11 @@ def run_routes(env, reg):
     result = {"variant": variant, "platform": platform, "how": how, "steps": steps, "rate": int(rate), "rate_from": rate_from,
               "duration": env["DURATION"], "change_at_s": at_s, "unrouted_status": unrouted, "probes_per_s": rp.PROBES_PER_S,
               "rows": rows, "dir": str(mdir)}
-    (mdir / "routes.json").write_text(json.dumps(result, indent=1) + "\n")
-    text = page(result)
-    (mdir / "routes.md").write_text(text)
-    chart(result, mdir / "routes.png")
-    print("\n" + text + f"\nRun: {mdir}/\n", end="", flush=True)
-    if out:
-        publish_set(mdir, out, result, env, started, steal0)
+    pub = out and {"out": out, "env": env, "started": started, "steal": steal0,
+                   "settings": ("VARIANT", "PLATFORM", "ROUTE_STEPS", "DURATION", "CHANGE_AT", "LOAD_SHARE", "RATE"),
+                   "what": f"{' → '.join(map(str, steps))} routes on {variant} ({platform}) under load"}
+    if publish.write_set("routes", mdir, result, page, chart, [r["run"] for r in rows[1:]], pub):
+        mx.say("published", str(out))
     return 0, result
 
 
@@ -263,26 +268,6 @@ def restore(c, how, variant, current, addr, host, unrouted):
         mx.say("routes", f"{current - len(found):,} of {current:,} routes still answered after {WAIT_S} s: the variant is not as deployed")
 
 
-def publish_set(mdir, out, result, env, started, steal0):
-    """The set: routes.md, routes.json and routes.png, each step's summary, and the stamp."""
-    out.mkdir(parents=True)
-    for f in ("routes.md", "routes.png"):
-        (out / f).write_bytes((mdir / f).read_bytes())
-    (out / "routes.json").write_text(json.dumps(publish.set_relative(result, str(mdir)), indent=1) + "\n")
-    for row in result["rows"][1:]:
-        rel = Path(row["run"]).name
-        (out / rel).mkdir()
-        for f in publish.RUN_FILES:
-            if (Path(row["run"]) / f).is_file():
-                (out / rel / f).write_text(json.dumps(publish.set_relative(json.loads((Path(row["run"]) / f).read_text()), str(mdir)), indent=1) + "\n")
-    stamp = {"date": f"{started:%Y-%m-%d}", "started": started.isoformat(timespec="seconds"),
-             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "written_by": "./task bench:routes PUBLISH=1",
-             **publish.commit(), "machine": dict(publish.machine(), steal_percent=publish.steal_percent(steal0)),
-             "settings": {k: env[k] for k in ("VARIANT", "PLATFORM", "ROUTE_STEPS", "DURATION", "CHANGE_AT", "LOAD_SHARE", "RATE") if env.get(k)}}
-    (out / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
-    publish.add_to_index(publish.INDEX, stamp["date"], out.name, "routes.md", "./task bench:routes",
-                         f"{' → '.join(map(str, result['steps']))} routes on {result['variant']} ({result['platform']}) under load")
-    mx.say("published", str(out))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,16 @@ def test_the_tables_figures_from_recorded_steps():
     assert scale_down({"rows": rows[:3]}) is None  # 100 was never reached before
 
 
+def test_a_removal_is_a_few_label_selectors_naming_each_route_once():
+    """Routes 11 to 2,500 removed: selectors of at most 1,000 numbers, each route in one."""
+    sys.path.insert(0, str(ROOT / "bench/run"))
+    from route_probes import selectors
+    sel = selectors(10, 2500)
+    numbers = [int(x) for s in sel for x in s.split("(", 1)[1].rstrip(")").split(",")]
+    assert len(sel) == 3 and all(s.startswith("ingress-bench/route in (") for s in sel)
+    assert numbers == list(range(11, 2501))
+
+
 @pytest.fixture(scope="module")
 def lab_step(tmp_path_factory):
     """20 routes added and removed on the lab's LB under a load, the lab down first and after."""
