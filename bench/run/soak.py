@@ -1,7 +1,8 @@
 """bench/run/soak.py: `./task bench:soak` — an hour of load: drift, or none.
 
 DURATION (1h) of the rps scenario in the open model at LOAD_SHARE % (50) of the capacity a
-closed-model run of the variant measures first (or RATE), in windows of SOAK_WINDOW (1m). On
+closed-model run of the variant measures first (or RATE), in DURATION / SOAK_WINDOW windows of
+SOAK_WINDOW (1m) each (whole pairs with a control; the wall time adds each window's start). On
 the local cluster the windows alternate with a control's: the same rate against the bare-metal
 lab's LB (nginx-lb-default, the lab up beside the cluster), so that the hour's noise on this
 machine (its speed changes by the hour) is not read as the subject's drift. (On the lab the
@@ -175,18 +176,19 @@ def run_soak(env, reg):
     rate, rate_from = load_rate(env, "soak", c, dict(m, cases=m["cases"][:2]), mdir, share, backends, None, tag="soak")
     mx.say("soak", f"{env['DURATION']} at {rate} req/s in windows of {win}" + (f", alternating with the control ({CONTROL} on the lab)" if not lab else
                                                                                " (the lab's LB is the subject: no control)"))
-    t0, windows, i = time.time(), [], 0
-    while True:
+    # DURATION is the windows' load, so their count is fixed whatever each one's start costs or
+    # waits (another run's load holds the machine's load lock meanwhile): whole pairs with a control.
+    count = int(total_s // window_s)
+    count -= 0 if lab else count % 2
+    t0, windows = time.time(), []
+    for i in range(count):
         side = "subject" if lab or i % 2 == 0 else "control"
-        if time.time() - t0 + window_s > total_s and side == "subject":
-            break  # the next pair would end past DURATION
         case, target = (run, c) if side == "subject" else (m["cases"][2], sides["control"].c)
         w = window(case, side, i // (1 if lab else 2) + 1, rate, mdir, m, target, "reload" if side == "control" else how,
                    net if side == "subject" else [], sides[side], window_s, t0)
         windows.append(w)
         mx.say("soak", f"{side} window {w['n']}: {w['requests']:,} requests, p99 {w['figures']['p99_ms'] or 0:.2f} ms, ingress "
                        f"{w['figures']['ingress_us_per_request'] or 0:.1f} µs/req, {w['figures']['ingress_working_set_mib'] or 0:.1f} MiB")
-        i += 1
     a = analyse(windows)
     result = {"variant": variant, "platform": platform, "how": how, "rate": int(rate), "rate_from": rate_from, "window": win,
               "duration": env["DURATION"], "control": "none (the lab's LB is the subject)" if lab else f"{CONTROL} on the lab",
