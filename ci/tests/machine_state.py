@@ -44,13 +44,18 @@ OUR_COMMS = {"etcd", "containerd", "containerd-shim", "kube-apiserver", "kube-co
 
 
 def environ_of(pid):
-    """The process's environment as a dict of bytes ({} once it has ended)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read().split(b"\0")
-    except OSError:  # ended meanwhile
-        return {}
-    return dict(e.split(b"=", 1) for e in env if b"=" in e)
+    """The process's environment as a dict of bytes ({} once it has ended). A process whose
+    leader thread has exited while others run on (live()) reads as empty from the leader: the
+    environment is read through a live thread's."""
+    for path in (f"/proc/{pid}/environ", *sorted(glob.glob(f"/proc/{pid}/task/*/environ"))):
+        try:
+            with open(path, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:  # ended meanwhile
+            continue
+        if env != [b""]:
+            return dict(e.split(b"=", 1) for e in env if b"=" in e)
+    return {}
 
 
 def argv_of(pid):
@@ -123,13 +128,30 @@ def cgroups():
     return sorted(out)
 
 
+def socket_owners():
+    """{socket inode: [pid, ...]} from every thread's descriptors: ss names no process for the
+    sockets of a process whose leader thread has exited (it reads /proc/PID/fd, the leader's)."""
+    owners = collections.defaultdict(set)
+    for fd in glob.glob("/proc/[0-9]*/task/*/fd/*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:  # ended or closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            owners[target[8:-1]].add(fd.split("/")[2])
+    return owners
+
+
 def listening():
     """Protocol and local address of every listening socket (queue lengths vary), but those of
     another session's processes."""
-    out = []
-    for l in run("ss", "-Hltnup").splitlines():
+    out, owners = [], None
+    for l in run("ss", "-Hltnupe").splitlines():
         f = l.split()
         pids = re.findall(r"pid=(\d+)", l)
+        if not pids and (ino := re.search(r"\bino:(\d+)", l)):
+            owners = socket_owners() if owners is None else owners
+            pids = sorted(owners.get(ino.group(1), ()))
         if len(f) >= 5 and not (pids and all(another_sessions(p) for p in pids)):
             out.append(" ".join((f[0], f[4])))
     return sorted(out)

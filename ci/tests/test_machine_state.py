@@ -115,3 +115,21 @@ def test_a_process_whose_leader_thread_is_a_zombie_is_live_while_another_thread_
     finally:
         p.kill()
         p.wait()
+
+
+def test_another_sessions_process_whose_leader_thread_is_a_zombie_is_left_out():
+    """The same process started by the other stream: its environment and its socket are read
+    through its live thread (the leader's read as empty, and ss names no process for the
+    socket), so neither is in this session's snapshot."""
+    p = subprocess.Popen(["python3", "-c", LEADER_GONE], env={**os.environ, "IB_TEST_SESSION": "another.1"},
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        port = p.stdout.readline().strip()
+        time.sleep(0.2)
+        with open(f"/proc/{p.pid}/stat") as f:
+            assert f.read().split(") ")[1][0] == "Z"
+        assert (machine_state.another_sessions(p.pid), f"tcp 127.0.0.1:{port}" in machine_state.listening(),
+                f"127.0.0.1:{port} " in machine_state.run("ss", "-Hltn")) == (True, False, True)
+    finally:
+        p.kill()
+        p.wait()
