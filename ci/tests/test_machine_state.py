@@ -1,6 +1,7 @@
 """The machine's snapshot as the two streams share the machine (ci/tests/machine_state.py): a
 session's snapshot leaves out the processes and listening sockets another session started,
 and a diff beside the lab leaves out exactly the lab's kernel objects."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -99,37 +100,36 @@ libc.pthread_exit(None)
 """
 
 
-def test_a_process_whose_leader_thread_is_a_zombie_is_live_while_another_thread_is_not():
-    """Its leader's state is Z, yet its socket still listens: the snapshot and down's
-    bench/lib/util.sh live() both count it as a live process."""
-    p = subprocess.Popen(["python3", "-c", LEADER_GONE], env={**os.environ, "IB_TEST_SESSION": SESSION},
+@contextlib.contextmanager
+def leader_gone(session):
+    """LEADER_GONE started with SESSION's mark, once its leader is a zombie: (process, port)."""
+    p = subprocess.Popen(["python3", "-c", LEADER_GONE], env={**os.environ, "IB_TEST_SESSION": session},
                          stdout=subprocess.PIPE, text=True)
     try:
         port = p.stdout.readline().strip()
         time.sleep(0.2)
         with open(f"/proc/{p.pid}/stat") as f:
             assert f.read().split(") ")[1][0] == "Z"
-        bash = subprocess.run(["bash", "-c", f'. {ROOT}/bench/lib/util.sh; live {p.pid}'])
-        assert ([bash.returncode], f"tcp 127.0.0.1:{port}" in machine_state.listening(),
-                "k6" in machine_state.our_processes()) == ([0], True, True)  # its comm: a zombie has no cmdline
+        yield p, port
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_process_whose_leader_thread_is_a_zombie_is_live_while_another_thread_is_not():
+    """Its leader's state is Z, yet its socket still listens: the snapshot and down's
+    bench/lib/util.sh live() both count it as a live process."""
+    with leader_gone(SESSION) as (p, port):
+        bash = subprocess.run(["bash", "-c", f'. {ROOT}/bench/lib/util.sh; live {p.pid}'])
+        assert ([bash.returncode], f"tcp 127.0.0.1:{port}" in machine_state.listening(),
+                "k6" in machine_state.our_processes()) == ([0], True, True)  # its comm: a zombie has no cmdline
 
 
 def test_another_sessions_process_whose_leader_thread_is_a_zombie_is_left_out():
     """The same process started by the other stream: its environment and its socket are read
     through its live thread (the leader's read as empty, and ss names no process for the
     socket), so neither is in this session's snapshot."""
-    p = subprocess.Popen(["python3", "-c", LEADER_GONE], env={**os.environ, "IB_TEST_SESSION": "another.1"},
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        port = p.stdout.readline().strip()
-        time.sleep(0.2)
-        with open(f"/proc/{p.pid}/stat") as f:
-            assert f.read().split(") ")[1][0] == "Z"
+    with leader_gone("another.1") as (p, port):
         assert (machine_state.another_sessions(p.pid), f"tcp 127.0.0.1:{port}" in machine_state.listening(),
-                f"127.0.0.1:{port} " in machine_state.run("ss", "-Hltn")) == (True, False, True)
-    finally:
-        p.kill()
-        p.wait()
+                "k6" in machine_state.our_processes(), f"127.0.0.1:{port} " in machine_state.run("ss", "-Hltn")) \
+            == (True, False, False, True)
