@@ -11,6 +11,9 @@ k6_validate() {
   fi
 }
 
+# k6_error_line LOG: the first error k6 logged (a setup's thrown Error: its message alone).
+k6_error_line() { sed -n 's/.*level=error msg="\(Error: \)\{0,1\}\([^"]*\).*/\2/p' "$1" | sed 's/\\n.*//' | head -n1; }
+
 # k6_duration_seconds 1m30s -> 90: whole seconds, rounded up (duration_ms parses).
 k6_duration_seconds() { local ms; ms=$(duration_ms "$1") || die "'$1' is not a duration like 30s or 1m30s"; echo $(((ms + 999) / 1000)); }
 

@@ -270,6 +270,10 @@ def assemble(run_dir, times, cpus, before, after, aborted=None, signal=None, usa
                      f"by {SOURCES[after[2]][2]} (client/server {agreement(srv['client_over_server'])})")
     else:
         lines.append("server        no server-side count (no stub_status for this target)")
+    # What the server negotiated, by its own record (bench/run/tls_record.py, before the load).
+    if (run_dir / "tls.json").is_file():
+        t = s.setdefault("server", {})["tls"] = json.loads((run_dir / "tls.json").read_text())
+        lines.append(f"tls           {t['line']}")
     c = cpu(s["result"], s.get("settings", {}).get("SCENARIO") or s["result"].get("scenario"), *usage,
             c["cpu_seconds"], s.get("server", {}).get("requests"))
     if c:

@@ -123,7 +123,7 @@ probe() {
   probes=$((${probes:-1} + 1))
   IB_PROBE=1 INGRESS_CPU=$1 DURATION=3s TESTID="${probe_dir##*/}" RESULTS_ROOT="$scratch/budget" \
     bash "$IB_ROOT/bench/run/bench.sh" "$SCENARIO" >"$scratch/budget.log" 2>&1 || [ $? = 99 ] ||
-    die "the ingress CPU probe failed: $(grep -m1 '^error:' "$scratch/budget.log" || tail -n1 "$scratch/budget.log") (INGRESS_CPU=overlay skips it)"
+    die "the ingress CPU probe failed: $(sed -n 's/^error: //p' "$scratch/budget.log" | head -n1 | grep . || tail -n1 "$scratch/budget.log") (INGRESS_CPU=overlay skips it)"
   out=$("$IB_VENV/bin/python" "$IB_ROOT/bench/run/budget.py" "$probe_dir" "${@:2}" 2>"$scratch/budget.err") ||
     { refused="$(sed 's/^error: //' "$scratch/budget.err" | head -n1) (INGRESS_CPU=overlay skips the probe)"; return 1; }
   { read -r INGRESS_CPU; read -r line; read -r budget; } <<<"$out"
@@ -190,6 +190,40 @@ pf_up "$SCENARIO"
 [ -z "${SERVER_CPU_LIST:-}" ] || [[ $(jq -r .source <<<"$budget") =~ ^(probe|kept)$ ]] ||
   placement_warning "$CLIENT_CPU_LIST" "$SERVER_CPU_LIST" "${PLACEMENT_SHARED:-}" "${INGRESS_CORES:-}"
 
+# The server's word on what a TLS run negotiates, before its load: a 1 s pass of the run's own
+# scenario and client settings on a few connections, under the LB's recorded path, then its
+# record judged against what the run asks (bench/run/tls_record.py: tls.json, the summary's
+# tls line). A server that negotiated
+# otherwise (another version, group, ALPN, HTTP version; no resumption where asked) stops the
+# run in one line; a client the server refuses (TLS 1.3 of a TLS 1.2 server) stops in the
+# pass's setup. Only our LB's template has the record (the lab's LB, nginx-lb).
+tls_record_url() {
+  [ "$(scenario_scheme "$SCENARIO")" = https ] && [ -z "${IB_PROBE:-}" ] && [[ ${STUB:-} == */stub_status ]] || return 1
+  if [ "$cluster" = none ]; then [ "$STUB" = "${LAB_STUB:-}" ] || return 1; else overlay_components "$VARIANT" | grep -qx nginx-lb || return 1; fi
+  echo "${STUB%/stub_status}/bench-tls-record"
+}
+if record_url=$(tls_record_url); then
+  load_lock
+  record_from=$("$IB_VENV/bin/python" "$IB_ROOT/bench/run/tls_record.py" size "$record_url" 2>"$scratch/tls.err") ||
+    die "$(sed 's/^error: //' "$scratch/tls.err" | head -n1)"
+  t0=$EPOCHREALTIME
+  pass_connections=$(setting CONNECTIONS); [ -n "$pass_connections" ] && [ "$pass_connections" -le 4 ] || pass_connections=4
+  rc_pass=0; mkdir -p "$scratch/tls-record"
+  # shellcheck disable=SC2097,SC2098 # the pass's own TESTID and DURATION
+  "${RUN[@]}" env -u PROMETHEUS_URL -u RATE TESTID="$testid-tls-record" CLIENT_CPUS="$CLIENT_CPUS" RESULTS_DIR="$scratch/tls-record" \
+    DURATION=1s CONNECTIONS="$pass_connections" IB_RECORD_PATH="/bench-tls-record/$testid" GODEBUG=http2client=0 \
+    k6 run --quiet --no-color "$IB_ROOT/k6/$SCENARIO.js" >"$scratch/tls-record.out" 2>"$scratch/tls-record.log" || rc_pass=$?
+  if [ "$rc_pass" != 0 ] && [ "$rc_pass" != 99 ]; then
+    reason=$(k6_error_line "$scratch/tls-record.log")
+    die "the TLS confirmation pass before the load failed: ${reason:-k6 exit $rc_pass}"
+  fi
+  mkdir -p "$scratch/tls"
+  IB_PASS_SECONDS=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}') ASKED_TLS_VERSION=$(setting TLS_VERSION) ASKED_TLS_GROUP=$(setting TLS_GROUP) ASKED_TLS_RESUMPTION=$(setting TLS_RESUMPTION) \
+    ASKED_HTTP_VERSION=$(setting HTTP_VERSION) ASKED_NEW_CONNECTIONS=$([ "$(jq -r .reuse <<<"$(scenario_profile "$SCENARIO")")" = false ] || [ "$(setting NO_REUSE)" = 1 ] && echo 1 || echo 0) \
+    "$IB_VENV/bin/python" "$IB_ROOT/bench/run/tls_record.py" judge "$scratch/tls" "$record_url" "$testid" "$record_from" >/dev/null 2>"$scratch/tls.err" ||
+    die "$(sed 's/^error: //' "$scratch/tls.err" | head -n1)"
+fi
+
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing
 # Each role's CPU time from its cgroups, read around the load like the server's count: the
 # seeds' unit, what the ingress serves per CPU of its own (bench/report/summary.py cpu). Where
@@ -230,6 +264,7 @@ RUN=(bash "$IB_ROOT/bench/platforms/monitoring/cgroups.sh" run loadgen "${RUN[@]
 
 mkdir -p "$RESULTS_ROOT" && mkdir "$dir" 2>/dev/null || die "results directory $dir exists already: results are never overwritten (choose another TESTID)"
 made_dir=$dir
+[ ! -f "$scratch/tls/tls.json" ] || mv "$scratch/tls/tls.json" "$dir/" # the server's TLS record, judged above
 [ ! -d "$scratch/budget/$testid-budget" ] || mv "$scratch/budget/$testid-budget" "$dir/budget" # the probe run, kept
 
 meta=$(jq -nc \
@@ -328,7 +363,7 @@ fi
 
 if [ -z "$interrupted" ] && [ "$rc" != 0 ] && [ "$rc" != 99 ]; then # 99: thresholds crossed, a finished run that failed
   # k6 stopped early (setup failed: target not ready): the one-line reason; files stay.
-  reason=$(sed -n 's/.*level=error msg="\(Error: \)\{0,1\}\([^"]*\).*/\2/p' "$dir/k6.log" | sed 's/\\n.*//' | head -n1)
+  reason=$(k6_error_line "$dir/k6.log")
   case $reason in *"no space left on device"*) disk_full "k6: $reason" ;; esac
   die "k6 $SCENARIO did not finish (exit $rc): ${reason:-see $dir/k6.log}"
 fi

@@ -198,8 +198,17 @@ export function parseConfig(env, scenario, profile) {
     try { meta = JSON.parse(env.BENCH_META); } catch (e) { fail(`BENCH_META is not JSON: ${e.message}`); }
   }
 
+  // A run's confirmation pass (bench/run/bench.sh, before its load): the same requests under
+  // the path whose every connection the LB records (components/nginx-lb's TLS record).
+  const recordPath = env.IB_RECORD_PATH || '';
+  if (!/^(\/bench-tls-record\/[A-Za-z0-9._-]+)?$/.test(recordPath)) fail(`IB_RECORD_PATH must be /bench-tls-record/RUN, got '${recordPath}'`);
+
   return {
-    scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}/${payload}.bin`,
+    scenario, payload, bodyBytes: PAYLOADS[payload], url: `${target.base}${recordPath}/${payload}.bin`,
+    // setup's readiness request (k6/http's own groups and ALPN): in a confirmation pass, under
+    // a path of its own beside the pass's (the record keeps it apart; the access log never sees
+    // the pass).
+    readyUrl: `${target.base}${recordPath && `${recordPath}.ready`}/${payload}.bin`,
     target: target.base, scheme: target.scheme, host: setting(env, 'HOST'),
     duration, durationMs: ms, timeout: timeoutText, timeoutMs, connections, clientCpus, segments, rate, reuse, engine, requestSamples, tls, http2, streams, discardBodies: profile.discardBodies,
     thresholds: thresholdsOf(env, profile),

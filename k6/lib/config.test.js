@@ -155,3 +155,11 @@ test('a Service DNS name is inside only from a pod', () => {
   assert.equal(cfg.prometheusUrl, 'http://prometheus.monitoring.svc:9090');
   assert.throws(() => config({ PROMETHEUS_URL: 'http://prometheus.monitoring.svc:9090' }, 'rps'), /outside the lab/);
 });
+
+test('a confirmation pass asks under the recorded path, its readiness request beside it', () => {
+  const c = config({ IB_RECORD_PATH: '/bench-tls-record/run-1' }, 'tps');
+  assert.deepEqual([c.url, c.readyUrl], ['https://198.18.0.2/bench-tls-record/run-1/0kb.bin', 'https://198.18.0.2/bench-tls-record/run-1.ready/0kb.bin']);
+  const plain = config({}, 'tps');
+  assert.deepEqual([plain.url, plain.readyUrl], ['https://198.18.0.2/0kb.bin', 'https://198.18.0.2/0kb.bin']);
+  bad({ IB_RECORD_PATH: '/elsewhere/x' }, 'tps', /IB_RECORD_PATH must be \/bench-tls-record\/RUN/);
+});
