@@ -5,6 +5,7 @@ import json
 import math
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -255,6 +256,32 @@ def test_tls_the_server_saw_every_connection_negotiate_what_was_asked(bench, ver
         client[key.rsplit(" ", 1)[1]] += n
     assert client == {"full": len(full), "resumed": resumed}, (client, len(full), resumed)
     assert f"asked TLS {version}, {group}, resumption {resumption}; negotiated TLS {version}" in run.out, run.out
+    # The confirmation pass before the load: the server's record of its every connection, as asked.
+    rec = run.summary["server"]["tls"]["record"]
+    n = rec["connections"]
+    assert (rec["protocols"], rec["alpn"], rec["http"], rec["requests"]) == ({protocol: n}, {"http/1.1": n}, {"HTTP/1.1": n}, n), rec
+    assert (rec["resumed"] > n // 2) if resumption == "tickets" else rec["resumed"] == 0, rec
+    assert f"tls           server: {protocol} " in (Path(run.dir) / "summary.txt").read_text()
+
+
+@pytest.mark.one_engine
+@pytest.mark.parametrize("variant,settings,said", [
+    ("tls12", {"TLS_VERSION": "1.3"}, "error: the TLS confirmation pass before the load failed: the server at https://198.18.0.2 does not "
+                                      "negotiate TLS 1.3 (TLS_VERSION): remote error: tls: protocol version not supported"),
+    ("no-resumption", {"TLS_RESUMPTION": "tickets"}, "error: TLS_RESUMPTION=tickets asked, but the server resumed none of "),
+], ids=["version-refused", "no-tickets"])
+def test_a_server_that_does_not_negotiate_what_is_asked_stops_the_run_before_the_load(bench, variant, settings, said, tmp_path):
+    """TLS 1.3 of a server limited to TLS 1.2 (its alert, said as the version), and tickets of
+    one that gives none (its record: no connection resumed): one line, exit 1, no run directory,
+    and the LB's access log never saw the load."""
+    assert sh("bash", "bench/platforms/lab.sh", "up", env={"VARIANT": variant}).returncode == 0
+    log = LAB_STATE / "lb/logs/access.log"
+    offset = log.stat().st_size
+    run = bench("tps", VARIANT=variant, MONITORING="0", DURATION="1s", CONNECTIONS="2", INGRESS_CPU="overlay", RESULTS_ROOT=str(tmp_path / "r"), **settings)
+    errors = [l for l in run.err.splitlines() if l.startswith("error:")]
+    assert (run.rc, len(errors), errors[0].startswith(said)) == (1, 1, True), run.err[-2000:]
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+    assert log.read_bytes()[offset:] == b""
 
 
 H2_LINE = re.compile(r'"GET /1kb\.bin HTTP/2\.0" 200 1024 conn=(\d+) reqs=(\d+) .* alpn=h2 ')
@@ -283,6 +310,8 @@ def test_http2_streams_are_counted_by_client_and_server_alike(bench):
     assert max(per_conn.values()) <= 1000 and sum(per_conn.values()) == r["requests"] - 1, per_conn
     assert len(per_conn) > 3, f"{r['requests']} requests on {len(per_conn)} connections: no GOAWAY met"
     assert "3 connections of HTTP/2, 4 streams each," in run.out, run.out
+    rec = run.summary["server"]["tls"]["record"]  # the pass before the load: h2 on every connection
+    assert (rec["alpn"], rec["http"]) == ({"h2": rec["connections"]}, {"HTTP/2.0": rec["connections"]}), rec
 
 
 @pytest.mark.one_engine
