@@ -198,8 +198,8 @@ pf_up "$SCENARIO"
 # run in one line; a client the server refuses (TLS 1.3 of a TLS 1.2 server) stops in the
 # pass's setup. Only our LB's template has the record (the lab's LB, nginx-lb).
 tls_record_url() {
-  [ "$(scenario_scheme "$SCENARIO")" = https ] && [ -z "${IB_PROBE:-}" ] && [[ ${STUB:-} == */stub_status ]] || return 1
-  if [ "$cluster" = none ]; then [ "$STUB" = "${LAB_STUB:-}" ] || return 1; else overlay_components "$VARIANT" | grep -qx nginx-lb || return 1; fi
+  [ "$(scenario_scheme "$SCENARIO")" = https ] && [ -z "${IB_PROBE:-}" ] && [[ $STUB == */stub_status ]] || return 1
+  if [ "$cluster" = none ]; then [ "$STUB" = "$LAB_STUB" ] || return 1; else overlay_components "$VARIANT" | grep -qx nginx-lb || return 1; fi
   echo "${STUB%/stub_status}/bench-tls-record"
 }
 if record_url=$(tls_record_url); then

@@ -63,9 +63,11 @@ def summarize(requests):
             "resumed": sum(c["reused"] == "r" for c in conns.values())}
 
 
-def asked_of(env):
-    return {"version": env["ASKED_TLS_VERSION"], "group": env["ASKED_TLS_GROUP"], "resumption": env["ASKED_TLS_RESUMPTION"],
-            "http": env["ASKED_HTTP_VERSION"], "new_connections": env["ASKED_NEW_CONNECTIONS"] == "1"}
+def asked_of():
+    """What the run asks, as bench.sh resolved its settings."""
+    return {"version": os.environ["ASKED_TLS_VERSION"], "group": os.environ["ASKED_TLS_GROUP"],
+            "resumption": os.environ["ASKED_TLS_RESUMPTION"], "http": os.environ["ASKED_HTTP_VERSION"],
+            "new_connections": os.environ["ASKED_NEW_CONNECTIONS"] == "1"}
 
 
 def judge(asked, rec):
@@ -124,7 +126,7 @@ def main(argv):
     except OSError as e:
         print(f"error: the server's TLS record {url} could not be read ({e})", file=sys.stderr)
         return 1
-    d, run, asked = Path(argv[2]), argv[4], asked_of(os.environ)
+    d, run, asked = Path(argv[2]), argv[4], asked_of()
     rec = summarize(parse(text, run))
     try:
         line = judge(asked, rec)
