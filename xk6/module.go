@@ -112,22 +112,49 @@ func (m *moduleInstance) publishLatency() error {
 	return nil
 }
 
-// probe is setup's readiness request for an HTTP/2 run, which k6/http cannot send (it is held
-// to HTTP/1.1; it has no h2c): one GET as a stream of the engine's own HTTP/2 client, on k6's
-// dialer, counted in http_reqs as k6/http counts its own. What it answered: status, body
-// bytes, protocol, error.
-func (m *moduleInstance) probe(url, host string, timeoutMs float64) (map[string]any, error) {
+// probe is setup's readiness request by the load's own client, with the load's TLS offers:
+// one GET on a new connection of the engine's own, HTTP/2 (a stream: k6/http is held to
+// HTTP/1.1 and has no h2c) or HTTP/1.1, on k6's dialer, counted in http_reqs as k6/http
+// counts its own. Its connection negotiates as the load's do (the groups k6/http cannot
+// choose), so a server's record of it reads as theirs. OPTS: http2 (bool) and tlsGroup (a
+// TLS_GROUP value), checked as run()'s. What it answered: status, body bytes, protocol, error.
+func (m *moduleInstance) probe(url, host string, timeoutMs float64, opts map[string]any) (map[string]any, error) {
 	st := m.vu.State()
 	if st == nil {
 		return nil, errors.New("ingressbench.probe() belongs in setup, not the init context")
 	}
-	t, err := newTarget(url, host, true, 0, time.Duration(timeoutMs*float64(time.Millisecond)))
+	http2, group := false, ""
+	for k, v := range opts {
+		var ok bool
+		switch k {
+		case "http2":
+			http2, ok = v.(bool)
+		case "tlsGroup":
+			group, ok = v.(string)
+		default:
+			return nil, fmt.Errorf("ingressbench.probe: unknown option %q (known: http2, tlsGroup)", k)
+		}
+		if !ok {
+			return nil, fmt.Errorf("ingressbench.probe: option %s has the wrong kind (%T)", k, v)
+		}
+	}
+	t, err := newTarget(url, host, http2, 0, time.Duration(timeoutMs*float64(time.Millisecond)))
+	if err == nil {
+		err = t.withTLS(st, group, false, 1)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ingressbench.probe: %w", err)
 	}
-	t.withHTTP2(1)
-	out := map[string]any{"status": 0, "bodyBytes": 0, "proto": "HTTP/2.0", "error": ""}
-	res := probeH2(m.vu.Context(), st, t)
+	out := map[string]any{"status": 0, "bodyBytes": 0, "proto": "HTTP/1.1", "error": ""}
+	var res result
+	if http2 {
+		t.withHTTP2(1)
+		out["proto"], res = "HTTP/2.0", probeH2(m.vu.Context(), st, t)
+	} else {
+		c := &conn{}
+		res, _ = c.do(m.vu.Context(), st, t)
+		c.close()
+	}
 	if res.err != nil {
 		out["error"] = res.err.Error()
 	}

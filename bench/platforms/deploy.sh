@@ -219,16 +219,19 @@ prune_monitoring() {
   [ -z "$ours" ] || kubectl -n "$NS" delete $ours --wait --timeout=60s >/dev/null
 }
 
-# The namespace first, then the TLS Secret the ingress needs: RSA-2048 as seed 002 (tls.crt,
+# The namespace first, then the TLS Secrets the ingress needs: RSA-2048 as seed 002 (tls.crt,
 # tls.key, what every controller reads) and P-256 beside it (ecdsa.crt, ecdsa.key: nginx-lb's
-# ecdsa knob), generated here for each new namespace, never committed.
+# ecdsa knob), generated here for each new namespace, never committed; and the P-256 pair
+# alone as a Secret of its own (ingress-tls-ecdsa: a Gateway listener's certificate is a
+# Secret's tls.crt and tls.key, components/envoy-gateway-ecdsa).
 [ "$same" = 1 ] || kubectl apply -f - >/dev/null <<<"$(awk 'BEGIN{RS="---"} /\nkind: Namespace\n/' "$work/manifest.yaml")"
-if [ -z "$(kubectl -n "$NS" get secret ingress-tls -o jsonpath='{.data.ecdsa\.key}' 2>/dev/null)" ]; then
+if [ -z "$(kubectl -n "$NS" get secret ingress-tls-ecdsa -o name 2>/dev/null)" ]; then
   make_certs "$work/tls" "$HOST_HEADER"
-  kubectl -n "$NS" delete secret ingress-tls --ignore-not-found >/dev/null
+  kubectl -n "$NS" delete secret ingress-tls ingress-tls-ecdsa --ignore-not-found >/dev/null
   # shellcheck disable=SC2046 # one option a word
   kubectl -n "$NS" create secret generic ingress-tls --type=kubernetes.io/tls \
     $(for f in tls.crt tls.key ecdsa.crt ecdsa.key; do echo "--from-file=$f=$work/tls/$f"; done) >/dev/null
+  kubectl -n "$NS" create secret tls ingress-tls-ecdsa --cert="$work/tls/ecdsa.crt" --key="$work/tls/ecdsa.key" >/dev/null
 fi
 if [ "$same" = 1 ]; then say deploy "overlay $OVERLAY → $PLATFORM: deployed already, ready"; else say deploy "overlay $OVERLAY → $PLATFORM"; fi
 # Ready, or the reason a pod is not: one line.

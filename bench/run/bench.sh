@@ -191,27 +191,33 @@ pf_up "$SCENARIO"
   placement_warning "$CLIENT_CPU_LIST" "$SERVER_CPU_LIST" "${PLACEMENT_SHARED:-}" "${INGRESS_CORES:-}"
 
 # The server's word on what a TLS run negotiates, before its load: a 1 s pass of the run's own
-# scenario and client settings on a few connections, under the LB's recorded path, then its
-# record judged against what the run asks (bench/run/tls_record.py: tls.json, the summary's
-# tls line). A server that negotiated
-# otherwise (another version, group, ALPN, HTTP version; no resumption where asked) stops the
-# run in one line; a client the server refuses (TLS 1.3 of a TLS 1.2 server) stops in the
-# pass's setup. Only our LB's template has the record (the lab's LB, nginx-lb).
+# scenario and client settings on a few connections, then the server's record of it judged
+# against what the run asks (bench/run/tls_record.py: tls.json, the summary's tls line): our
+# LB's TLS record of the pass's requests (under its recorded path), or a Gateway's proxy's own
+# statistics. A server that negotiated otherwise (another version, group, ALPN, HTTP version;
+# no resumption where asked) stops the run in one line; a client the server refuses (TLS 1.3
+# of a TLS 1.2 server) stops in the pass's setup. Another ingress keeps no record we read.
 tls_record_url() {
-  [ "$(scenario_scheme "$SCENARIO")" = https ] && [ -z "${IB_PROBE:-}" ] && [[ $STUB == */stub_status ]] || return 1
-  if [ "$cluster" = none ]; then [ "$STUB" = "$LAB_STUB" ] || return 1; else overlay_components "$VARIANT" | grep -qx nginx-lb || return 1; fi
-  echo "${STUB%/stub_status}/bench-tls-record"
+  [ "$(scenario_scheme "$SCENARIO")" = https ] && [ -z "${IB_PROBE:-}" ] || return 1
+  case $STUB in
+    */stats/prometheus) echo "$STUB" ;;
+    */stub_status)
+      if [ "$cluster" = none ]; then [ "$STUB" = "$LAB_STUB" ] || return 1; else overlay_components "$VARIANT" | grep -qx nginx-lb || return 1; fi
+      echo "${STUB%/stub_status}/bench-tls-record" ;;
+    *) return 1 ;;
+  esac
 }
 if record_url=$(tls_record_url); then
   load_lock
-  record_from=$("$IB_VENV/bin/python" "$IB_ROOT/bench/run/tls_record.py" size "$record_url" 2>"$scratch/tls.err") ||
-    die "$(sed 's/^error: //' "$scratch/tls.err" | head -n1)"
+  tls_record() { "$IB_VENV/bin/python" "$IB_ROOT/bench/run/tls_record.py" "$@" 2>"$scratch/tls.err" || die "$(sed 's/^error: //' "$scratch/tls.err" | head -n1)"; }
+  record_mark=$(tls_record mark "$record_url")
+  record_path=''; [[ $record_url == */stats/prometheus ]] || record_path=/bench-tls-record/$testid
   t0=$EPOCHREALTIME
   pass_connections=$(setting CONNECTIONS); [ -n "$pass_connections" ] && [ "$pass_connections" -le 4 ] || pass_connections=4
   rc_pass=0; mkdir -p "$scratch/tls-record"
   # shellcheck disable=SC2097,SC2098 # the pass's own TESTID and DURATION
   "${RUN[@]}" env -u PROMETHEUS_URL -u RATE TESTID="$testid-tls-record" CLIENT_CPUS="$CLIENT_CPUS" RESULTS_DIR="$scratch/tls-record" \
-    DURATION=1s CONNECTIONS="$pass_connections" IB_RECORD_PATH="/bench-tls-record/$testid" GODEBUG=http2client=0 \
+    DURATION=1s CONNECTIONS="$pass_connections" IB_RECORD_PATH="$record_path" GODEBUG=http2client=0 \
     k6 run --quiet --no-color "$IB_ROOT/k6/$SCENARIO.js" >"$scratch/tls-record.out" 2>"$scratch/tls-record.log" || rc_pass=$?
   if [ "$rc_pass" != 0 ] && [ "$rc_pass" != 99 ]; then
     reason=$(k6_error_line "$scratch/tls-record.log")
@@ -220,8 +226,7 @@ if record_url=$(tls_record_url); then
   mkdir -p "$scratch/tls"
   IB_PASS_SECONDS=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.3f", b - a}') ASKED_TLS_VERSION=$(setting TLS_VERSION) ASKED_TLS_GROUP=$(setting TLS_GROUP) ASKED_TLS_RESUMPTION=$(setting TLS_RESUMPTION) \
     ASKED_HTTP_VERSION=$(setting HTTP_VERSION) ASKED_NEW_CONNECTIONS=$([ "$(jq -r .reuse <<<"$(scenario_profile "$SCENARIO")")" = false ] || [ "$(setting NO_REUSE)" = 1 ] && echo 1 || echo 0) \
-    "$IB_VENV/bin/python" "$IB_ROOT/bench/run/tls_record.py" judge "$scratch/tls" "$record_url" "$testid" "$record_from" >/dev/null 2>"$scratch/tls.err" ||
-    die "$(sed 's/^error: //' "$scratch/tls.err" | head -n1)"
+    tls_record judge "$scratch/tls" "$record_url" "$testid" "$record_mark" >/dev/null
 fi
 
 stub() { [ -z "$STUB" ] || stub_counts "$STUB"; } # "accepts requests", or nothing

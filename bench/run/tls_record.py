@@ -1,23 +1,29 @@
 """bench/run/tls_record.py: the server's word on what a TLS run negotiated, before its load.
 
 bench.sh runs a confirmation pass first: one second of the run's own scenario and client
-settings (engine, TLS version, group, resumption, HTTP version, streams) on a few connections,
-its requests under /bench-tls-record/RUN/, which nginx-lb records per request (the TLS record,
-components/nginx-lb: protocol, cipher, group, ALPN, session reused, HTTP version, connection
-serial). The measured requests never pass there, so the record costs them nothing whatever the
-variant's access log.
+settings (engine, TLS version, group, resumption, HTTP version, streams) on a few connections.
+The server's word on it comes from one of two places:
+  - nginx-lb's TLS record (components/nginx-lb): the pass's requests go under
+    /bench-tls-record/RUN/, which the LB logs per request (protocol, cipher, group, ALPN,
+    session reused, HTTP version, connection serial) and serves on its status port. The
+    measured requests never pass there, so the record costs them nothing whatever the
+    variant's access log;
+  - Envoy's own statistics (a Gateway's proxy, its stats port): per listener the handshakes by
+    version, cipher and curve, the sessions reused, and per connection manager the connections
+    by HTTP version, counted for every connection anyway: the pass's are their change over it.
 
-    tls_record.py size RECORD_URL                the record's size now (0: none yet)
-    tls_record.py judge DIR RECORD_URL RUN FROM  read the record from byte FROM on (a range: the
-                                                 record keeps every pass's lines), compare RUN's
-                                                 with what the run asks (ASKED_* in the
-                                                 environment), write DIR/tls.json and print its
-                                                 line; exit 1 with one `error:` line when the
-                                                 server negotiated otherwise.
+    tls_record.py mark URL                     where the record stands now: nginx's record's size
+                                               in bytes, or Envoy's counters (JSON)
+    tls_record.py judge DIR URL RUN MARK       the record since MARK (nginx: RUN's lines, read as
+                                               a byte range), compared with what the run asks
+                                               (ASKED_* in the environment): DIR/tls.json and its
+                                               line; exit 1 with one `error:` line when the server
+                                               negotiated otherwise.
 """
 import collections
 import json
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -30,9 +36,10 @@ VERSIONS = {"1.2": "TLSv1.2", "1.3": "TLSv1.3"}
 CIPHERS = {"1.2": {"ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384"},
            "1.3": {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}}
 # TLS_GROUP: the groups the server may have picked from what the client offered (k6/http and
-# x25519mlkem768 offer Go's default list; nginx 1.22's OpenSSL 3.0 has no ML-KEM).
-GROUPS = {"x25519": {"X25519"}, "p256": {"prime256v1"},
-          "x25519mlkem768": {"X25519MLKEM768", "X25519", "prime256v1", "secp384r1", "secp521r1"}}
+# x25519mlkem768 offer Go's default list; nginx 1.22's OpenSSL 3.0 has no ML-KEM), by
+# OpenSSL's names (nginx) and BoringSSL's (Envoy).
+GROUPS = {"x25519": {"X25519"}, "p256": {"prime256v1", "P-256"},
+          "x25519mlkem768": {"X25519MLKEM768", "X25519", "prime256v1", "secp384r1", "secp521r1", "P-256", "P-384", "P-521"}}
 
 
 class Mismatch(Exception):
@@ -63,6 +70,40 @@ def summarize(requests):
             "resumed": sum(c["reused"] == "r" for c in conns.values())}
 
 
+# Envoy's own listeners and connection managers (its admin, Envoy Gateway's stats and readiness
+# ones: bench/lib/k6.sh ENVOY_OWN_STATS), never a client's.
+ENVOY_OWN = re.compile(r'"(admin|eg-[^"]*)"|_190[0-9][0-9]"')
+ENVOY_SERIES = re.compile(r'^envoy_(listener_ssl_(?:versions|ciphers|curves|handshake|session_reused)'
+                          r'|http_downstream_(?:cx_ssl_total|cx_http1_total|cx_http2_total|rq_total))\{([^}]*)\} (\S+)$')
+
+
+def envoy_counters(text):
+    """{series: value} of the counters a TLS record needs, Envoy's own listeners left out."""
+    out = {}
+    for line in text.splitlines():
+        m = ENVOY_SERIES.match(line)
+        if m and not ENVOY_OWN.search(line):
+            out[f"{m[1]}{{{m[2]}}}"] = float(m[3])
+    return out
+
+
+def envoy_record(before, after):
+    """The counters' change as a record: connections are handshakes; the HTTP version of the
+    TLS connection managers' (those that counted TLS connections) connections. Envoy keeps no
+    count of ALPN (None): over TLS HTTP/2 comes by ALPN h2 alone."""
+    d = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
+    label = lambda k: re.search(r'(?:envoy_ssl_version|envoy_ssl_cipher|envoy_ssl_curve)="([^"]*)"', k)[1]  # noqa: E731
+    by = lambda name: {label(k): int(v) for k, v in d.items() if k.startswith(name + "{")}  # noqa: E731
+    total = lambda name: int(sum(v for k, v in d.items() if k.startswith(name + "{")))  # noqa: E731
+    managers = {re.search(r'envoy_http_conn_manager_prefix="([^"]*)"', k)[1] for k in d if k.startswith("http_downstream_cx_ssl_total{")}
+    tls_total = lambda name: int(sum(v for k, v in d.items() if k.startswith(name + "{")  # noqa: E731
+                                     and re.search(r'envoy_http_conn_manager_prefix="([^"]*)"', k)[1] in managers))
+    http = {"HTTP/1.1": tls_total("http_downstream_cx_http1_total"), "HTTP/2.0": tls_total("http_downstream_cx_http2_total")}
+    return {"requests": tls_total("http_downstream_rq_total"), "connections": total("listener_ssl_handshake"),
+            "protocols": by("listener_ssl_versions"), "ciphers": by("listener_ssl_ciphers"), "groups": by("listener_ssl_curves"),
+            "alpn": None, "http": {k: v for k, v in http.items() if v}, "resumed": total("listener_ssl_session_reused")}
+
+
 def asked_of():
     """What the run asks, as bench.sh resolved its settings."""
     return {"version": os.environ["ASKED_TLS_VERSION"], "group": os.environ["ASKED_TLS_GROUP"],
@@ -75,7 +116,7 @@ def judge(asked, rec):
     line that says what it negotiated."""
     n = rec["connections"]
     if n == 0:
-        raise Mismatch("the server recorded no connection of the confirmation pass (its TLS record at /bench-tls-record is empty for this run)")
+        raise Mismatch("the server recorded no TLS connection of the confirmation pass")
 
     def only(key, allowed, what):
         other = {v: k for v, k in rec[key].items() if v not in allowed}
@@ -87,7 +128,8 @@ def judge(asked, rec):
     # A resumed TLS 1.2 session has no key exchange: no group (nginx logs "-").
     only("groups", GROUPS[asked["group"]] | ({"-"} if v == "1.2" and rec["resumed"] else set()), f"TLS_GROUP={asked['group']}")
     h2 = asked["http"] == "2"
-    only("alpn", {"h2"} if h2 else {"http/1.1", "-"}, f"HTTP_VERSION={asked['http']}")
+    if rec["alpn"] is not None:
+        only("alpn", {"h2"} if h2 else {"http/1.1", "-"}, f"HTTP_VERSION={asked['http']}")
     only("http", {"HTTP/2.0"} if h2 else {"HTTP/1.1"}, f"HTTP_VERSION={asked['http']}")
     if asked["resumption"] == "none" and rec["resumed"]:
         raise Mismatch(f"TLS_RESUMPTION=none asked, but the server resumed {rec['resumed']} of {n} connections")
@@ -95,12 +137,14 @@ def judge(asked, rec):
         raise Mismatch(f"TLS_RESUMPTION=tickets asked, but the server resumed none of {n} new connections (it gives no tickets: "
                        "ssl_session_tickets off, or Envoy Gateway's default)")
     fmt = lambda d: " / ".join(f"{k} ({c})" if len(d) > 1 else k for k, c in sorted(d.items()))  # noqa: E731
-    return (f"server: {fmt(rec['protocols'])} {fmt(rec['ciphers'])} {fmt(rec['groups'])}, ALPN {fmt(rec['alpn'])}, "
+    alpn = "not counted" if rec["alpn"] is None else fmt(rec["alpn"])
+    return (f"server: {fmt(rec['protocols'])} {fmt(rec['ciphers'])} {fmt(rec['groups'])}, ALPN {alpn}, "
             f"{fmt(rec['http'])}; resumed {rec['resumed']} of {n} connections, {rec['requests']} requests: as asked")
 
 
 def read(url, start=None):
-    """The record (from byte START on), b"" where there is none yet (404)."""
+    """The record (from byte START on), b"" where there is none yet (404); START None: its
+    response to a HEAD (None: none yet)."""
     req = urllib.request.Request(url, method="HEAD" if start is None else "GET",
                                  headers={} if not start else {"Range": f"bytes={start}-"})
     try:
@@ -112,31 +156,45 @@ def read(url, start=None):
         raise
 
 
+def envoy(url):
+    return url.endswith("/stats/prometheus")
+
+
+def mark(url):
+    if envoy(url):
+        return json.dumps(envoy_counters(read(url, 0).decode()))
+    r = read(url)
+    return str(int(r.headers["Content-Length"]) if r else 0)
+
+
+def record(url, run, since):
+    if envoy(url):
+        return envoy_record(json.loads(since), envoy_counters(read(url, 0).decode())), "Envoy's statistics over"
+    return summarize(parse(read(url, int(since)).decode(), run)), "the LB's record of"
+
+
 def main(argv):
-    if not ((len(argv) == 3 and argv[1] == "size") or (len(argv) == 6 and argv[1] == "judge")):
-        print("error: usage: tls_record.py size RECORD_URL | judge DIR RECORD_URL RUN FROM", file=sys.stderr)
+    if not ((len(argv) == 3 and argv[1] == "mark") or (len(argv) == 6 and argv[1] == "judge")):
+        print("error: usage: tls_record.py mark URL | judge DIR URL RUN MARK", file=sys.stderr)
         return 2
-    url = argv[2] if argv[1] == "size" else argv[3]
+    url = argv[2] if argv[1] == "mark" else argv[3]
     try:
-        if argv[1] == "size":
-            r = read(url)
-            print(int(r.headers["Content-Length"]) if r else 0)
+        if argv[1] == "mark":
+            print(mark(url))
             return 0
-        text = read(url, int(argv[5])).decode()
+        rec, source = record(url, argv[4], argv[5])
     except OSError as e:
         print(f"error: the server's TLS record {url} could not be read ({e})", file=sys.stderr)
         return 1
-    d, run, asked = Path(argv[2]), argv[4], asked_of()
-    rec = summarize(parse(text, run))
     try:
-        line = judge(asked, rec)
+        line = judge(asked_of(), rec)
     except Mismatch as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     secs = float(os.environ["IB_PASS_SECONDS"])
-    doc = {"source": "the LB's TLS record of the confirmation pass before the load", "pass_seconds": secs,
-           "asked": asked, "record": rec, "line": f"{line} (the LB's record of a pass of {secs:.1f} s before the load)"}
-    (d / "tls.json").write_text(json.dumps(doc, indent=2) + "\n")
+    doc = {"source": f"{source} the confirmation pass before the load", "pass_seconds": secs,
+           "asked": asked_of(), "record": rec, "line": f"{line} ({source} a pass of {secs:.1f} s before the load)"}
+    (Path(argv[2]) / "tls.json").write_text(json.dumps(doc, indent=2) + "\n")
     print(doc["line"])
     return 0
 

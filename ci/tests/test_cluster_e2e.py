@@ -202,7 +202,7 @@ def test_tps_full_handshakes_in_the_cluster(bench):
                for _, reqs, tls, reused in fields)
     assert len({conn for conn, _, _, _ in fields}) == len(fields)
     # The client's side (the native engine's count): a handshake per request of the load
-    # (setup's readiness GET is k6/http's, not the engine's).
+    # (setup's readiness GET is the engine's probe, on a connection of its own: not the load's).
     assert run.result["tls_handshakes"] == run.result["requests"] - 1, run.result
 
 

@@ -49,11 +49,13 @@ export function scenario(name, profile) {
           throw new Error(`the server at ${cfg.target} does not negotiate TLS ${cfg.tls.version} (TLS_VERSION): ${error}`);
         }
       };
-      if (cfg.http2) {
-        const res = ib.probe(cfg.readyUrl, cfg.host, 5000);
+      // The native engine's own client asks, with the load's TLS group: k6/http offers its own,
+      // and a server's record of the connection (bench.sh's confirmation pass) would show them.
+      if (ib) {
+        const res = ib.probe(cfg.readyUrl, cfg.host, 5000, { http2: cfg.http2, tlsGroup: cfg.scheme === 'https' ? cfg.tls.group : '' });
         refused(res.error);
         if (res.error || res.status !== 200 || res.bodyBytes !== cfg.bodyBytes) {
-          throw new Error(`target ${cfg.readyUrl} not ready for HTTP/2: ${res.error || `status ${res.status}, ${res.bodyBytes} bytes`}`);
+          throw new Error(`target ${cfg.readyUrl} not ready${cfg.http2 ? ' for HTTP/2' : ''}: ${res.error || `status ${res.status}, ${res.bodyBytes} bytes`}`);
         }
         return { start: Date.now() / 1000 };
       }
