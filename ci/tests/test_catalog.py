@@ -29,7 +29,8 @@ def test_it_lists_exactly_the_overlays_and_knob_sets_on_disk():
 
 def test_every_reference_resolves_and_no_old_name_is_a_name_now():
     for o in OVERLAYS.values():
-        assert set(o) <= {"name", "seeds", "shows", "runs", "tunes", "cpus", "of", "formerly"}, o["name"]
+        assert set(o) <= {"name", "seeds", "shows", "runs", "tunes", "cpus", "of", "ecdsa", "http2", "formerly"}, o["name"]
+        assert all(o[k] in OVERLAYS and o[k] != o["name"] for k in ("ecdsa", "http2") if k in o), o["name"]
         assert all(re.fullmatch(r"\d{3}|—", s) for s in o["seeds"]), o["name"]
         assert o.get("tunes", o["name"]) in OVERLAYS and o.get("tunes") != o["name"]
         assert ("cpus" in o) == ("of" in o) and o.get("of", o["name"]) in OVERLAYS
