@@ -27,9 +27,20 @@ def server_text(row):
     return f"{names(s['protocols'])} {names(s['ciphers'])} {names(s['groups'])}, {names(s['http'])}; {resumed}"
 
 
+def tail(row, ref_name):
+    """A row's cells from its per-CPU figure on: the figure, the ratio, the rate, the limit,
+    client CPU, validity, the server's record; or the server's refusal."""
+    if row["refused"]:
+        return [f"refused by the server: {row['refused']}"] + [""] * 6
+    return [fmt_interval(row["interval"]), "reference" if row["case"] == ref_name else fmt_ratio(row.get("vs_reference")),
+            fmt_interval(row["rate_interval"]), row["limit"] or "—", "—" if row["client_cpu"] is None else f"{row['client_cpu']:.0%}",
+            "yes" if row["valid"] else f"NOT VALID: {row['not_valid_because']}", server_text(row)]
+
+
 def page(result):
     """tls.md: the handshake matrix and the HTTP rows."""
     r = result
+    line = lambda cells: "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"  # noqa: E731
     lines = [f"# What today's TLS costs {r['variant']} on {r['platform']}", "",
              f"Handshakes per second per ingress CPU (its cgroup's time) by what the client asks, {r['rounds']} rounds, "
              f"the cells' order rotated each round, {r['duration']} each; the mean over the rounds with its t 95 % interval, "
@@ -38,32 +49,15 @@ def page(result):
              "connections of each run's confirmation pass before its load (bench/run/tls_record.py), summed over the rounds.", "",
              "| TLS | key | resumption | handshakes/s per ingress CPU | vs reference | handshakes/s | the limit (rounds) | client CPU (max) | valid | the server's record |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in r["handshakes"]:
-        v, k, res = row["cell"]
-        if row["refused"]:
-            lines.append(f"| {v} | {k.upper()} | {res} | refused by the server: {row['refused']} | | | | | | |")
-            continue
-        valid = "yes" if row["valid"] else f"NOT VALID: {row['not_valid_because']}"
-        cpu = "—" if row["client_cpu"] is None else f"{row['client_cpu']:.0%}"
-        ref = "reference" if row["case"] == REFERENCE else fmt_ratio(row.get("vs_reference"))
-        lines.append(f"| {v} | {k.upper()} | {res} | {fmt_interval(row['interval'])} | {ref} | {fmt_interval(row['rate_interval'])} "
-                     f"| {row['limit'] or '—'} | {cpu} | {valid} | {server_text(row)} |")
-    lines += ["| 1.2 | RSA / ECDSA | session ID | not a client's here: Go's TLS client resumes TLS 1.2 by tickets only "
-              "(`./task calibrate` measures wrk's session IDs) | | | | | | |", "",
+    lines += [line([v, k.upper(), res, *tail(row, REFERENCE)]) for row in r["handshakes"] for v, k, res in [row["cell"]]]
+    lines += [line(["1.2", "RSA / ECDSA", "session ID", "not a client's here: Go's TLS client resumes TLS 1.2 by tickets only "
+                    "(`./task calibrate` measures wrk's session IDs)"] + [""] * 6), "",
               f"## HTTP/2 beside HTTP/1.1 over TLS (`{r['http2_variant']}`)", "",
               f"1 KB requests over keep-alive TLS connections (CONNECTIONS: {r['connections']}), requests per second per ingress CPU, "
               f"HTTP/2 with {r['streams']} streams in flight per connection (STREAMS).", "",
               "| protocol | req/s per ingress CPU | vs HTTP/1.1 | req/s | the limit (rounds) | client CPU (max) | valid | the server's record |",
               "|---|---|---|---|---|---|---|---|"]
-    for row in r["http"]:
-        valid = "yes" if row["valid"] else f"NOT VALID: {row['not_valid_because']}"
-        cpu = "—" if row["client_cpu"] is None else f"{row['client_cpu']:.0%}"
-        ref = "reference" if row["case"] == "http1" else fmt_ratio(row.get("vs_reference"))
-        if row["refused"]:
-            lines.append(f"| {row['title']} | refused by the server: {row['refused']} | | | | | | |")
-            continue
-        lines.append(f"| {row['title']} | {fmt_interval(row['interval'])} | {ref} | {fmt_interval(row['rate_interval'])} "
-                     f"| {row['limit'] or '—'} | {cpu} | {valid} | {server_text(row)} |")
+    lines += [line([row["title"], *tail(row, "http1")]) for row in r["http"]]
     return "\n".join(lines) + "\n"
 
 

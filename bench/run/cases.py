@@ -108,6 +108,13 @@ def shell(script, *args, env=None):
                           cwd=ROOT, env=env, capture_output=True, text=True)
 
 
+@functools.lru_cache(maxsize=1)
+def envoy_own():
+    """Envoy's own listeners and connection managers in its statistics (its admin, Envoy
+    Gateway's stats and readiness ones), never a client's: bench/lib/k6.sh ENVOY_OWN_STATS."""
+    return re.compile(shell('printf %s "$ENVOY_OWN_STATS"').stdout)
+
+
 def enter_client_side(env):
     """This process again where the platform's client side runs (pf_client_netns: on our cluster
     the client node's network namespace, the cluster brought up first), for a runner that

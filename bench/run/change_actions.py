@@ -118,7 +118,7 @@ class Cluster:
                 if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("podIP")]
         if len(pods) != 1:
             return None, None
-        own = re.compile(mx.shell('printf %s "$ENVOY_OWN_STATS"').stdout)
+        own = mx.envoy_own()
         r = subprocess.run(["curl", "-sf", "--max-time", "3", f"http://{pods[0]['status']['podIP']}:19001/stats/prometheus"],
                            capture_output=True, text=True)
         out = {"requests": 0}

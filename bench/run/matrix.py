@@ -47,7 +47,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench/run")]
 # The runners built on this one (compare, sweep, throttle, capacity, change) reach the case
 # list's checks and the tables through it, as mx.NAME: one import for "what a run is".
 from cases import (CPUS, Bad, check_values, default_of, duration_s, traits, error_line, load, number, only_relations,  # noqa: E402,F401
-                   parse, platforms, registry, resolve, say, shell, side_settings, existing_checked, at_once, enter_client_side)
+                   parse, platforms, registry, resolve, say, shell, side_settings, existing_checked, at_once, enter_client_side, envoy_own)
 from report.relations import relations_page  # noqa: E402
 import publish  # noqa: E402  (PUBLISH=1: the set in docs/results/)
 from report.stats import ratio_interval, stats  # noqa: E402,F401  (one place, shared with the index)

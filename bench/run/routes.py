@@ -131,7 +131,7 @@ class Sides:
             pod = self.c.pods(INGRESS)[0]
             return rp.nginx_reloads(self.c.kubectl("exec", pod, "-c", "nginx", "--", "cat", "/run/lb/logs/error.log", timeout=30))
         pod, _ = self.container("ingress-bench/role=ingress", "envoy")
-        own = re.compile(mx.shell('printf %s "$ENVOY_OWN_STATS"').stdout)
+        own = mx.envoy_own()
         r = subprocess.run(["curl", "-sf", "--max-time", "5", f"http://{pod['status']['podIP']}:19001/stats/prometheus"],
                            capture_output=True, text=True)
         return rp.rds_reloads(r.stdout, own)

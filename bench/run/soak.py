@@ -86,7 +86,7 @@ def connections_open(c, how, net):
         m = re.search(r"Active connections:\s*(\d+)", r.stdout)
         return int(m[1]) if m else None
     pods = c.json("get", "pods", "-l", "ingress-bench/role=ingress")["items"]
-    own = re.compile(mx.shell('printf %s "$ENVOY_OWN_STATS"').stdout)
+    own = mx.envoy_own()
     total = None
     for p in pods:
         r = subprocess.run([*net, "curl", "-sf", "--max-time", "2", f"http://{p['status'].get('podIP')}:19001/stats/prometheus"],

@@ -68,14 +68,17 @@ def summary(run):
         return {}
 
 
-def figures(mdoc, name, key, ref=None):
-    """A row: the per-round values of KEY of NAME's runs that finished, their mean interval, the
-    ratio to REF's paired by round, validity, client CPU, the server's record, refusals."""
+def figures(mdoc, name, ref=None):
+    """A row: the per-round per-CPU figures of NAME's runs that finished, their mean interval
+    (and the rate's), the ratio to REF's paired by round, validity, the verdicts' limit, client
+    CPU, the server's record, refusals."""
     runs = runs_of(mdoc, name)
     done = [r for r in runs if r["status"] in ("passed", "crossed")]
-    by_round = {r["round"]: r["values"].get(key) for r in done if mx.number(r["values"].get(key))}
+    per_round = lambda key: {r["round"]: r["values"][key] for r in done if mx.number(r["values"].get(key))}  # noqa: E731
+    by_round, rates = per_round("per_cpu"), per_round("rps")
     row = {"case": name, "rounds": len(by_round), "values": [by_round[k] for k in sorted(by_round)],
-           "interval": mean_interval([by_round[k] for k in sorted(by_round)])}
+           "interval": mean_interval([by_round[k] for k in sorted(by_round)]),
+           "rate_interval": mean_interval([rates[k] for k in sorted(rates)])}
     if ref is not None:
         common = sorted(set(by_round) & set(ref))
         row["vs_reference"] = paired_ratio_interval([by_round[k] for k in common], [ref[k] for k in common])
@@ -133,16 +136,10 @@ def main(argv):
             raise mx.Bad(f"PUBLISH=1: {e}")
     started, steal0 = datetime.now(timezone.utc), publish.cpu_times()
     rc, mdoc = mx.run_matrix(m, env, rounds, "tls", yaml.safe_dump(doc, sort_keys=False))
-    ref = figures(mdoc, REFERENCE, "per_cpu")["by_round"]
-    hs = []
-    for v, k, r in HANDSHAKES:
-        row = figures(mdoc, cell(v, k, r), "per_cpu", ref)
-        row["cell"], row["rate_interval"] = (v, k, r), figures(mdoc, cell(v, k, r), "rps")["interval"]
-        hs.append(row)
-    h1 = figures(mdoc, "http1", "per_cpu")
-    http = [dict(h1, title="HTTP/1.1", rate_interval=figures(mdoc, "http1", "rps")["interval"]),
-            dict(figures(mdoc, "http2", "per_cpu", h1["by_round"]), title=f"HTTP/2, {streams} streams",
-                 rate_interval=figures(mdoc, "http2", "rps")["interval"])]
+    ref = figures(mdoc, REFERENCE)["by_round"]
+    hs = [dict(figures(mdoc, cell(v, k, r), ref), cell=(v, k, r)) for v, k, r in HANDSHAKES]
+    h1 = figures(mdoc, "http1")
+    http = [dict(h1, title="HTTP/1.1"), dict(figures(mdoc, "http2", h1["by_round"]), title=f"HTTP/2, {streams} streams")]
     result = {"variant": variant, "ecdsa_variant": ecdsa, "http2_variant": http2, "platform": m["cases"][0]["platform"],
               "rounds": mdoc["rounds"], "duration": duration, "streams": int(streams), "connections": env.get("CONNECTIONS") or "the scenario's default",
               "handshakes": hs, "http": http, "matrix": mdoc["id"]}
@@ -154,7 +151,7 @@ def main(argv):
         print(f"publish       {os.path.relpath(out, ROOT)}/ (listed in docs/results/README.md)")
     # A refusal is the server's answer to what a cell asks, not a run that went wrong.
     failed = [r for r in mdoc["runs"] if r["status"] == "failed" and not REFUSED.search(r.get("reason") or "")]
-    return 1 if failed else 0 if rc == 1 else rc
+    return 1 if failed or mdoc["interrupted"] else 0 if rc == 1 else rc
 
 
 if __name__ == "__main__":

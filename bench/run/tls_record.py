@@ -29,6 +29,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import envoy_own  # noqa: E402  (Envoy's own series: one source, bench/lib/k6.sh)
+
 # What nginx (OpenSSL) calls what the client asks.
 VERSIONS = {"1.2": "TLSv1.2", "1.3": "TLSv1.3"}
 # The client's TLS 1.2 suites (k6/lib/config.js TLS_CIPHERS, the seeds'), by OpenSSL's names;
@@ -70,19 +73,16 @@ def summarize(requests):
             "resumed": sum(c["reused"] == "r" for c in conns.values())}
 
 
-# Envoy's own listeners and connection managers (its admin, Envoy Gateway's stats and readiness
-# ones: bench/lib/k6.sh ENVOY_OWN_STATS), never a client's.
-ENVOY_OWN = re.compile(r'"(admin|eg-[^"]*)"|_190[0-9][0-9]"')
 ENVOY_SERIES = re.compile(r'^envoy_(listener_ssl_(?:versions|ciphers|curves|handshake|session_reused)'
                           r'|http_downstream_(?:cx_ssl_total|cx_http1_total|cx_http2_total|rq_total))\{([^}]*)\} (\S+)$')
 
 
 def envoy_counters(text):
     """{series: value} of the counters a TLS record needs, Envoy's own listeners left out."""
-    out = {}
+    out, own = {}, envoy_own()
     for line in text.splitlines():
         m = ENVOY_SERIES.match(line)
-        if m and not ENVOY_OWN.search(line):
+        if m and not own.search(line):
             out[f"{m[1]}{{{m[2]}}}"] = float(m[3])
     return out
 
@@ -92,15 +92,16 @@ def envoy_record(before, after):
     TLS connection managers' (those that counted TLS connections) connections. Envoy keeps no
     count of ALPN (None): over TLS HTTP/2 comes by ALPN h2 alone."""
     d = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
-    label = lambda k: re.search(r'(?:envoy_ssl_version|envoy_ssl_cipher|envoy_ssl_curve)="([^"]*)"', k)[1]  # noqa: E731
-    by = lambda name: {label(k): int(v) for k, v in d.items() if k.startswith(name + "{")}  # noqa: E731
-    total = lambda name: int(sum(v for k, v in d.items() if k.startswith(name + "{")))  # noqa: E731
-    managers = {re.search(r'envoy_http_conn_manager_prefix="([^"]*)"', k)[1] for k in d if k.startswith("http_downstream_cx_ssl_total{")}
-    tls_total = lambda name: int(sum(v for k, v in d.items() if k.startswith(name + "{")  # noqa: E731
-                                     and re.search(r'envoy_http_conn_manager_prefix="([^"]*)"', k)[1] in managers))
+    of = lambda name: {k: v for k, v in d.items() if k.startswith(name + "{")}  # noqa: E731
+    label = lambda k, name: re.search(rf'{name}="([^"]*)"', k)[1]  # noqa: E731
+    by = lambda name, key: {label(k, key): int(v) for k, v in of(name).items()}  # noqa: E731
+    total = lambda name: int(sum(of(name).values()))  # noqa: E731
+    managers = set(by("http_downstream_cx_ssl_total", "envoy_http_conn_manager_prefix"))
+    tls_total = lambda name: sum(v for m, v in by(name, "envoy_http_conn_manager_prefix").items() if m in managers)  # noqa: E731
     http = {"HTTP/1.1": tls_total("http_downstream_cx_http1_total"), "HTTP/2.0": tls_total("http_downstream_cx_http2_total")}
     return {"requests": tls_total("http_downstream_rq_total"), "connections": total("listener_ssl_handshake"),
-            "protocols": by("listener_ssl_versions"), "ciphers": by("listener_ssl_ciphers"), "groups": by("listener_ssl_curves"),
+            "protocols": by("listener_ssl_versions", "envoy_ssl_version"), "ciphers": by("listener_ssl_ciphers", "envoy_ssl_cipher"),
+            "groups": by("listener_ssl_curves", "envoy_ssl_curve"),
             "alpn": None, "http": {k: v for k, v in http.items() if v}, "resumed": total("listener_ssl_session_reused")}
 
 
@@ -142,17 +143,26 @@ def judge(asked, rec):
             f"{fmt(rec['http'])}; resumed {rec['resumed']} of {n} connections, {rec['requests']} requests: as asked")
 
 
-def read(url, start=None):
-    """The record (from byte START on), b"" where there is none yet (404); START None: its
-    response to a HEAD (None: none yet)."""
-    req = urllib.request.Request(url, method="HEAD" if start is None else "GET",
-                                 headers={} if not start else {"Range": f"bytes={start}-"})
+def size(url):
+    """The record's size in bytes (0: none yet), by a HEAD."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5) as r:
+            return int(r.headers["Content-Length"])
+    except urllib.error.HTTPError as e:
+        if e.code == 404:  # no record yet
+            return 0
+        raise
+
+
+def body(url, start=0):
+    """The page (from byte START on: a range), b"" where there is nothing (yet) past START."""
+    req = urllib.request.Request(url, headers={"Range": f"bytes={start}-"} if start else {})
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r if start is None else r.read()
+            return r.read()
     except urllib.error.HTTPError as e:
-        if e.code in (404, 416):  # no record yet; nothing past START
-            return None if start is None else b""
+        if e.code in (404, 416):
+            return b""
         raise
 
 
@@ -161,16 +171,13 @@ def envoy(url):
 
 
 def mark(url):
-    if envoy(url):
-        return json.dumps(envoy_counters(read(url, 0).decode()))
-    r = read(url)
-    return str(int(r.headers["Content-Length"]) if r else 0)
+    return json.dumps(envoy_counters(body(url).decode())) if envoy(url) else str(size(url))
 
 
 def record(url, run, since):
     if envoy(url):
-        return envoy_record(json.loads(since), envoy_counters(read(url, 0).decode())), "Envoy's statistics over"
-    return summarize(parse(read(url, int(since)).decode(), run)), "the LB's record of"
+        return envoy_record(json.loads(since), envoy_counters(body(url).decode())), "Envoy's statistics over"
+    return summarize(parse(body(url, int(since)).decode(), run)), "the LB's record of"
 
 
 def main(argv):
@@ -186,14 +193,15 @@ def main(argv):
     except OSError as e:
         print(f"error: the server's TLS record {url} could not be read ({e})", file=sys.stderr)
         return 1
+    asked = asked_of()
     try:
-        line = judge(asked_of(), rec)
+        line = judge(asked, rec)
     except Mismatch as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     secs = float(os.environ["IB_PASS_SECONDS"])
     doc = {"source": f"{source} the confirmation pass before the load", "pass_seconds": secs,
-           "asked": asked_of(), "record": rec, "line": f"{line} ({source} a pass of {secs:.1f} s before the load)"}
+           "asked": asked, "record": rec, "line": f"{line} ({source} a pass of {secs:.1f} s before the load)"}
     (Path(argv[2]) / "tls.json").write_text(json.dumps(doc, indent=2) + "\n")
     print(doc["line"])
     return 0
